@@ -1,0 +1,161 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strictSwift6: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "mentoryd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "mentoryd", targets: ["mentoryd"]),
+        .executable(name: "mentoryctl", targets: ["mentoryctl"]),
+        .library(name: "MentoryClient", targets: ["MentoryClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // Layer 1: the wire protocol. Messages and framing, nothing else.
+        .target(
+            name: "MentoryWire",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Proto"],
+            swiftSettings: strictSwift6
+        ),
+        // Layer 2: the engine actor, its handler API, subscriptions and the clock.
+        .target(
+            name: "MentoryEngine",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // Layer 2: the store protocols and their in-memory implementation.
+        .target(
+            name: "MentoryStorage",
+            dependencies: ["MentoryWire"],
+            swiftSettings: strictSwift6
+        ),
+        // Layer 3: handler modules. Each sees only the handler API (and the store protocols).
+        .target(
+            name: "MentoryMentor",
+            dependencies: ["MentoryEngine", "MentoryStorage"],
+            path: "Sources/Handlers/MentoryMentor",
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryReachability",
+            dependencies: ["MentoryEngine"],
+            path: "Sources/Handlers/MentoryReachability",
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryDiary",
+            dependencies: ["MentoryEngine", "MentoryStorage"],
+            path: "Sources/Handlers/MentoryDiary",
+            swiftSettings: strictSwift6
+        ),
+        // Layer 4: the Unix socket server. Connections and I/O, no domain state.
+        .target(
+            name: "MentoryServer",
+            dependencies: [
+                "MentoryWire",
+                "MentoryEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The client library, for mentoryctl and for other Swift programs.
+        .target(
+            name: "MentoryClient",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // Layer 5: the executables.
+        .executableTarget(
+            name: "mentoryd",
+            dependencies: [
+                "MentoryEngine",
+                "MentoryStorage",
+                "MentoryMentor",
+                "MentoryReachability",
+                "MentoryDiary",
+                "MentoryServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "mentoryctl",
+            dependencies: [
+                "MentoryClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "mentory-bench",
+            dependencies: [
+                "MentoryClient",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/mentory-bench",
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryWireTests",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryEngineTests",
+            dependencies: [
+                "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryEndToEndTests",
+            dependencies: [
+                "MentoryClient",
+                "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+    ]
+)

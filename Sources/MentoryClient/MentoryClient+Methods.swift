@@ -1,0 +1,116 @@
+import MentoryWire
+
+/// Typed calls for every method the daemon ships with.
+extension MentoryClient {
+    // MARK: session
+
+    /// Round-trips an empty request.
+    public func ping() async throws(MentoryClientError) {
+        let _: Mentory_V1_Empty = try await self.call(WireNames.session, "ping", Mentory_V1_Empty())
+    }
+
+    /// The daemon's version, uptime, connections, handlers and subscribers.
+    public func status() async throws(MentoryClientError) -> Mentory_V1_StatusReply {
+        try await self.call(WireNames.session, "status", Mentory_V1_Empty())
+    }
+
+    /// Subscribes this connection to `topics`; events then arrive on ``events``.
+    public func subscribe(_ topics: [Mentory_V1_TopicSubscription]) async throws(MentoryClientError) -> Mentory_V1_SubscribeReply {
+        var request = Mentory_V1_SubscribeRequest()
+        request.topics = topics
+        return try await self.call(WireNames.session, "subscribe", request)
+    }
+
+    /// Subscribes this connection to `topics`, each starting with a snapshot.
+    public func subscribe(topics: [String]) async throws(MentoryClientError) -> Mentory_V1_SubscribeReply {
+        try await self.subscribe(
+            topics.map { topic in
+                var subscription = Mentory_V1_TopicSubscription()
+                subscription.topic = topic
+                return subscription
+            }
+        )
+    }
+
+    /// Ends subscriptions; an empty list ends them all.
+    public func unsubscribe(topics: [String]) async throws(MentoryClientError) {
+        var request = Mentory_V1_UnsubscribeRequest()
+        request.topics = topics
+        let _: Mentory_V1_Empty = try await self.call(WireNames.session, "unsubscribe", request)
+    }
+
+    // MARK: mentor
+
+    /// The current mentor message, if any.
+    public func mentorGet() async throws(MentoryClientError) -> Mentory_V1_MentorState {
+        try await self.call(WireNames.mentor, "get", Mentory_V1_Empty())
+    }
+
+    /// Replaces the mentor message.
+    public func mentorSet(_ request: Mentory_V1_MentorSetRequest) async throws(MentoryClientError) -> Mentory_V1_MentorState {
+        try await self.call(WireNames.mentor, "set", request)
+    }
+
+    /// Marks a mentor action item done.
+    public func mentorCompleteTodo(id: String) async throws(MentoryClientError) -> Mentory_V1_MentorState {
+        var request = Mentory_V1_MentorCompleteTodoRequest()
+        request.id = id
+        return try await self.call(WireNames.mentor, "completeTodo", request)
+    }
+
+    // MARK: reachability
+
+    /// Reports a peer's state; the peer turns unreachable when this connection closes.
+    public func reachabilityReport(_ peer: Mentory_V1_PeerState) async throws(MentoryClientError) -> Mentory_V1_PeerState {
+        try await self.call(WireNames.reachability, "report", peer)
+    }
+
+    /// Every peer's state.
+    public func reachabilityGet() async throws(MentoryClientError) -> Mentory_V1_ReachabilitySnapshot {
+        try await self.call(WireNames.reachability, "get", Mentory_V1_Empty())
+    }
+
+    // MARK: diary
+
+    /// Adds an entry.
+    public func diaryAdd(_ request: Mentory_V1_DiaryAddRequest) async throws(MentoryClientError) -> Mentory_V1_DiaryEntry {
+        try await self.call(WireNames.diary, "add", request)
+    }
+
+    /// The entry with `id`.
+    public func diaryGet(id: String) async throws(MentoryClientError) -> Mentory_V1_DiaryEntry {
+        var request = Mentory_V1_DiaryGetRequest()
+        request.id = id
+        return try await self.call(WireNames.diary, "get", request)
+    }
+
+    /// Up to `limit` entries before `before` (YYYY-MM-DD), newest first.
+    public func diaryList(limit: UInt32 = 0, before: String? = nil) async throws(MentoryClientError) -> [Mentory_V1_DiaryEntry] {
+        var request = Mentory_V1_DiaryListRequest()
+        request.limit = limit
+        if let before { request.before = before }
+        let reply: Mentory_V1_DiaryListReply = try await self.call(WireNames.diary, "list", request)
+        return reply.entries
+    }
+
+    /// Deletes the entry with `id` and returns it.
+    @discardableResult
+    public func diaryDelete(id: String) async throws(MentoryClientError) -> Mentory_V1_DiaryEntry {
+        var request = Mentory_V1_DiaryDeleteRequest()
+        request.id = id
+        return try await self.call(WireNames.diary, "delete", request)
+    }
+
+    /// Sets the done flag of one of an entry's action items.
+    public func diarySetSuggestionDone(
+        entryID: String,
+        suggestionID: String,
+        done: Bool
+    ) async throws(MentoryClientError) -> Mentory_V1_DiaryEntry {
+        var request = Mentory_V1_DiarySuggestionDoneRequest()
+        request.entryID = entryID
+        request.suggestionID = suggestionID
+        request.done = done
+        return try await self.call(WireNames.diary, "setSuggestionDone", request)
+    }
+}

@@ -1,0 +1,154 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import MentoryWire
+import NIOCore
+import NIOPosix
+import SwiftProtobuf
+
+/// A connection to mentoryd.
+///
+/// Calls may be made concurrently from any task; they are pipelined on the one connection and
+/// matched to their responses by id. Events for this connection's subscriptions arrive on
+/// ``events``.
+public final class MentoryClient: Sendable {
+    /// The server's handshake answer: its version and its handlers.
+    public let welcome: Mentory_V1_Welcome
+    /// Events pushed to this connection, in the order the daemon sent them. Finishes when the connection closes.
+    public let events: AsyncStream<Mentory_V1_Event>
+    /// The socket this client is connected to.
+    public let socketPath: String
+    /// How long a call waits for its answer by default; `nil` waits for ever.
+    public let defaultTimeout: Duration?
+
+    private let channel: any Channel
+
+    private init(
+        channel: any Channel,
+        welcome: Mentory_V1_Welcome,
+        events: AsyncStream<Mentory_V1_Event>,
+        socketPath: String,
+        defaultTimeout: Duration?
+    ) {
+        self.channel = channel
+        self.welcome = welcome
+        self.events = events
+        self.socketPath = socketPath
+        self.defaultTimeout = defaultTimeout
+    }
+
+    /// Connects to the daemon at `socketPath` and performs the handshake.
+    public static func connect(
+        socketPath: String,
+        clientName: String,
+        defaultTimeout: Duration? = .seconds(30),
+        maxFrameLength: Int = WireProtocol.defaultMaxFrameLength,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws(MentoryClientError) -> MentoryClient {
+        let (events, continuation) = AsyncStream.makeStream(
+            of: Mentory_V1_Event.self,
+            bufferingPolicy: .unbounded
+        )
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: eventLoopGroup)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)),
+                            MessageToByteHandler(EnvelopeFrameEncoder()),
+                            ClientChannelHandler(events: continuation),
+                        ])
+                    }
+                }
+                .connect(unixDomainSocketPath: socketPath)
+                .get()
+        } catch {
+            throw .cannotConnect(path: socketPath, reason: Self.describe(error))
+        }
+        var hello = Mentory_V1_Hello()
+        hello.protocolVersion = WireProtocol.version
+        hello.clientName = clientName
+        let welcomePromise = channel.eventLoop.makePromise(of: Mentory_V1_Welcome.self)
+        channel.writeAndFlush(ClientCommand.hello(hello, welcomePromise), promise: nil)
+        let welcome: Mentory_V1_Welcome
+        do {
+            welcome = try await welcomePromise.futureResult.get()
+        } catch {
+            try? await channel.close()
+            throw Self.clientError(error)
+        }
+        return MentoryClient(
+            channel: channel,
+            welcome: welcome,
+            events: events,
+            socketPath: socketPath,
+            defaultTimeout: defaultTimeout
+        )
+    }
+
+    /// Calls `namespace.method` with a serialized body and returns the serialized reply.
+    public func call(
+        _ namespace: String,
+        _ method: String,
+        body: Data,
+        timeout: Duration? = nil
+    ) async throws(MentoryClientError) -> Data {
+        let promise = self.channel.eventLoop.makePromise(of: Data.self)
+        let limit = (timeout ?? self.defaultTimeout).map { duration in
+            TimeAmount.nanoseconds(
+                duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+            )
+        }
+        self.channel.writeAndFlush(
+            ClientCommand.request(namespace: namespace, method: method, body: body, timeout: limit, promise),
+            promise: nil
+        )
+        do {
+            return try await promise.futureResult.get()
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    /// Calls `namespace.method` with a request message and decodes the reply as `Reply`.
+    public func call<Reply: SwiftProtobuf.Message>(
+        _ namespace: String,
+        _ method: String,
+        _ request: some SwiftProtobuf.Message,
+        replying: Reply.Type = Reply.self,
+        timeout: Duration? = nil
+    ) async throws(MentoryClientError) -> Reply {
+        let body: Data
+        do {
+            body = try request.serializedData()
+        } catch {
+            throw .malformedReply("cannot serialize the request: \(error)")
+        }
+        let reply = try await self.call(namespace, method, body: body, timeout: timeout)
+        do {
+            return try Reply(serializedBytes: reply)
+        } catch {
+            throw .malformedReply("the reply is not a \(Reply.protoMessageName): \(error)")
+        }
+    }
+
+    /// Closes the connection. Calls still waiting fail with ``MentoryClientError/connectionClosed(reason:)``.
+    public func close() async {
+        try? await self.channel.close()
+    }
+
+    private static func clientError(_ error: any Error) -> MentoryClientError {
+        if let error = error as? MentoryClientError { return error }
+        return .connectionClosed(reason: Self.describe(error))
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? IOError {
+            return error.description
+        }
+        return "\(error)"
+    }
+}

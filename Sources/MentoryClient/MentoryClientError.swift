@@ -1,0 +1,42 @@
+import MentoryWire
+
+/// Why a client call failed.
+public enum MentoryClientError: Error, Sendable, Equatable {
+    /// No daemon accepted the connection at `path`.
+    case cannotConnect(path: String, reason: String)
+    /// The daemon answered with an error; `code` is one of `Mentory_V1_ErrorCode`.
+    case remote(code: UInt32, message: String)
+    /// The connection closed before the answer arrived.
+    case connectionClosed(reason: String)
+    /// The daemon sent something this client cannot read.
+    case malformedReply(String)
+    /// No answer arrived within the timeout.
+    case timedOut(seconds: Double)
+
+    /// The daemon's error code, when the daemon reported one.
+    public var remoteCode: Mentory_V1_ErrorCode? {
+        guard case .remote(let code, _) = self else { return nil }
+        return Mentory_V1_ErrorCode(rawValue: Int(code))
+    }
+
+    init(_ error: Mentory_V1_Error) {
+        self = .remote(code: error.code, message: error.message)
+    }
+}
+
+extension MentoryClientError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .cannotConnect(let path, let reason):
+            "cannot connect to mentoryd at \(path): \(reason). Is the daemon running? Pass --socket or set MENTORY_SOCKET."
+        case .remote(let code, let message):
+            "\(message) (error \(code))"
+        case .connectionClosed(let reason):
+            "the connection to mentoryd closed: \(reason)"
+        case .malformedReply(let reason):
+            "mentoryd sent a reply this client cannot read: \(reason)"
+        case .timedOut(let seconds):
+            "mentoryd did not answer within \(seconds) seconds"
+        }
+    }
+}

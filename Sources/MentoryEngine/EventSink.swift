@@ -1,0 +1,13 @@
+import MentoryWire
+
+/// Where a subscriber's events go: the transport seam between the engine and a connection.
+///
+/// The server implements it over a socket; tests implement it in memory.
+public protocol EventSink: Sendable {
+    /// Queues `event` for the subscriber.
+    ///
+    /// Returns `false`, without queueing, when the subscriber's bounded queue is full. The engine
+    /// then stops sending that subscriber events and, once ``MentoryEngine/sinkDrained(_:)`` is
+    /// called, sends a reset carrying the current state instead of what it skipped.
+    func deliver(_ event: Mentory_V1_Event) -> Bool
+}

@@ -1,0 +1,274 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+import MentoryWire
+import SwiftProtobuf
+
+/// The one owner of mentoryd's session state.
+///
+/// Connections hand it requests and receive events through an ``EventSink``; handler modules
+/// registered in it do the domain work while isolated to it. Give it the server's event loop as
+/// its executor and a request costs no hop between threads.
+public actor MentoryEngine {
+    /// Settings fixed at start-up.
+    public struct Configuration: Sendable {
+        /// The version string the daemon reports.
+        public var serverVersion: String
+        /// How many recent events each topic keeps for resuming subscribers.
+        public var eventRingCapacity: Int
+
+        public init(serverVersion: String, eventRingCapacity: Int = 4096) {
+            self.serverVersion = serverVersion
+            self.eventRingCapacity = eventRingCapacity
+        }
+    }
+
+    struct Connection {
+        var context: ConnectionContext
+        var sink: any EventSink
+        /// Subscribed topics, each `true` while live and `false` while waiting for a reset.
+        var topics: [String: Bool] = [:]
+    }
+
+    private let executor: any SerialExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        self.executor.asUnownedSerialExecutor()
+    }
+
+    /// The engine's settings.
+    public nonisolated let configuration: Configuration
+    /// The source of wall-clock time for handlers.
+    public nonisolated let clock: any SessionClock
+    /// A random number drawn at start-up; sequence numbers are only comparable within one epoch.
+    public nonisolated let epoch: UInt64
+    /// The engine's logger.
+    public nonisolated let logger: Logger
+
+    let startedAt = ContinuousClock.now
+    var handlers: [String: any MentoryHandler] = [:]
+    var registrationOrder: [String] = []
+    var topicOwners: [String: String] = [:]
+    private var states: [ObjectIdentifier: AnyObject] = [:]
+    var connections: [ConnectionID: Connection] = [:]
+    var logs: [String: EventLog] = [:]
+    var subscribers: [String: Set<ConnectionID>] = [:]
+    private var isShuttingDown = false
+
+    /// Creates an engine that runs on `executor`.
+    public init(
+        configuration: Configuration,
+        executor: any SerialExecutor,
+        clock: any SessionClock = SystemSessionClock(),
+        logger: Logger = Logger(label: "mentoryd.engine")
+    ) {
+        self.configuration = configuration
+        self.executor = executor
+        self.clock = clock
+        self.logger = logger
+        self.epoch = UInt64.random(in: 1...UInt64.max)
+    }
+
+    // MARK: Handler registry
+
+    /// Registers `handler` under its namespace and opens it.
+    public func register(_ handler: any MentoryHandler) async throws(MentoryError) {
+        let namespace = handler.namespace
+        guard namespace != WireNames.session, self.handlers[namespace] == nil else {
+            throw .internal("namespace '\(namespace)' is already registered")
+        }
+        for topic in handler.topics {
+            guard self.topicOwners[topic] == nil else {
+                throw .internal("topic '\(topic)' is already published by '\(self.topicOwners[topic]!)'")
+            }
+        }
+        try await handler.open(engine: self)
+        self.handlers[namespace] = handler
+        self.registrationOrder.append(namespace)
+        for topic in handler.topics {
+            self.topicOwners[topic] = namespace
+            self.logs[topic] = EventLog(capacity: self.configuration.eventRingCapacity)
+            self.subscribers[topic] = []
+        }
+        self.logger.debug("registered handler", metadata: ["namespace": "\(namespace)"])
+    }
+
+    /// Closes every handler, last registered first. Requests after this get ``MentoryError/shuttingDown``.
+    public func closeHandlers() async {
+        self.isShuttingDown = true
+        for namespace in self.registrationOrder.reversed() {
+            await self.handlers[namespace]?.close(engine: self)
+        }
+    }
+
+    /// Every registered handler, in registration order, as the handshake lists them.
+    public var handlerDescriptions: [Mentory_V1_HandlerDescription] {
+        var descriptions: [Mentory_V1_HandlerDescription] = []
+        var session = Mentory_V1_HandlerDescription()
+        session.namespace = WireNames.session
+        session.methods = SessionMethod.allCases.map(\.rawValue)
+        descriptions.append(session)
+        for namespace in self.registrationOrder {
+            descriptions.append(self.handlers[namespace]!.handlerDescription)
+        }
+        return descriptions
+    }
+
+    /// The engine-owned state object of type `State`, created on first use.
+    public func state<State: HandlerState>(_ type: State.Type) -> State {
+        let key = ObjectIdentifier(type)
+        if let existing = self.states[key] {
+            // The dictionary is keyed by the type itself, so the cast cannot fail.
+            return unsafeDowncast(existing, to: State.self)
+        }
+        let created = State()
+        self.states[key] = created
+        return created
+    }
+
+    // MARK: Connections
+
+    /// Introduces a connection that completed its handshake and returns the server's greeting.
+    public func attach(_ context: ConnectionContext, sink: any EventSink) -> Mentory_V1_Welcome {
+        self.connections[context.id] = Connection(context: context, sink: sink)
+        var welcome = Mentory_V1_Welcome()
+        welcome.protocolVersion = WireProtocol.version
+        welcome.serverVersion = self.configuration.serverVersion
+        welcome.handlers = self.handlerDescriptions
+        welcome.epoch = self.epoch
+        return welcome
+    }
+
+    /// Forgets a connection: drops its subscriptions and tells every handler.
+    public func detach(_ id: ConnectionID) {
+        guard let connection = self.connections.removeValue(forKey: id) else { return }
+        for topic in connection.topics.keys {
+            self.subscribers[topic]?.remove(id)
+        }
+        for namespace in self.registrationOrder {
+            self.handlers[namespace]!.connectionClosed(id, engine: self)
+        }
+    }
+
+    /// The number of connections that completed the handshake.
+    public var connectionCount: Int { self.connections.count }
+
+    /// The number of connections subscribed to at least one topic.
+    public var subscriberCount: Int { self.connections.values.count { !$0.topics.isEmpty } }
+
+    /// Returns at once; used as a liveness probe that proves the engine's executor is running jobs.
+    public func probeLiveness() -> UInt64 { self.epoch }
+
+    // MARK: Requests
+
+    /// Routes `request` to its handler and returns the response to send back.
+    ///
+    /// Every failure becomes an error response; nothing here closes the connection.
+    public func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+        do throws(MentoryError) {
+            let body = try await self.route(request, from: id)
+            return .success(id: request.id, body: body)
+        } catch {
+            if case .internal = error {
+                self.logger.error(
+                    "request failed",
+                    metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
+                )
+            }
+            return .failure(id: request.id, error: error.wireError)
+        }
+    }
+
+    private func route(_ request: Mentory_V1_Request, from id: ConnectionID) async throws(MentoryError) -> Data {
+        guard !self.isShuttingDown else { throw .shuttingDown }
+        guard let connection = self.connections[id] else { throw .handshakeRequired }
+        let call = HandlerCall(method: request.method, body: request.body, connection: connection.context)
+        if request.namespace == WireNames.session {
+            return try await self.handleSession(call)
+        }
+        guard let handler = self.handlers[request.namespace] else {
+            throw .unknownNamespace(request.namespace)
+        }
+        return try await handler.handle(call, engine: self)
+    }
+
+    // MARK: Publishing
+
+    /// Publishes a change on `topic` to every subscriber and keeps it for resuming ones.
+    public func publish(_ body: some SwiftProtobuf.Message, on topic: String) {
+        guard var log = self.logs[topic] else {
+            self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
+            return
+        }
+        var event = Mentory_V1_Event()
+        event.topic = topic
+        event.kind = .change
+        event.body = body.wireBody()
+        event.epoch = self.epoch
+        event = log.append(event)
+        self.logs[topic] = log
+        for id in self.subscribers[topic] ?? [] {
+            self.deliver(event, to: id)
+        }
+    }
+
+    /// The sequence number of the newest event on `topic`.
+    public func lastSequence(of topic: String) -> UInt64 {
+        self.logs[topic]?.lastSequence ?? 0
+    }
+
+    /// Tells the engine that a connection's event queue has room again; topics that overflowed get a reset.
+    public func sinkDrained(_ id: ConnectionID) async {
+        guard let connection = self.connections[id] else { return }
+        for (topic, isLive) in connection.topics where !isLive {
+            await self.sendState(of: topic, to: id, kind: .reset)
+        }
+    }
+
+    func deliver(_ event: Mentory_V1_Event, to id: ConnectionID) {
+        guard let connection = self.connections[id], connection.topics[event.topic] == true else { return }
+        if !connection.sink.deliver(event) {
+            self.connections[id]?.topics[event.topic] = false
+            self.logger.debug(
+                "subscriber queue full; a reset will follow",
+                metadata: ["connection": "\(id)", "topic": "\(event.topic)"]
+            )
+        }
+    }
+
+    /// Sends the current state of `topic` as a snapshot or reset, then any events published meanwhile.
+    func sendState(of topic: String, to id: ConnectionID, kind: Mentory_V1_EventKind) async {
+        guard let owner = self.topicOwners[topic], let handler = self.handlers[owner] else { return }
+        let sequence = self.lastSequence(of: topic)
+        let body: Data
+        do {
+            body = try await handler.snapshot(of: topic, engine: self)
+        } catch {
+            self.logger.error("snapshot failed", metadata: ["topic": "\(topic)", "error": "\(error)"])
+            return
+        }
+        // The snapshot reflects at least every event up to `sequence`; events published while it
+        // was being taken follow it, so nothing is lost and no sequence number repeats.
+        guard self.connections[id]?.topics[topic] != nil else { return }
+        var event = Mentory_V1_Event()
+        event.topic = topic
+        event.kind = kind
+        event.sequence = sequence
+        event.body = body
+        event.epoch = self.epoch
+        guard self.connections[id]!.sink.deliver(event) else {
+            self.connections[id]?.topics[topic] = false
+            return
+        }
+        self.connections[id]?.topics[topic] = true
+        self.replay(topic, after: sequence, to: id)
+    }
+
+    func replay(_ topic: String, after sequence: UInt64, to id: ConnectionID) {
+        for event in self.logs[topic]?.events(after: sequence) ?? [] {
+            self.deliver(event, to: id)
+        }
+    }
+}

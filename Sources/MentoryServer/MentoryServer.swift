@@ -1,0 +1,142 @@
+import Logging
+import MentoryEngine
+import MentoryWire
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The Unix socket server: accepts connections and hands their requests to the engine.
+///
+/// Run it as a service. It binds (or adopts) the socket, reports readiness through `onReady`,
+/// serves until graceful shutdown, then stops accepting, closes every connection with a reason
+/// and removes the socket file it created.
+public final class MentoryServer: Service {
+    private let configuration: ServerConfiguration
+    private let engine: MentoryEngine
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    private let onReady: @Sendable () async -> Void
+    private let tracker: NIOLoopBoundBox<ConnectionTracker>
+
+    /// Creates a server whose connections all run on `eventLoop`, which must be the engine's executor.
+    public init(
+        configuration: ServerConfiguration,
+        engine: MentoryEngine,
+        eventLoop: any EventLoop,
+        logger: Logger,
+        onReady: @escaping @Sendable () async -> Void = {}
+    ) {
+        self.configuration = configuration
+        self.engine = engine
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.onReady = onReady
+        self.tracker = NIOLoopBoundBox.makeBoxSendingValue(ConnectionTracker(), as: ConnectionTracker.self, eventLoop: eventLoop)
+    }
+
+    public func run() async throws {
+        let channel = try await self.listen()
+        self.logger.info(
+            "listening",
+            metadata: ["socket": "\(self.configuration.socketPath ?? "(activated)")"]
+        )
+        await self.onReady()
+        try? await gracefulShutdown()
+        self.logger.info("shutting down: no longer accepting connections")
+        try? await channel.close()
+        if case .path(let path) = self.configuration.listener {
+            SocketFile.remove(path: path)
+        }
+        try? await self.closeConnections().get()
+    }
+
+    /// How many connections are open now.
+    public func connectionCount() async -> Int {
+        let tracker = self.tracker
+        return (try? await self.eventLoop.submit { tracker.value.open.count }.get()) ?? 0
+    }
+
+    private func listen() async throws -> any Channel {
+        let bootstrap = self.makeBootstrap()
+        switch self.configuration.listener {
+        case .path(let path):
+            try SocketFile.prepare(path: path)
+            let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+            do {
+                try SocketFile.setMode(path: path, mode: self.configuration.socketMode)
+            } catch {
+                try? await channel.close()
+                SocketFile.remove(path: path)
+                throw error
+            }
+            return channel
+        case .activatedSocket(let descriptor, _):
+            return try await bootstrap.withBoundSocket(descriptor).get()
+        }
+    }
+
+    private func makeBootstrap() -> ServerBootstrap {
+        let configuration = self.configuration
+        let engine = self.engine
+        let logger = self.logger
+        let tracker = self.tracker
+        let highWater = max(configuration.subscriberQueueBytes, 2)
+        return ServerBootstrap(group: self.eventLoop)
+            .serverChannelOption(.backlog, value: 512)
+            .childChannelOption(.autoRead, value: true)
+            .childChannelOption(
+                .writeBufferWaterMark,
+                value: .init(low: highWater / 2, high: highWater)
+            )
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if tracker.value.open.count >= configuration.maxConnections {
+                        Self.refuse(channel, reason: "the daemon already has \(configuration.maxConnections) connections")
+                        return
+                    }
+                    let id = tracker.value.add(channel)
+                    channel.closeFuture.whenComplete { _ in tracker.value.remove(id) }
+                    let handler = ConnectionHandler(
+                        engine: engine,
+                        id: id,
+                        configuration: configuration,
+                        credentials: nil,
+                        logger: logger
+                    )
+                    try channel.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)),
+                        MessageToByteHandler(EnvelopeFrameEncoder()),
+                        handler,
+                    ])
+                }
+            }
+    }
+
+    /// Writes a closing connection error straight to a channel that gets no pipeline, then closes it.
+    private static func refuse(_ channel: any Channel, reason: String) {
+        var connectionError = Mentory_V1_ConnectionError()
+        connectionError.error = MentoryError.tooManyConnections(reason).wireError
+        connectionError.closing = true
+        var envelope = Mentory_V1_Envelope()
+        envelope.connectionError = connectionError
+        var buffer = channel.allocator.buffer(capacity: 128)
+        buffer.writeFrame(envelope)
+        channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func closeConnections() -> EventLoopFuture<Void> {
+        let tracker = self.tracker
+        let eventLoop = self.eventLoop
+        return eventLoop.flatSubmit {
+            for channel in tracker.value.open.values {
+                var connectionError = Mentory_V1_ConnectionError()
+                connectionError.error = MentoryError.shuttingDown.wireError
+                connectionError.closing = true
+                var envelope = Mentory_V1_Envelope()
+                envelope.connectionError = connectionError
+                channel.writeAndFlush(envelope).whenComplete { _ in channel.close(promise: nil) }
+            }
+            return tracker.value.allClosed(on: eventLoop)
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import MentoryWire
+
+/// How the server listens and what it allows each connection.
+public struct ServerConfiguration: Sendable {
+    /// Where the listening socket comes from.
+    public enum Listener: Sendable, Equatable {
+        /// Bind a new socket at this path (and unlink it on shutdown).
+        case path(String)
+        /// Adopt a socket that is already bound and listening, e.g. one passed by systemd. Never unlinked.
+        case activatedSocket(descriptor: Int32, path: String?)
+    }
+
+    /// Where the listening socket comes from.
+    public var listener: Listener
+    /// The permission bits of a socket file the server binds.
+    public var socketMode: UInt16
+    /// The largest frame payload accepted, in bytes; checked before anything is allocated.
+    public var maxFrameLength: Int
+    /// Bytes of events queued for one subscriber before it counts as overflowing and is sent a reset later.
+    public var subscriberQueueBytes: Int
+    /// Requests one connection may have in flight before the server stops reading from it.
+    public var maxRequestsInFlight: Int
+    /// Connections open at once; more are refused with an error.
+    public var maxConnections: Int
+    /// Seconds a new connection has to send its `Hello`.
+    public var handshakeTimeoutSeconds: Int
+
+    public init(
+        listener: Listener,
+        socketMode: UInt16 = 0o660,
+        maxFrameLength: Int = WireProtocol.defaultMaxFrameLength,
+        subscriberQueueBytes: Int = 1 << 20,
+        maxRequestsInFlight: Int = 128,
+        maxConnections: Int = 1024,
+        handshakeTimeoutSeconds: Int = 10
+    ) {
+        self.listener = listener
+        self.socketMode = socketMode
+        self.maxFrameLength = maxFrameLength
+        self.subscriberQueueBytes = subscriberQueueBytes
+        self.maxRequestsInFlight = maxRequestsInFlight
+        self.maxConnections = maxConnections
+        self.handshakeTimeoutSeconds = handshakeTimeoutSeconds
+    }
+
+    /// The socket path clients use, when known.
+    public var socketPath: String? {
+        switch self.listener {
+        case .path(let path): path
+        case .activatedSocket(_, let path): path
+        }
+    }
+}

@@ -1,0 +1,102 @@
+/// Every failure mentoryd reports, each with a stable wire code and a message a person can act on.
+///
+/// The numeric codes are part of the protocol (`ErrorCode` in `mentory.proto`) and never change meaning.
+public enum MentoryError: Error, Equatable, Sendable {
+    case unsupportedVersion(requested: UInt32, supported: UInt32)
+    case handshakeRequired
+    case malformedMessage(String)
+    case frameTooLarge(length: Int, maximum: Int)
+    case truncatedFrame
+    case unknownNamespace(String)
+    case unknownMethod(namespace: String, method: String)
+    case invalidArgument(String)
+    case notFound(String)
+    case conflict(String)
+    case permissionDenied(namespace: String, method: String)
+    case duplicateRequestID(UInt64)
+    case tooManyRequests(limit: Int)
+    case storageFailure(String)
+    case shuttingDown
+    case `internal`(String)
+    case alreadyHandshaken
+    case tooManyConnections(String)
+    case handshakeTimeout(seconds: Int)
+
+    /// The stable wire code.
+    public var code: Mentory_V1_ErrorCode {
+        switch self {
+        case .unsupportedVersion: .unsupportedVersion
+        case .handshakeRequired: .handshakeRequired
+        case .malformedMessage: .malformedMessage
+        case .frameTooLarge: .frameTooLarge
+        case .truncatedFrame: .truncatedFrame
+        case .unknownNamespace: .unknownNamespace
+        case .unknownMethod: .unknownMethod
+        case .invalidArgument: .invalidArgument
+        case .notFound: .notFound
+        case .conflict: .conflict
+        case .permissionDenied: .permissionDenied
+        case .duplicateRequestID: .duplicateRequestID
+        case .tooManyRequests: .tooManyRequests
+        case .storageFailure: .storageFailure
+        case .shuttingDown: .shuttingDown
+        case .internal: .internal
+        case .alreadyHandshaken: .alreadyHandshaken
+        case .tooManyConnections: .tooManyConnections
+        case .handshakeTimeout: .handshakeTimeout
+        }
+    }
+
+    /// A sentence saying what went wrong and what to do about it.
+    public var message: String {
+        switch self {
+        case .unsupportedVersion(let requested, let supported):
+            "protocol version \(requested) is not supported; this daemon speaks version \(supported)"
+        case .handshakeRequired:
+            "send Hello before any request"
+        case .malformedMessage(let reason):
+            "the frame does not hold a valid Envelope (\(reason))"
+        case .frameTooLarge(let length, let maximum):
+            "a frame of \(length) bytes exceeds the limit of \(maximum) bytes"
+        case .truncatedFrame:
+            "the connection ended in the middle of a frame"
+        case .unknownNamespace(let namespace):
+            "no handler is registered for namespace '\(namespace)'"
+        case .unknownMethod(let namespace, let method):
+            "namespace '\(namespace)' has no method '\(method)'"
+        case .invalidArgument(let reason):
+            reason
+        case .notFound(let what):
+            "\(what) was not found"
+        case .conflict(let reason):
+            reason
+        case .permissionDenied(let namespace, let method):
+            "permission denied: you may not call \(namespace).\(method)"
+        case .duplicateRequestID(let id):
+            "request id \(id) is already in flight on this connection; use a fresh id"
+        case .tooManyRequests(let limit):
+            "more than \(limit) requests are in flight on this connection; wait for replies"
+        case .storageFailure(let reason):
+            "storage failed: \(reason)"
+        case .shuttingDown:
+            "the daemon is shutting down; reconnect after it restarts"
+        case .internal(let reason):
+            "internal error: \(reason)"
+        case .alreadyHandshaken:
+            "the handshake was already done on this connection"
+        case .tooManyConnections(let reason):
+            reason
+        case .handshakeTimeout(let seconds):
+            "no Hello arrived within \(seconds) seconds"
+        }
+    }
+
+    /// The error as it travels on the wire.
+    public var wireError: Mentory_V1_Error {
+        Mentory_V1_Error(code: self.code, message: self.message)
+    }
+}
+
+extension MentoryError: CustomStringConvertible {
+    public var description: String { self.message }
+}

@@ -1,0 +1,27 @@
+import NIOCore
+
+/// Constants that define version 1 of the mentoryd wire protocol.
+///
+/// See `docs/PROTOCOL.md` for the full description.
+public enum WireProtocol {
+    /// The protocol version this build speaks. `Hello.protocolVersion` must equal it.
+    public static let version: UInt32 = 1
+
+    /// The size of the big-endian length prefix in front of every frame.
+    public static let lengthPrefixSize = 4
+
+    /// The default largest payload a frame may carry: 1 MiB.
+    public static let defaultMaxFrameLength = 1 << 20
+}
+
+/// A well-known namespace or topic name.
+public enum WireNames {
+    /// The namespace built into the daemon: `ping`, `status`, `subscribe`, `unsubscribe`.
+    public static let session = "session"
+    /// The mentor handler's namespace and topic.
+    public static let mentor = "mentor"
+    /// The reachability handler's namespace and topic.
+    public static let reachability = "reachability"
+    /// The diary handler's namespace and topic.
+    public static let diary = "diary"
+}

@@ -1,0 +1,85 @@
+import Configuration
+import Logging
+import MentoryWire
+
+/// Everything mentoryd reads at start-up, after merging flags, environment, config file and defaults.
+struct DaemonSettings: Sendable {
+    var socketPath: String
+    var socketMode: UInt16
+    var stateDirectory: String
+    var logLevel: Logger.Level
+    var maxFrameLength: Int
+    var subscriberQueueBytes: Int
+    var maxRequestsInFlight: Int
+    var maxConnections: Int
+    var handshakeTimeoutSeconds: Int
+    var eventRingCapacity: Int
+
+    /// Reads the settings from `config`, with embedded defaults for anything it lacks.
+    init(config: ConfigReader, environment: [String: String]) throws(SettingsError) {
+        self.socketPath = config.string(
+            forKey: "socket.path",
+            default: DefaultPaths.daemonSocketPath(environment: environment)
+        )
+        let mode = config.string(forKey: "socket.mode", default: "0660")
+        guard let parsedMode = UInt16(mode, radix: 8), parsedMode <= 0o777 else {
+            throw .invalid(key: "socket.mode", reason: "'\(mode)' is not an octal permission such as 0660")
+        }
+        self.socketMode = parsedMode
+        self.stateDirectory = config.string(
+            forKey: "state.directory",
+            default: Self.defaultStateDirectory(environment: environment)
+        )
+        let level = config.string(forKey: "log.level", default: "info")
+        guard let parsedLevel = Logger.Level(rawValue: level.lowercased()) else {
+            throw .invalid(
+                key: "log.level",
+                reason: "'\(level)' is not one of trace, debug, info, notice, warning, error, critical"
+            )
+        }
+        self.logLevel = parsedLevel
+        self.maxFrameLength = try Self.positive(config, "limits.maxFrameLength", WireProtocol.defaultMaxFrameLength)
+        self.subscriberQueueBytes = try Self.positive(config, "limits.subscriberQueueBytes", 1 << 20)
+        self.maxRequestsInFlight = try Self.positive(config, "limits.maxRequestsInFlight", 128)
+        self.maxConnections = try Self.positive(config, "limits.maxConnections", 1024)
+        self.handshakeTimeoutSeconds = try Self.positive(config, "limits.handshakeTimeoutSeconds", 10)
+        self.eventRingCapacity = try Self.positive(config, "events.ringCapacity", 4096)
+        guard self.maxFrameLength <= Int(UInt32.max) else {
+            throw .invalid(key: "limits.maxFrameLength", reason: "it must fit the 4-byte length prefix")
+        }
+    }
+
+    private static func positive(_ config: ConfigReader, _ key: String, _ fallback: Int) throws(SettingsError) -> Int {
+        let value = config.int(forKey: ConfigKey(key), default: fallback)
+        guard value > 0 else {
+            throw .invalid(key: key, reason: "it must be a positive number, not \(value)")
+        }
+        return value
+    }
+
+    /// `$STATE_DIRECTORY` under systemd, `/var/lib/mentoryd` for root, else the XDG state directory.
+    static func defaultStateDirectory(environment: [String: String]) -> String {
+        if let state = environment["STATE_DIRECTORY"], !state.isEmpty {
+            return String(state.split(separator: ":").first ?? Substring(state))
+        }
+        if environment["USER"] == "root" || environment["HOME"] == "/root" {
+            return "/var/lib/mentoryd"
+        }
+        if let xdg = environment["XDG_STATE_HOME"], !xdg.isEmpty {
+            return xdg + "/mentoryd"
+        }
+        return (environment["HOME"] ?? "/tmp") + "/.local/state/mentoryd"
+    }
+}
+
+/// A setting that cannot be used.
+enum SettingsError: Error, CustomStringConvertible {
+    case invalid(key: String, reason: String)
+
+    var description: String {
+        switch self {
+        case .invalid(let key, let reason):
+            "invalid setting \(key): \(reason)"
+        }
+    }
+}
