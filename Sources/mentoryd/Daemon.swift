@@ -34,8 +34,7 @@ struct Daemon {
     private func run(on eventLoop: any EventLoop) async throws {
 
         // 1. The store.
-        let store = InMemorySessionStore()
-        self.logger.info("store opened", metadata: ["backend": "memory"])
+        let stores = try await StoreBootstrap.open(settings: self.settings, logger: self.logger)
 
         // 2. The engine and its handlers.
         let engine = MentoryEngine(
@@ -44,9 +43,9 @@ struct Daemon {
             logger: self.logger
         )
         let handlers: [any MentoryHandler] = [
-            MentorHandler(store: store),
+            MentorHandler(store: stores.mentor),
             ReachabilityHandler(),
-            DiaryHandler(store: store),
+            DiaryHandler(store: stores.diary),
         ]
         for handler in handlers {
             try await engine.register(handler)
@@ -83,6 +82,7 @@ struct Daemon {
 
         // Reverse order: the server has closed its socket and connections; now handlers, then store.
         await engine.closeHandlers()
+        await stores.close()
         self.logger.info("stopped")
     }
 }
