@@ -144,6 +144,7 @@ let package = Package(
             name: "MentoryEngineTests",
             dependencies: [
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSwift6
         ),

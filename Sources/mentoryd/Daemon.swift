@@ -46,7 +46,7 @@ struct Daemon {
             MentorHandler(store: stores.mentor),
             ReachabilityHandler(),
             DiaryHandler(store: stores.diary),
-        ]
+        ] + stores.handlers
         for handler in handlers {
             try await engine.register(handler)
         }

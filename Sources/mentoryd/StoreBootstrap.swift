@@ -6,6 +6,8 @@ import MentoryStorage
 struct OpenedStores: Sendable {
     var diary: any DiaryStore
     var mentor: any MentorStateStore
+    /// Extra handler modules the store brings (registered after the built-in ones).
+    var handlers: [any MentoryHandler] = []
     /// Releases the stores; called after every handler has closed.
     var close: @Sendable () async -> Void
 }

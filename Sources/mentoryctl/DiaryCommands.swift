@@ -1,0 +1,158 @@
+import ArgumentParser
+import Foundation
+import MentoryClient
+import MentoryWire
+
+struct DiaryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "diary",
+        abstract: "Write, read and manage diary entries.",
+        subcommands: [Add.self, Get.self, List.self, Delete.self, SuggestionDone.self]
+    )
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add the entry for a day.")
+        @OptionGroup var options: ClientOptions
+
+        @Option(help: "One of: \(EmotionArgument.allCases.map(\.rawValue).joined(separator: ", ")).")
+        var emotion: EmotionArgument
+
+        @Option(help: "The entry's title.")
+        var title: String
+
+        @Option(help: "The entry's text.")
+        var text: String
+
+        @Option(help: "The day the entry is about, YYYY-MM-DD (default: today).")
+        var date: String?
+
+        @Option(help: "An analysis of the entry.")
+        var analysis: String?
+
+        @Option(name: .customLong("suggestion"), help: "An action item; repeat for several.")
+        var suggestions: [String] = []
+
+        func validate() throws {
+            if let date, CalendarDay(date) == nil {
+                throw ValidationError("--date must be a real day written YYYY-MM-DD, not '\(date)'")
+            }
+        }
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                var request = Mentory_V1_DiaryAddRequest()
+                request.recordDate = self.date ?? Self.today()
+                request.title = self.title
+                request.text = self.text
+                request.emotion = self.emotion.wire
+                if let analysis { request.analysis = analysis }
+                request.actionItems = self.suggestions.map { text in
+                    var item = Mentory_V1_ActionItem()
+                    item.text = text
+                    return item
+                }
+                printEntry(try await client.diaryAdd(request), json: self.options.json)
+            }
+        }
+
+        static func today() -> String {
+            let parts = Calendar(identifier: .gregorian).dateComponents([.year, .month, .day], from: Date())
+            return CalendarDay(year: parts.year!, month: parts.month!, day: parts.day!)!.description
+        }
+    }
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one entry.")
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The entry's id.")
+        var id: String
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                printEntry(try await client.diaryGet(id: self.id), json: self.options.json)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List entries, newest day first.")
+        @OptionGroup var options: ClientOptions
+
+        @Option(help: "At most this many entries (1-1000).")
+        var limit: UInt32 = 50
+
+        @Option(help: "Only days before this one, YYYY-MM-DD.")
+        var before: String?
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                let entries = try await client.diaryList(limit: self.limit, before: self.before)
+                if self.options.json {
+                    var reply = Mentory_V1_DiaryListReply()
+                    reply.entries = entries
+                    Output.printJSON(reply)
+                } else if entries.isEmpty {
+                    print("No entries.")
+                } else {
+                    entries.forEach { print(Formatting.entrySummary($0)) }
+                }
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete an entry.")
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The entry's id.")
+        var id: String
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                let deleted = try await client.diaryDelete(id: self.id)
+                if self.options.json {
+                    Output.printJSON(deleted)
+                } else {
+                    print("Deleted \(Formatting.entrySummary(deleted))")
+                }
+            }
+        }
+    }
+
+    struct SuggestionDone: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "suggestion-done",
+            abstract: "Tick off (or, with --undo, untick) one of an entry's action items."
+        )
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The entry's id.")
+        var entryID: String
+
+        @Argument(help: "The action item's id.")
+        var suggestionID: String
+
+        @Flag(help: "Mark the item not done.")
+        var undo = false
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                let entry = try await client.diarySetSuggestionDone(
+                    entryID: self.entryID,
+                    suggestionID: self.suggestionID,
+                    done: !self.undo
+                )
+                printEntry(entry, json: self.options.json)
+            }
+        }
+    }
+}
+
+private func printEntry(_ entry: Mentory_V1_DiaryEntry, json: Bool) {
+    if json {
+        Output.printJSON(entry)
+    } else {
+        print(Formatting.entry(entry))
+    }
+}

@@ -1,0 +1,75 @@
+import ArgumentParser
+import MentoryClient
+import MentoryWire
+
+struct MentorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mentor",
+        abstract: "Read and set the day's mentor message.",
+        subcommands: [Get.self, Set.self, CompleteTodo.self]
+    )
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the current mentor message.")
+        @OptionGroup var options: ClientOptions
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                printMentor(try await client.mentorGet(), json: self.options.json)
+            }
+        }
+    }
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Replace the mentor message.")
+        @OptionGroup var options: ClientOptions
+
+        @Option(help: "The message text.")
+        var content: String
+
+        @Option(help: "The mentor's character: cool or warm.")
+        var character: CharacterArgument
+
+        @Option(name: .customLong("todo"), help: "An action item; repeat for several.")
+        var todos: [String] = []
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                var request = Mentory_V1_MentorSetRequest()
+                request.content = self.content
+                request.character = self.character.wire
+                request.actionItems = self.todos.map { text in
+                    var item = Mentory_V1_ActionItem()
+                    item.text = text
+                    return item
+                }
+                printMentor(try await client.mentorSet(request), json: self.options.json)
+            }
+        }
+    }
+
+    struct CompleteTodo: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "complete-todo",
+            abstract: "Mark one of the mentor's action items done."
+        )
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The action item's id (see 'mentor get').")
+        var id: String
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                printMentor(try await client.mentorCompleteTodo(id: self.id), json: self.options.json)
+            }
+        }
+    }
+}
+
+private func printMentor(_ state: Mentory_V1_MentorState, json: Bool) {
+    if json {
+        Output.printJSON(state)
+    } else {
+        print(Formatting.mentor(state))
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import MentoryClient
+import MentoryWire
+
+struct ReachabilityCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reachability",
+        abstract: "See and report whether companion devices are paired, have the app and are reachable.",
+        subcommands: [Get.self, Report.self]
+    )
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show every peer's state.")
+        @OptionGroup var options: ClientOptions
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                let snapshot = try await client.reachabilityGet()
+                if self.options.json {
+                    Output.printJSON(snapshot)
+                } else if snapshot.peers.isEmpty {
+                    print("No peer has reported yet.")
+                } else {
+                    snapshot.peers.forEach { print(Formatting.peer($0)) }
+                }
+            }
+        }
+    }
+
+    struct Report: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Report a peer's state.",
+            discussion: """
+                The daemon marks the peer unreachable when the reporting connection closes, so \
+                'report' exits at once unless --hold keeps the connection open until interrupted.
+                """
+        )
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The peer's name, e.g. phone or watch.")
+        var peer: String
+
+        @Option(help: "Whether the peer is paired.")
+        var paired: Bool = true
+
+        @Option(name: .customLong("app-installed"), help: "Whether the app is installed on the peer.")
+        var appInstalled: Bool = true
+
+        @Option(help: "Whether the peer is reachable.")
+        var reachable: Bool = true
+
+        @Flag(help: "Keep the connection (and so the peer's reachability) until interrupted.")
+        var hold = false
+
+        func run() async throws {
+            try await self.options.withClient { client in
+                var state = Mentory_V1_PeerState()
+                state.peer = self.peer
+                state.isPaired = self.paired
+                state.isAppInstalled = self.appInstalled
+                state.isReachable = self.reachable
+                let stored = try await client.reachabilityReport(state)
+                if self.options.json {
+                    Output.printJSON(stored)
+                } else {
+                    print(Formatting.peer(stored))
+                }
+                if self.hold {
+                    for await _ in client.events {}
+                }
+            }
+        }
+    }
+}

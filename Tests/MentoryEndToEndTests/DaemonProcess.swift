@@ -1,0 +1,141 @@
+import Foundation
+import Glibc
+import MentoryClient
+
+/// A real `mentoryd` process on a temporary socket, for tests.
+final class DaemonProcess: Sendable {
+    let socketPath: String
+    let directory: String
+    let logPath: String
+    private let process: Process
+
+    /// The directory holding the built products (the test bundle sits beside them).
+    static var productsDirectory: URL {
+        let executable = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        return executable.deletingLastPathComponent()
+    }
+
+    static func binary(_ name: String) -> URL {
+        if name == "mentoryd", let override = ProcessInfo.processInfo.environment["MENTORYD_BINARY"] {
+            return URL(fileURLWithPath: override)
+        }
+        if name == "mentoryctl", let override = ProcessInfo.processInfo.environment["MENTORYCTL_BINARY"] {
+            return URL(fileURLWithPath: override)
+        }
+        return self.productsDirectory.appendingPathComponent(name)
+    }
+
+    /// Starts the daemon and waits until its socket accepts connections.
+    init(socketPath: String? = nil, arguments: [String] = [], environment: [String: String] = [:]) async throws {
+        let directory = "/tmp/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        self.directory = directory
+        self.socketPath = socketPath ?? directory + "/d.sock"
+        self.logPath = directory + "/mentoryd.log"
+        _ = FileManager.default.createFile(atPath: self.logPath, contents: nil)
+        let process = Process()
+        process.executableURL = Self.binary("mentoryd")
+        process.arguments = ["--socket", self.socketPath, "--state-dir", directory + "/state", "--log-level", "debug"] + arguments
+        var processEnvironment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("MENTORYD_") && $0.key != "NOTIFY_SOCKET" }
+        processEnvironment.merge(environment) { $1 }
+        process.environment = processEnvironment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: self.logPath))
+        try process.run()
+        self.process = process
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let client = try? await MentoryClient.connect(socketPath: self.socketPath, clientName: "probe") {
+                await client.close()
+                return
+            }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        process.terminate()
+        throw DaemonFailure(message: "mentoryd did not start; its log:\n" + self.log)
+    }
+
+    var log: String {
+        (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? ""
+    }
+
+    var pid: Int32 { self.process.processIdentifier }
+    var isRunning: Bool { self.process.isRunning }
+
+    /// Connects a client-library client.
+    func client(_ name: String = "tests") async throws -> MentoryClient {
+        try await MentoryClient.connect(socketPath: self.socketPath, clientName: name, defaultTimeout: .seconds(10))
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    @discardableResult
+    func stop() async -> Int32 {
+        if self.process.isRunning {
+            kill(self.process.processIdentifier, SIGTERM)
+        }
+        let deadline = ContinuousClock.now + .seconds(15)
+        while self.process.isRunning, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        if self.process.isRunning {
+            kill(self.process.processIdentifier, SIGKILL)
+            self.process.waitUntilExit()
+            return -1
+        }
+        return self.process.terminationStatus
+    }
+
+    func removeFiles() {
+        try? FileManager.default.removeItem(atPath: self.directory)
+    }
+
+    /// Runs `mentoryctl` against this daemon.
+    func ctl(_ arguments: [String]) async throws -> CommandResult {
+        try await CommandResult.run(DaemonProcess.binary("mentoryctl"), arguments, environment: ["MENTORY_SOCKET": self.socketPath])
+    }
+}
+
+struct DaemonFailure: Error, CustomStringConvertible {
+    var message: String
+    var description: String { self.message }
+}
+
+/// What a finished command printed and how it exited.
+struct CommandResult: Sendable {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+
+    static func run(_ executable: URL, _ arguments: [String], environment: [String: String]) async throws -> CommandResult {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        var processEnvironment = ProcessInfo.processInfo.environment
+        processEnvironment.merge(environment) { $1 }
+        process.environment = processEnvironment
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        async let stdout = out.fileHandleForReading.readToEnd()
+        async let stderr = err.fileHandleForReading.readToEnd()
+        let (outData, errData) = try await (stdout, stderr)
+        process.waitUntilExit()
+        return CommandResult(
+            status: process.terminationStatus,
+            stdout: String(decoding: outData ?? Data(), as: UTF8.self),
+            stderr: String(decoding: errData ?? Data(), as: UTF8.self)
+        )
+    }
+
+    /// Standard output parsed as one JSON object.
+    func json() throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(self.stdout.utf8)) as? [String: Any] else {
+            throw DaemonFailure(message: "not a JSON object: \(self.stdout)")
+        }
+        return object
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Glibc
+import MentoryWire
+import NIOCore
+
+/// A blocking Unix-socket connection that writes and reads raw bytes, for hostile-input tests.
+final class RawConnection {
+    private let fd: Int32
+
+    init(path: String, receiveTimeoutSeconds: Int = 5) throws {
+        self.fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            let bytes = Array(path.utf8)
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(self.fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else { throw DaemonFailure(message: "connect failed: errno \(errno)") }
+        var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
+        setsockopt(self.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit {
+        close(self.fd)
+    }
+
+    func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { buffer in
+            _ = Glibc.send(self.fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
+        }
+    }
+
+    func send(_ envelope: Mentory_V1_Envelope) {
+        var buffer = ByteBuffer()
+        buffer.writeFrame(envelope)
+        self.write(Array(buffer.readableBytesView))
+    }
+
+    func hello(version: UInt32 = WireProtocol.version) throws -> Mentory_V1_Envelope {
+        var envelope = Mentory_V1_Envelope()
+        var hello = Mentory_V1_Hello()
+        hello.protocolVersion = version
+        hello.clientName = "raw"
+        envelope.hello = hello
+        self.send(envelope)
+        return try self.receive()
+    }
+
+    private func readExactly(_ count: Int) throws -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var received = 0
+        while received < count {
+            let n = bytes.withUnsafeMutableBytes { buffer in
+                recv(self.fd, buffer.baseAddress! + received, count - received, 0)
+            }
+            if n == 0 { return nil }
+            guard n > 0 else { throw DaemonFailure(message: "recv failed: errno \(errno)") }
+            received += n
+        }
+        return bytes
+    }
+
+    /// Reads one frame and decodes it.
+    func receive() throws -> Mentory_V1_Envelope {
+        guard let header = try self.readExactly(4) else { throw DaemonFailure(message: "connection closed") }
+        let length = Int(UInt32(header[0]) << 24 | UInt32(header[1]) << 16 | UInt32(header[2]) << 8 | UInt32(header[3]))
+        guard let payload = try self.readExactly(length) else { throw DaemonFailure(message: "closed mid-frame") }
+        return try Mentory_V1_Envelope(frame: ByteBuffer(bytes: payload))
+    }
+
+    /// Whether the peer has closed the connection (reads until EOF, bounded by the receive timeout).
+    func isClosedByPeer() -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(self.fd, &byte, 1, 0)
+            if n == 0 { return true }
+            if n < 0 { return false }
+        }
+    }
+}

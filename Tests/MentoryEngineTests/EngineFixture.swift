@@ -1,0 +1,171 @@
+import Foundation
+import MentoryDiary
+import MentoryEngine
+import MentoryMentor
+import MentoryReachability
+import MentoryStorage
+import MentoryWire
+import NIOPosix
+import SwiftProtobuf
+import Synchronization
+import Testing
+
+/// A clock that always says the same time.
+struct FixedClock: SessionClock {
+    let date = Date(timeIntervalSince1970: 1_795_300_000)
+    func now() -> Date { self.date }
+}
+
+/// An in-memory subscriber: records what it is sent and can pretend its queue is full.
+final class RecordingSink: EventSink {
+    let accepting = Atomic<Bool>(true)
+    let stream: AsyncStream<Mentory_V1_Event>
+    private let continuation: AsyncStream<Mentory_V1_Event>.Continuation
+
+    init() {
+        (self.stream, self.continuation) = AsyncStream.makeStream(of: Mentory_V1_Event.self)
+    }
+
+    func deliver(_ event: Mentory_V1_Event) -> Bool {
+        guard self.accepting.load(ordering: .relaxed) else { return false }
+        self.continuation.yield(event)
+        return true
+    }
+
+    /// The next `count` events, failing the test if they do not come.
+    func next(_ count: Int = 1) async -> [Mentory_V1_Event] {
+        var events: [Mentory_V1_Event] = []
+        for await event in self.stream {
+            events.append(event)
+            if events.count == count { break }
+        }
+        return events
+    }
+}
+
+/// An engine with the three shipped handlers over an in-memory store, and no sockets.
+final class EngineFixture: Sendable {
+    let engine: MentoryEngine
+    let store: InMemorySessionStore
+    private let nextID = Atomic<UInt64>(0)
+
+    init(ringCapacity: Int = 16) async throws {
+        self.store = InMemorySessionStore()
+        self.engine = MentoryEngine(
+            configuration: .init(serverVersion: "test", eventRingCapacity: ringCapacity),
+            executor: MultiThreadedEventLoopGroup.singleton.next().executor,
+            clock: FixedClock()
+        )
+        try await self.engine.register(MentorHandler(store: self.store))
+        try await self.engine.register(ReachabilityHandler())
+        try await self.engine.register(DiaryHandler(store: self.store))
+    }
+
+    /// A connection that completed its handshake.
+    func connect(name: String = "test") async -> (ConnectionID, RecordingSink) {
+        let id = ConnectionID(self.nextID.add(1, ordering: .relaxed).newValue)
+        let sink = RecordingSink()
+        _ = await self.engine.attach(ConnectionContext(id: id, clientName: name), sink: sink)
+        return (id, sink)
+    }
+
+    /// Sends a request and returns the raw response.
+    func send(
+        _ namespace: String,
+        _ method: String,
+        _ body: some SwiftProtobuf.Message,
+        from connection: ConnectionID,
+        id: UInt64 = 1
+    ) async throws -> Mentory_V1_Response {
+        var request = Mentory_V1_Request()
+        request.id = id
+        request.namespace = namespace
+        request.method = method
+        request.body = try body.serializedData()
+        let response = await self.engine.dispatch(request, from: connection)
+        #expect(response.id == id)
+        return response
+    }
+
+    /// Sends a request that must succeed and decodes its reply.
+    func call<Reply: SwiftProtobuf.Message>(
+        _ namespace: String,
+        _ method: String,
+        _ body: some SwiftProtobuf.Message,
+        from connection: ConnectionID,
+        as: Reply.Type = Reply.self
+    ) async throws -> Reply {
+        let response = try await self.send(namespace, method, body, from: connection)
+        guard case .body(let data) = response.result else {
+            Issue.record("\(namespace).\(method) failed: \(response.error.message)")
+            throw CancellationError()
+        }
+        return try Reply(serializedBytes: data)
+    }
+
+    /// Sends a request that must fail and returns its error code.
+    func failure(
+        _ namespace: String,
+        _ method: String,
+        _ body: some SwiftProtobuf.Message,
+        from connection: ConnectionID
+    ) async throws -> Mentory_V1_ErrorCode? {
+        let response = try await self.send(namespace, method, body, from: connection)
+        guard case .error(let error) = response.result else {
+            Issue.record("\(namespace).\(method) unexpectedly succeeded")
+            return nil
+        }
+        #expect(!error.message.isEmpty)
+        return Mentory_V1_ErrorCode(rawValue: Int(error.code))
+    }
+
+    func subscribe(_ connection: ConnectionID, to topics: [String], resumeAfter: UInt64? = nil, epoch: UInt64? = nil)
+        async throws -> Mentory_V1_SubscribeReply
+    {
+        var request = Mentory_V1_SubscribeRequest()
+        request.topics = topics.map { topic in
+            var subscription = Mentory_V1_TopicSubscription()
+            subscription.topic = topic
+            if let resumeAfter { subscription.resumeAfter = resumeAfter }
+            subscription.epoch = epoch ?? 0
+            return subscription
+        }
+        return try await self.call(WireNames.session, "subscribe", request, from: connection)
+    }
+}
+
+extension Mentory_V1_MentorSetRequest {
+    static func make(_ content: String, _ character: Mentory_V1_MentorCharacter = .warm, todos: [String] = []) -> Self {
+        var request = Self()
+        request.content = content
+        request.character = character
+        request.actionItems = todos.map { text in
+            var item = Mentory_V1_ActionItem()
+            item.text = text
+            return item
+        }
+        return request
+    }
+}
+
+extension Mentory_V1_DiaryAddRequest {
+    static func make(
+        _ date: String,
+        title: String = "A day",
+        text: String = "It happened.",
+        emotion: Mentory_V1_Emotion = .neutral,
+        suggestions: [String] = []
+    ) -> Self {
+        var request = Self()
+        request.recordDate = date
+        request.title = title
+        request.text = text
+        request.emotion = emotion
+        request.actionItems = suggestions.map { text in
+            var item = Mentory_V1_ActionItem()
+            item.text = text
+            return item
+        }
+        return request
+    }
+}
