@@ -124,8 +124,8 @@ let package = Package(
             name: "mentory-bench",
             dependencies: [
                 "MentoryClient",
+                "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/mentory-bench",
             swiftSettings: strictSwift6
