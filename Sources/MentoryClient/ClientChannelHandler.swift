@@ -9,7 +9,8 @@ import NIOCore
 /// What the client asks its channel to send.
 enum ClientCommand {
     case hello(Mentory_V1_Hello, EventLoopPromise<Mentory_V1_Welcome>)
-    case request(namespace: String, method: String, body: Data, timeout: TimeAmount?, EventLoopPromise<Data>)
+    case request(id: UInt64, namespace: String, method: String, body: Data, timeout: TimeAmount?, EventLoopPromise<Data>)
+    case cancel(id: UInt64)
 }
 
 /// Matches responses to requests by id and forwards events. Lives on the client's event loop.
@@ -23,7 +24,6 @@ final class ClientChannelHandler: ChannelDuplexHandler {
         var timeout: Scheduled<Void>?
     }
 
-    private var nextID: UInt64 = 0
     private var pending: [UInt64: Pending] = [:]
     private var welcomePromise: EventLoopPromise<Mentory_V1_Welcome>?
     private var closeReason: MentoryClientError?
@@ -39,14 +39,19 @@ final class ClientChannelHandler: ChannelDuplexHandler {
         case .hello(let hello, let welcome):
             self.welcomePromise = welcome
             envelope.hello = hello
-        case .request(let namespace, let method, let body, let timeout, let reply):
+        case .cancel(let id):
+            if let entry = self.pending.removeValue(forKey: id) {
+                entry.timeout?.cancel()
+                entry.promise.fail(CancellationError())
+            }
+            promise?.succeed()
+            return
+        case .request(let id, let namespace, let method, let body, let timeout, let reply):
             if let closeReason = self.closeReason {
                 reply.fail(closeReason)
                 promise?.fail(closeReason)
                 return
             }
-            self.nextID += 1
-            let id = self.nextID
             var request = Mentory_V1_Request()
             request.id = id
             request.namespace = namespace

@@ -7,6 +7,7 @@ import MentoryWire
 import NIOCore
 import NIOPosix
 import SwiftProtobuf
+import Synchronization
 
 /// A connection to mentoryd.
 ///
@@ -24,6 +25,10 @@ public final class MentoryClient: Sendable {
     public let defaultTimeout: Duration?
 
     private let channel: any Channel
+    private let nextRequestID = Atomic<UInt64>(0)
+
+    /// The largest frame a client accepts by default: snapshots of a long diary exceed the 1 MiB request limit.
+    public static let defaultMaxInboundFrameLength = 64 << 20
 
     private init(
         channel: any Channel,
@@ -44,7 +49,7 @@ public final class MentoryClient: Sendable {
         socketPath: String,
         clientName: String,
         defaultTimeout: Duration? = .seconds(30),
-        maxFrameLength: Int = WireProtocol.defaultMaxFrameLength,
+        maxFrameLength: Int = MentoryClient.defaultMaxInboundFrameLength,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(MentoryClientError) -> MentoryClient {
         let (events, continuation) = AsyncStream.makeStream(
@@ -96,6 +101,10 @@ public final class MentoryClient: Sendable {
         body: Data,
         timeout: Duration? = nil
     ) async throws(MentoryClientError) -> Data {
+        if Task.isCancelled {
+            throw .cancelled
+        }
+        let id = self.nextRequestID.add(1, ordering: .relaxed).newValue
         let promise = self.channel.eventLoop.makePromise(of: Data.self)
         let limit = (timeout ?? self.defaultTimeout).map { duration in
             TimeAmount.nanoseconds(
@@ -103,11 +112,19 @@ public final class MentoryClient: Sendable {
             )
         }
         self.channel.writeAndFlush(
-            ClientCommand.request(namespace: namespace, method: method, body: body, timeout: limit, promise),
+            ClientCommand.request(id: id, namespace: namespace, method: method, body: body, timeout: limit, promise),
             promise: nil
         )
+        let channel = self.channel
         do {
-            return try await promise.futureResult.get()
+            return try await withTaskCancellationHandler {
+                try await promise.futureResult.get()
+            } onCancel: {
+                // Forget the pending request; a late response for it is ignored.
+                channel.writeAndFlush(ClientCommand.cancel(id: id), promise: nil)
+            }
+        } catch is CancellationError {
+            throw .cancelled
         } catch {
             throw Self.clientError(error)
         }
@@ -134,6 +151,9 @@ public final class MentoryClient: Sendable {
             throw .malformedReply("the reply is not a \(Reply.protoMessageName): \(error)")
         }
     }
+
+    /// Whether the connection is still open.
+    public var isConnected: Bool { self.channel.isActive }
 
     /// Closes the connection. Calls still waiting fail with ``MentoryClientError/connectionClosed(reason:)``.
     public func close() async {

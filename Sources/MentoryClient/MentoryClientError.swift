@@ -12,6 +12,8 @@ public enum MentoryClientError: Error, Sendable, Equatable {
     case malformedReply(String)
     /// No answer arrived within the timeout.
     case timedOut(seconds: Double)
+    /// The calling task was cancelled before the answer arrived; the answer will be ignored.
+    case cancelled
 
     /// The daemon's error code, when the daemon reported one.
     public var remoteCode: Mentory_V1_ErrorCode? {
@@ -37,6 +39,8 @@ extension MentoryClientError: CustomStringConvertible {
             "mentoryd sent a reply this client cannot read: \(reason)"
         case .timedOut(let seconds):
             "mentoryd did not answer within \(seconds) seconds"
+        case .cancelled:
+            "the call was cancelled"
         }
     }
 }

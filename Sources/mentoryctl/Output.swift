@@ -48,6 +48,11 @@ enum Output {
         print(self.json(message))
     }
 
+    /// Writes one line to standard output at once, bypassing stdio's buffer.
+    static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
     static func error(_ text: String) {
         FileHandle.standardError.write(Data("mentoryctl: \(text)\n".utf8))
     }
@@ -78,7 +83,7 @@ extension ClientOptions {
             switch error {
             case .cannotConnect: return ExitCode(69)
             case .connectionClosed, .timedOut: return ExitCode(69)
-            case .remote, .malformedReply: return ExitCode.failure
+            case .remote, .malformedReply, .cancelled: return ExitCode.failure
             }
         case let error as ValidationError:
             return error

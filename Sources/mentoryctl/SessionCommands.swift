@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import MentoryClient
 import MentoryWire
@@ -54,8 +55,13 @@ struct Status: AsyncParsableCommand {
 
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Stream events until interrupted.",
-        discussion: "Each topic starts with a snapshot of its current state; changes follow as they happen."
+        abstract: "Stream events until interrupted, across daemon restarts.",
+        discussion: """
+            Each topic starts with a snapshot of its current state, or, with --from, with the \
+            events after that sequence number. When the connection drops, watch reconnects and \
+            resumes where it stopped; when the daemon cannot replay what was missed (it restarted, \
+            or too much happened) a reset event carries the whole current state instead.
+            """
     )
 
     @OptionGroup var options: ClientOptions
@@ -63,24 +69,51 @@ struct Watch: AsyncParsableCommand {
     @Argument(help: "Topics to watch: mentor, reachability, diary (default: all).")
     var topics: [String] = []
 
+    @Option(help: "Resume every watched topic after this sequence number.")
+    var from: UInt64?
+
+    @Option(help: "The epoch --from belongs to (default: the running daemon's).")
+    var epoch: UInt64?
+
     @Option(help: "Stop after this many events (default: run until interrupted).")
     var count: Int?
 
     func run() async throws {
-        try await self.options.withClient { client in
-            let topics = self.topics.isEmpty ? [WireNames.mentor, WireNames.reachability, WireNames.diary] : self.topics
-            _ = try await client.subscribe(topics: topics)
-            var seen = 0
-            for await event in client.events {
-                if self.options.json {
-                    print(Output.eventJSON(event))
-                } else {
-                    print(Formatting.event(event))
-                }
-                seen += 1
-                if let count = self.count, seen >= count { return }
+        let topics = self.topics.isEmpty ? [WireNames.mentor, WireNames.reachability, WireNames.diary] : self.topics
+        var cursors: [String: TopicCursor] = [:]
+        if let from = self.from {
+            var epoch = self.epoch
+            if epoch == nil {
+                try await self.options.withClient { client in epoch = client.welcome.epoch }
             }
-            throw MentoryClientError.connectionClosed(reason: "the daemon closed the connection")
+            for topic in topics {
+                cursors[topic] = TopicCursor(epoch: epoch ?? 0, sequence: from)
+            }
+        }
+        let updates = MentoryClient.resumableSubscription(
+            socketPath: self.options.resolvedSocketPath(),
+            clientName: "mentoryctl watch",
+            topics: topics,
+            from: cursors
+        )
+        var seen = 0
+        do {
+            for try await update in updates {
+                switch update {
+                case .event(let event):
+                    // Unbuffered, so scripts reading through a pipe see each event as it happens.
+                    Output.line(self.options.json ? Output.eventJSON(event) : Formatting.event(event))
+                    seen += 1
+                    if let count = self.count, seen >= count { return }
+                case .connected(let epoch):
+                    Output.error("watching \(topics.joined(separator: ", ")) (epoch \(epoch))")
+                case .disconnected(let reason):
+                    Output.error("disconnected (\(reason)); reconnecting")
+                }
+            }
+        } catch {
+            Output.error("\(error)")
+            throw ExitCode.failure
         }
     }
 }

@@ -1,0 +1,264 @@
+import Foundation
+import MentoryClient
+import MentoryWire
+import Testing
+
+/// A subscriber's picture of the daemon, rebuilt only from events.
+private struct SubscriberModel {
+    var mentor = Mentory_V1_MentorState()
+    var diary: [String: Mentory_V1_DiaryEntry] = [:]
+    var cursors: [String: TopicCursor] = [:]
+    var changesSeen = 0
+    var resets = 0
+
+    /// Applies one event, checking order: changes continue the sequence exactly; snapshots and resets never go back.
+    mutating func apply(_ event: Mentory_V1_Event) throws {
+        let previous = self.cursors[event.topic]
+        switch event.kind {
+        case .change:
+            if let previous, previous.epoch == event.epoch {
+                #expect(event.sequence == previous.sequence + 1, "topic \(event.topic): \(previous.sequence) then \(event.sequence)")
+            } else {
+                Issue.record("a change on \(event.topic) arrived before any snapshot or reset")
+            }
+            self.changesSeen += 1
+            switch event.topic {
+            case WireNames.mentor:
+                self.mentor = try Mentory_V1_MentorState(serializedBytes: event.body)
+            case WireNames.diary:
+                switch try Mentory_V1_DiaryChange(serializedBytes: event.body).change {
+                case .added(let entry), .updated(let entry): self.diary[entry.id] = entry
+                case .deletedID(let id): self.diary[id] = nil
+                case nil: Issue.record("an empty diary change")
+                }
+            default:
+                break
+            }
+        case .snapshot, .reset:
+            if event.kind == .reset { self.resets += 1 }
+            if let previous, previous.epoch == event.epoch {
+                #expect(event.sequence >= previous.sequence, "a reset never goes back in time")
+            }
+            switch event.topic {
+            case WireNames.mentor:
+                self.mentor = try Mentory_V1_MentorState(serializedBytes: event.body)
+            case WireNames.diary:
+                let snapshot = try Mentory_V1_DiarySnapshot(serializedBytes: event.body)
+                self.diary = Dictionary(uniqueKeysWithValues: snapshot.entries.map { ($0.id, $0) })
+            default:
+                break
+            }
+        case .UNRECOGNIZED:
+            Issue.record("unknown event kind")
+        }
+        self.cursors[event.topic] = TopicCursor(epoch: event.epoch, sequence: event.sequence)
+    }
+}
+
+@Suite("Resuming subscribers", .serialized)
+struct ResumeEndToEndTests {
+    @Test("a subscriber disconnected at random moments during 100,000 changes ends with exactly the final state")
+    func randomDisconnects() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.removeFiles() }
+        let topics = [WireNames.mentor, WireNames.diary]
+        let totalChanges = 100_000
+        let writers = 8
+
+        // Writers: half mentor sets, half diary adds and deletes (the diary stays small).
+        let writing = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        let client = try await daemon.client("writer-\(writer)")
+                        let perWriter = totalChanges / writers
+                        var index = 0
+                        while index < perWriter {
+                            if index % 2 == 0 {
+                                var set = Mentory_V1_MentorSetRequest()
+                                set.content = "writer \(writer) change \(index)"
+                                set.character = index % 4 == 0 ? .cool : .warm
+                                _ = try await client.mentorSet(set)
+                                index += 1
+                            } else {
+                                // An add and its delete: two changes. Each writer owns its own days.
+                                let dayNumber = writer * perWriter + index
+                                var add = Mentory_V1_DiaryAddRequest()
+                                add.recordDate = String(format: "%04d-%02d-%02d", 1000 + dayNumber / 336, 1 + (dayNumber / 28) % 12, 1 + dayNumber % 28)
+                                add.title = "entry \(dayNumber)"
+                                add.text = "text"
+                                add.emotion = .neutral
+                                let entry = try await client.diaryAdd(add)
+                                if index + 1 < perWriter, index % 10 != 1 {
+                                    try await client.diaryDelete(id: entry.id)
+                                    index += 2
+                                } else {
+                                    index += 1
+                                }
+                            }
+                        }
+                        await client.close()
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+
+        var model = SubscriberModel()
+        var sessions = 0
+        func session(eventBudget: Int?, until target: [String: UInt64] = [:]) async throws {
+            sessions += 1
+            let client = try await daemon.client("subscriber")
+            _ = try await client.subscribe(
+                topics.map { topic in
+                    var subscription = Mentory_V1_TopicSubscription()
+                    subscription.topic = topic
+                    if let cursor = model.cursors[topic] {
+                        subscription.resumeAfter = cursor.sequence
+                        subscription.epoch = cursor.epoch
+                    }
+                    return subscription
+                }
+            )
+            var consumed = 0
+            for await event in client.events {
+                try model.apply(event)
+                consumed += 1
+                if let eventBudget, consumed >= eventBudget { break }
+                if eventBudget == nil, target.allSatisfy({ model.cursors[$0.key]?.sequence == $0.value }) {
+                    break
+                }
+            }
+            await client.close()
+        }
+
+        while !writing.isCancelled {
+            try await session(eventBudget: Int.random(in: 1...3000))
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...30)))
+            if await Self.isFinished(writing) { break }
+        }
+        try await writing.value
+        let verifier = try await daemon.client("verifier")
+        let final = try await verifier.status().topics.filter { topics.contains($0.topic) }
+        try await session(eventBudget: nil, until: Dictionary(uniqueKeysWithValues: final.map { ($0.topic, $0.sequence) }))
+
+        // The model built from events equals the daemon's state.
+        #expect(model.mentor == (try await verifier.mentorGet()))
+        var stored: [Mentory_V1_DiaryEntry] = []
+        var before: String?
+        while true {
+            let page = try await verifier.diaryList(limit: 1000, before: before)
+            stored += page
+            guard page.count == 1000 else { break }
+            before = page.last?.recordDate
+        }
+        #expect(model.diary == Dictionary(uniqueKeysWithValues: stored.map { ($0.id, $0) }))
+        let status = try await verifier.status()
+        let published = status.topics.filter { topics.contains($0.topic) }.reduce(0) { $0 + Int($1.sequence) }
+        #expect(published == totalChanges)
+        print("resume test: \(published) changes, \(sessions) sessions, \(model.changesSeen) changes seen, \(model.resets) resets")
+        await verifier.close()
+        #expect(await daemon.stop() == 0)
+    }
+
+    private static func isFinished(_ task: Task<Void, any Error>) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { _ = try? await task.value; return true }
+            group.addTask { try? await Task.sleep(for: .milliseconds(1)); return false }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+    }
+
+    @Test("mentoryctl watch survives a daemon restart and resumes with a reset")
+    func watchAcrossRestart() async throws {
+        let first = try await DaemonProcess()
+        defer { first.removeFiles() }
+        let writer = try await first.client()
+        var set = Mentory_V1_MentorSetRequest()
+        set.content = "before restart"
+        set.character = .warm
+        _ = try await writer.mentorSet(set)
+        await writer.close()
+
+        let watch = Process()
+        watch.executableURL = DaemonProcess.binary("mentoryctl")
+        watch.arguments = ["watch", "mentor", "--json", "--count", "3", "--socket", first.socketPath]
+        let output = Pipe()
+        watch.standardOutput = output
+        watch.standardError = FileHandle.nullDevice
+        try watch.run()
+        let lines = LineReader(output.fileHandleForReading)
+        let snapshot = try #require(await lines.next())
+        #expect(snapshot.contains(#""kind":"snapshot""#))
+        #expect(snapshot.contains("before restart"))
+
+        #expect(await first.stop() == 0)
+        let second = try await DaemonProcess(socketPath: first.socketPath)
+        let reset = try #require(await lines.next())
+        #expect(reset.contains(#""kind":"reset""#), "a new epoch cannot replay: \(reset)")
+        let client = try await second.client()
+        set.content = "after restart"
+        _ = try await client.mentorSet(set)
+        let change = try #require(await lines.next())
+        #expect(change.contains(#""kind":"change""#))
+        #expect(change.contains("after restart"))
+        watch.waitUntilExit()
+        #expect(watch.terminationStatus == 0)
+        await client.close()
+        await second.stop()
+    }
+
+    @Test("a cancelled call returns at once and the client stays usable")
+    func cancellation() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.removeFiles() }
+        let client = try await daemon.client()
+        let call = Task { try await client.call(WireNames.session, "subscribe", body: Data([0x0A, 0x00]), timeout: .seconds(30)) }
+        call.cancel()
+        _ = await call.result
+        try await client.ping()
+        await client.close()
+        await daemon.stop()
+    }
+}
+
+/// Reads lines from a pipe as they come, bounded by a timeout per line.
+private final class LineReader: Sendable {
+    private let stream: AsyncStream<String>
+
+    init(_ handle: FileHandle) {
+        self.stream = AsyncStream { continuation in
+            Thread {
+                var buffer = Data()
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    buffer.append(chunk)
+                    while let newline = buffer.firstIndex(of: 0x0A) {
+                        continuation.yield(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                        buffer.removeSubrange(buffer.startIndex...newline)
+                    }
+                }
+                continuation.finish()
+            }.start()
+        }
+    }
+
+    func next(timeout: Duration = .seconds(20)) async -> String? {
+        await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                var iterator = self.stream.makeAsyncIterator()
+                return await iterator.next()
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+    }
+}
