@@ -69,9 +69,11 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         // Layer 4: the Unix socket server. Connections and I/O, no domain state.
+        .target(name: "CMentoryShims"),
         .target(
             name: "MentoryServer",
             dependencies: [
+                "CMentoryShims",
                 "MentoryWire",
                 "MentoryEngine",
                 .product(name: "NIOCore", package: "swift-nio"),

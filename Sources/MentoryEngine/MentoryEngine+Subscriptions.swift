@@ -36,7 +36,12 @@ extension MentoryEngine {
                 "unknown topic '\(subscription.topic)'; topics are: \(self.topicNames.joined(separator: ", "))"
             )
         }
-        guard self.connections[id] != nil else { throw .handshakeRequired }
+        guard let connection = self.connections[id] else { throw .handshakeRequired }
+        for subscription in request.topics
+        where !self.accessPolicy.allowsSubscription(connection.context.credentials, topic: subscription.topic) {
+            self.logDenial("subscribe:\(subscription.topic)", connection: connection.context)
+            throw .permissionDenied(namespace: WireNames.session, method: "subscribe(\(subscription.topic))")
+        }
         for subscription in request.topics {
             let topic = subscription.topic
             self.connections[id]?.topics[topic] = false

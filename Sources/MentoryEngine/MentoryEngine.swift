@@ -19,10 +19,13 @@ public actor MentoryEngine {
         public var serverVersion: String
         /// How many recent events each topic keeps for resuming subscribers.
         public var eventRingCapacity: Int
+        /// Who may call what; can be replaced later with ``MentoryEngine/updateAccessPolicy(_:)``.
+        public var accessPolicy: AccessPolicy
 
-        public init(serverVersion: String, eventRingCapacity: Int = 4096) {
+        public init(serverVersion: String, eventRingCapacity: Int = 4096, accessPolicy: AccessPolicy = .default) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
+            self.accessPolicy = accessPolicy
         }
     }
 
@@ -56,6 +59,9 @@ public actor MentoryEngine {
     var logs: [String: EventLog] = [:]
     var subscribers: [String: Set<ConnectionID>] = [:]
     private var isShuttingDown = false
+    private(set) var accessPolicy: AccessPolicy
+    private var lastDenialLogged: ContinuousClock.Instant?
+    private var suppressedDenials = 0
 
     /// Creates an engine that runs on `executor`.
     public init(
@@ -69,6 +75,32 @@ public actor MentoryEngine {
         self.clock = clock
         self.logger = logger
         self.epoch = UInt64.random(in: 1...UInt64.max)
+        self.accessPolicy = configuration.accessPolicy
+    }
+
+    /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.
+    public func updateAccessPolicy(_ policy: AccessPolicy) {
+        self.accessPolicy = policy
+    }
+
+    /// Logs a refused action, at most once a second; the rest are counted in the next line.
+    func logDenial(_ action: String, connection: ConnectionContext) {
+        let now = ContinuousClock.now
+        if let last = self.lastDenialLogged, now - last < .seconds(1) {
+            self.suppressedDenials += 1
+            return
+        }
+        self.logger.warning(
+            "permission denied",
+            metadata: [
+                "action": "\(action)",
+                "peer": "\(connection.credentials.map(\.description) ?? "unknown")",
+                "client": "\(connection.clientName)",
+                "suppressed": "\(self.suppressedDenials)",
+            ]
+        )
+        self.lastDenialLogged = now
+        self.suppressedDenials = 0
     }
 
     // MARK: Handler registry
@@ -184,6 +216,16 @@ public actor MentoryEngine {
     private func route(_ request: Mentory_V1_Request, from id: ConnectionID) async throws(MentoryError) -> Data {
         guard !self.isShuttingDown else { throw .shuttingDown }
         guard let connection = self.connections[id] else { throw .handshakeRequired }
+        guard
+            self.accessPolicy.allowsCall(
+                connection.context.credentials,
+                namespace: request.namespace,
+                method: request.method
+            )
+        else {
+            self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
+            throw .permissionDenied(namespace: request.namespace, method: request.method)
+        }
         let call = HandlerCall(method: request.method, body: request.body, connection: connection.context)
         if request.namespace == WireNames.session {
             return try await self.handleSession(call)

@@ -5,20 +5,35 @@ import NIOCore
 final class ConnectionTracker {
     private var nextID: UInt64 = 0
     private(set) var open: [ConnectionID: any Channel] = [:]
+    private var uids: [ConnectionID: UInt32] = [:]
+    private var perUID: [UInt32: Int] = [:]
     private var closedWaiters: [EventLoopPromise<Void>] = []
 
     init() {}
 
+    /// How many connections `uid` has open.
+    func count(for uid: UInt32) -> Int {
+        self.perUID[uid] ?? 0
+    }
+
     /// Records a new connection and returns its id.
-    func add(_ channel: any Channel) -> ConnectionID {
+    func add(_ channel: any Channel, uid: UInt32?) -> ConnectionID {
         self.nextID += 1
         let id = ConnectionID(self.nextID)
         self.open[id] = channel
+        if let uid {
+            self.uids[id] = uid
+            self.perUID[uid, default: 0] += 1
+        }
         return id
     }
 
     func remove(_ id: ConnectionID) {
         self.open[id] = nil
+        if let uid = self.uids.removeValue(forKey: id) {
+            self.perUID[uid]! -= 1
+            if self.perUID[uid] == 0 { self.perUID[uid] = nil }
+        }
         if self.open.isEmpty {
             for waiter in self.closedWaiters { waiter.succeed() }
             self.closedWaiters.removeAll()

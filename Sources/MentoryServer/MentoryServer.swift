@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import MentoryEngine
 import MentoryWire
@@ -57,6 +60,7 @@ public final class MentoryServer: Service {
     }
 
     private func listen() async throws -> any Channel {
+        Self.raiseFileDescriptorLimit(logger: self.logger)
         let bootstrap = self.makeBootstrap()
         switch self.configuration.listener {
         case .path(let path):
@@ -89,18 +93,26 @@ public final class MentoryServer: Service {
                 value: .init(low: highWater / 2, high: highWater)
             )
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if tracker.value.open.count >= configuration.maxConnections {
-                        Self.refuse(channel, reason: "the daemon already has \(configuration.maxConnections) connections")
+                PeerCredentialsReader.read(channel).flatMapThrowing { credentials in
+                    let connections = tracker.value
+                    if connections.open.count >= configuration.maxConnections {
+                        Self.refuse(channel, reason: "the daemon already has \(configuration.maxConnections) connections; try again later")
                         return
                     }
-                    let id = tracker.value.add(channel)
+                    if let uid = credentials?.uid, connections.count(for: uid) >= configuration.maxConnectionsPerUID {
+                        Self.refuse(
+                            channel,
+                            reason: "uid \(uid) already has \(configuration.maxConnectionsPerUID) connections; close some first"
+                        )
+                        return
+                    }
+                    let id = connections.add(channel, uid: credentials?.uid)
                     channel.closeFuture.whenComplete { _ in tracker.value.remove(id) }
                     let handler = ConnectionHandler(
                         engine: engine,
                         id: id,
                         configuration: configuration,
-                        credentials: nil,
+                        credentials: credentials,
                         logger: logger
                     )
                     try channel.pipeline.syncOperations.addHandlers([
@@ -110,6 +122,18 @@ public final class MentoryServer: Service {
                     ])
                 }
             }
+    }
+
+    /// Raises the soft limit on open files to the hard limit, so the connection limits, not the
+    /// kernel, decide how many clients are served.
+    private static func raiseFileDescriptorLimit(logger: Logger) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        let previous = limit.rlim_cur
+        limit.rlim_cur = limit.rlim_max
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            logger.debug("raised the open-file limit", metadata: ["from": "\(previous)", "to": "\(limit.rlim_max)"])
+        }
     }
 
     /// Writes a closing connection error straight to a channel that gets no pipeline, then closes it.

@@ -22,6 +22,8 @@ public struct ServerConfiguration: Sendable {
     public var maxRequestsInFlight: Int
     /// Connections open at once; more are refused with an error.
     public var maxConnections: Int
+    /// Connections one uid may have open at once; more are refused with an error.
+    public var maxConnectionsPerUID: Int
     /// Seconds a new connection has to send its `Hello`.
     public var handshakeTimeoutSeconds: Int
 
@@ -32,6 +34,7 @@ public struct ServerConfiguration: Sendable {
         subscriberQueueBytes: Int = 1 << 20,
         maxRequestsInFlight: Int = 128,
         maxConnections: Int = 1024,
+        maxConnectionsPerUID: Int = 256,
         handshakeTimeoutSeconds: Int = 10
     ) {
         self.listener = listener
@@ -40,6 +43,7 @@ public struct ServerConfiguration: Sendable {
         self.subscriberQueueBytes = subscriberQueueBytes
         self.maxRequestsInFlight = maxRequestsInFlight
         self.maxConnections = maxConnections
+        self.maxConnectionsPerUID = maxConnectionsPerUID
         self.handshakeTimeoutSeconds = handshakeTimeoutSeconds
     }
 

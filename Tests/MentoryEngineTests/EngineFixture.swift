@@ -49,10 +49,10 @@ final class EngineFixture: Sendable {
     let store: InMemorySessionStore
     private let nextID = Atomic<UInt64>(0)
 
-    init(ringCapacity: Int = 16) async throws {
+    init(ringCapacity: Int = 16, accessPolicy: AccessPolicy = .default) async throws {
         self.store = InMemorySessionStore()
         self.engine = MentoryEngine(
-            configuration: .init(serverVersion: "test", eventRingCapacity: ringCapacity),
+            configuration: .init(serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy),
             executor: MultiThreadedEventLoopGroup.singleton.next().executor,
             clock: FixedClock()
         )
@@ -62,10 +62,10 @@ final class EngineFixture: Sendable {
     }
 
     /// A connection that completed its handshake.
-    func connect(name: String = "test") async -> (ConnectionID, RecordingSink) {
+    func connect(name: String = "test", credentials: PeerCredentials? = nil) async -> (ConnectionID, RecordingSink) {
         let id = ConnectionID(self.nextID.add(1, ordering: .relaxed).newValue)
         let sink = RecordingSink()
-        _ = await self.engine.attach(ConnectionContext(id: id, clientName: name), sink: sink)
+        _ = await self.engine.attach(ConnectionContext(id: id, clientName: name, credentials: credentials), sink: sink)
         return (id, sink)
     }
 

@@ -1,0 +1,9 @@
+#define _GNU_SOURCE
+#include <sys/socket.h>
+#include "mentory_shims.h"
+
+_Static_assert(sizeof(struct mentory_ucred) == sizeof(struct ucred), "mentory_ucred must match struct ucred");
+
+int mentory_so_peercred(void) {
+    return SO_PEERCRED;
+}

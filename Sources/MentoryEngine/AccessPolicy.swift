@@ -1,0 +1,124 @@
+import MentoryWire
+
+/// Who may call which methods and subscribe to which topics.
+///
+/// Rules are tried in order and the first that matches the caller and the action decides. When
+/// no rule matches, the action is allowed: the socket's file mode (0660 by default) already
+/// admits only its owner and group. The superuser (uid 0) may do anything.
+///
+/// A rule is written `allow|deny WHO WHAT [WHAT...]`, where WHO is `any`, `uid=N` or `gid=N`
+/// (primary or supplementary group), and WHAT is `namespace.method`, `namespace.*`, `*`,
+/// `subscribe:topic` or `subscribe:*`. For example `deny any debug.*` or
+/// `allow gid=1001 diary.get diary.list` followed by `deny gid=1001 diary.*`.
+public struct AccessPolicy: Sendable, Equatable {
+    /// One line of the policy.
+    public struct Rule: Sendable, Equatable, CustomStringConvertible {
+        public enum Principal: Sendable, Equatable {
+            case any
+            case uid(UInt32)
+            case gid(UInt32)
+        }
+
+        public var allows: Bool
+        public var principal: Principal
+        public var actions: [String]
+
+        public init(allows: Bool, principal: Principal, actions: [String]) {
+            self.allows = allows
+            self.principal = principal
+            self.actions = actions
+        }
+
+        /// Parses `allow|deny WHO WHAT [WHAT...]`.
+        public init(parsing text: String) throws(MentoryError) {
+            let words = text.split(whereSeparator: \.isWhitespace).map(String.init)
+            guard words.count >= 3, words[0] == "allow" || words[0] == "deny" else {
+                throw .invalidArgument("access rule '\(text)' must read: allow|deny WHO WHAT [WHAT...]")
+            }
+            self.allows = words[0] == "allow"
+            switch words[1] {
+            case "any":
+                self.principal = .any
+            case let who where who.hasPrefix("uid="):
+                guard let uid = UInt32(who.dropFirst(4)) else {
+                    throw .invalidArgument("access rule '\(text)': '\(who)' needs a numeric uid")
+                }
+                self.principal = .uid(uid)
+            case let who where who.hasPrefix("gid="):
+                guard let gid = UInt32(who.dropFirst(4)) else {
+                    throw .invalidArgument("access rule '\(text)': '\(who)' needs a numeric gid")
+                }
+                self.principal = .gid(gid)
+            default:
+                throw .invalidArgument("access rule '\(text)': WHO must be any, uid=N or gid=N")
+            }
+            self.actions = Array(words[2...])
+        }
+
+        func matches(_ credentials: PeerCredentials) -> Bool {
+            switch self.principal {
+            case .any: true
+            case .uid(let uid): credentials.uid == uid
+            case .gid(let gid): credentials.isMember(of: gid)
+            }
+        }
+
+        func matches(action: String) -> Bool {
+            self.actions.contains { pattern in
+                if pattern == "*" { return !action.hasPrefix("subscribe:") }
+                if pattern.hasSuffix("*") { return action.hasPrefix(pattern.dropLast()) }
+                return pattern == action
+            }
+        }
+
+        public var description: String {
+            let who =
+                switch self.principal {
+                case .any: "any"
+                case .uid(let uid): "uid=\(uid)"
+                case .gid(let gid): "gid=\(gid)"
+                }
+            return "\(self.allows ? "allow" : "deny") \(who) \(self.actions.joined(separator: " "))"
+        }
+    }
+
+    /// The rules, in order.
+    public var rules: [Rule]
+
+    public init(rules: [Rule]) {
+        self.rules = rules
+    }
+
+    /// Parses one rule per string.
+    public init(parsing lines: [String]) throws(MentoryError) {
+        var rules: [Rule] = []
+        for line in lines {
+            rules.append(try Rule(parsing: line))
+        }
+        self.rules = rules
+    }
+
+    /// Fault injection and storage administration are root's alone; everything else is open to the socket's group.
+    public static let `default` = AccessPolicy(rules: [
+        Rule(allows: false, principal: .any, actions: ["debug.*", "storage.*"])
+    ])
+
+    /// Whether a caller with `credentials` may call `namespace.method`. Unknown callers count as `nobody`.
+    public func allowsCall(_ credentials: PeerCredentials?, namespace: String, method: String) -> Bool {
+        self.allows(credentials, action: "\(namespace).\(method)")
+    }
+
+    /// Whether a caller with `credentials` may subscribe to `topic`.
+    public func allowsSubscription(_ credentials: PeerCredentials?, topic: String) -> Bool {
+        self.allows(credentials, action: "subscribe:\(topic)")
+    }
+
+    private func allows(_ credentials: PeerCredentials?, action: String) -> Bool {
+        let caller = credentials ?? PeerCredentials(pid: 0, uid: 65534, gid: 65534)
+        if credentials?.uid == 0 { return true }
+        for rule in self.rules where rule.matches(caller) && rule.matches(action: action) {
+            return rule.allows
+        }
+        return true
+    }
+}
