@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Layer 1: the wire protocol. Messages and framing, nothing else.
@@ -49,6 +50,16 @@ let package = Package(
             dependencies: ["MentoryWire"],
             swiftSettings: strictSwift6
         ),
+        // Layer 2: the durable SQLite store (GRDB; needs libsqlite3-dev).
+        .target(
+            name: "MentoryStorageSQLite",
+            dependencies: [
+                "MentoryStorage",
+                "MentoryWire",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         // Layer 3: handler modules. Each sees only the handler API (and the store protocols).
         .target(
             name: "MentoryMentor",
@@ -66,6 +77,39 @@ let package = Package(
             name: "MentoryDiary",
             dependencies: ["MentoryEngine", "MentoryStorage"],
             path: "Sources/Handlers/MentoryDiary",
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryStorageAdmin",
+            dependencies: ["MentoryEngine", "MentoryWire"],
+            path: "Sources/Handlers/MentoryStorageAdmin",
+            swiftSettings: strictSwift6
+        ),
+        // Fault injection for the systemd tests; registered only when the config enables it.
+        .target(
+            name: "MentoryDebug",
+            dependencies: [
+                "MentoryEngine",
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Sources/Handlers/MentoryDebug",
+            swiftSettings: strictSwift6
+        ),
+        // libsystemd (sd-daemon, sd-journal) and the typed systemd integration over it.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .target(
+            name: "MentorySystemd",
+            dependencies: [
+                "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strictSwift6
         ),
         // Layer 4: the Unix socket server. Connections and I/O, no domain state.
@@ -98,12 +142,16 @@ let package = Package(
         .executableTarget(
             name: "mentoryd",
             dependencies: [
+                "MentorySystemd",
+                "MentoryDebug",
                 "MentoryEngine",
                 "MentoryStorage",
                 "MentoryMentor",
                 "MentoryReachability",
                 "MentoryDiary",
                 "MentoryServer",
+                "MentoryStorageSQLite",
+                "MentoryStorageAdmin",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
@@ -132,6 +180,16 @@ let package = Package(
             path: "Benchmarks/mentory-bench",
             swiftSettings: strictSwift6
         ),
+        .executableTarget(
+            name: "mentory-fanout-bench",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/mentory-fanout-bench",
+            swiftSettings: strictSwift6
+        ),
         .testTarget(
             name: "MentoryWireTests",
             dependencies: [
@@ -157,6 +215,50 @@ let package = Package(
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "mentory-storage-bench",
+            dependencies: [
+                "MentoryClient",
+                "MentoryWire",
+                "MentoryStorageSQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Benchmarks/mentory-storage-bench",
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryStorageSQLiteTests",
+            dependencies: [
+                "MentoryStorageSQLite",
+                "MentoryStorage",
+                "MentoryWire",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryCrashTests",
+            dependencies: [
+                "MentoryClient",
+                "MentoryWire",
+                "mentoryctl",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentorySystemdTests",
+            dependencies: [
+                "MentorySystemd",
+                "MentoryWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -1,14 +1,38 @@
 #!/usr/bin/env bash
-# The whole test suite: unit and end-to-end tests, then the real-systemd harness when it can run.
+# The whole test suite, as CI runs it:
+#   1. unit and end-to-end tests (debug build)
+#   2. the same suite under ThreadSanitizer (its own build folder, .build-tsan)
+#   3. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
+#   4. the real-systemd harness (scripts/systemd-test.sh), when running as root
+#
+# Usage: scripts/test.sh [--quick]
+#   --quick   only step 1, for a fast local loop
+# Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 3's time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+section() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
+
 scripts/install-deps.sh
+
+section "unit and end-to-end tests"
 swift build --build-tests
 swift test --skip-build
-if [ -x scripts/systemd-test.sh ]; then
-  if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
-    scripts/systemd-test.sh
-  else
-    echo "systemd harness skipped: it needs root to boot systemd in a PID namespace"
-  fi
+[ $quick -eq 1 ] && exit 0
+
+section "ThreadSanitizer"
+swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} \
+  swift test --skip-build --sanitize=thread --scratch-path .build-tsan
+
+section "fuzzing, ${MENTORYD_FUZZ_SECONDS:-30} s per target"
+scripts/fuzz.sh "${MENTORYD_FUZZ_SECONDS:-30}"
+
+section "real systemd"
+if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
+  scripts/systemd-test.sh --bin-dir "$(swift build --show-bin-path)"
+else
+  echo "systemd harness skipped: it needs root to boot systemd in a PID namespace"
 fi

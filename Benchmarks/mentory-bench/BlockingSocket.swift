@@ -37,7 +37,9 @@ struct BlockingSocket {
     func writeAll(_ bytes: [UInt8]) {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { send(self.fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes {
+                send(self.fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            }
             if n <= 0 { return }
             sent += n
         }

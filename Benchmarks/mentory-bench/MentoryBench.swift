@@ -34,7 +34,11 @@ struct MentoryBench {
             let connection = listener.accept()
             var buffer = [UInt8](repeating: 0, count: 4096)
             while let length = connection.readFrame(into: &buffer) {
-                connection.writeAll([UInt8(length >> 24 & 0xFF), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + buffer[0..<length])
+                connection.writeAll(
+                    [
+                        UInt8(length >> 24 & 0xFF), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF),
+                        UInt8(length & 0xFF),
+                    ] + buffer[0..<length])
             }
             connection.close()
         }

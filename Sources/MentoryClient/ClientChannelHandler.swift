@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 import MentoryWire
 import NIOCore
@@ -9,7 +9,8 @@ import NIOCore
 /// What the client asks its channel to send.
 enum ClientCommand {
     case hello(Mentory_V1_Hello, EventLoopPromise<Mentory_V1_Welcome>)
-    case request(id: UInt64, namespace: String, method: String, body: Data, timeout: TimeAmount?, EventLoopPromise<Data>)
+    case request(
+        id: UInt64, namespace: String, method: String, body: Data, timeout: TimeAmount?, EventLoopPromise<Data>)
     case cancel(id: UInt64)
 }
 

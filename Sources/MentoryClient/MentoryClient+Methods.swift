@@ -15,7 +15,9 @@ extension MentoryClient {
     }
 
     /// Subscribes this connection to `topics`; events then arrive on ``events``.
-    public func subscribe(_ topics: [Mentory_V1_TopicSubscription]) async throws(MentoryClientError) -> Mentory_V1_SubscribeReply {
+    public func subscribe(_ topics: [Mentory_V1_TopicSubscription]) async throws(MentoryClientError)
+        -> Mentory_V1_SubscribeReply
+    {
         var request = Mentory_V1_SubscribeRequest()
         request.topics = topics
         return try await self.call(WireNames.session, "subscribe", request)
@@ -47,7 +49,9 @@ extension MentoryClient {
     }
 
     /// Replaces the mentor message.
-    public func mentorSet(_ request: Mentory_V1_MentorSetRequest) async throws(MentoryClientError) -> Mentory_V1_MentorState {
+    public func mentorSet(_ request: Mentory_V1_MentorSetRequest) async throws(MentoryClientError)
+        -> Mentory_V1_MentorState
+    {
         try await self.call(WireNames.mentor, "set", request)
     }
 
@@ -61,7 +65,9 @@ extension MentoryClient {
     // MARK: reachability
 
     /// Reports a peer's state; the peer turns unreachable when this connection closes.
-    public func reachabilityReport(_ peer: Mentory_V1_PeerState) async throws(MentoryClientError) -> Mentory_V1_PeerState {
+    public func reachabilityReport(_ peer: Mentory_V1_PeerState) async throws(MentoryClientError)
+        -> Mentory_V1_PeerState
+    {
         try await self.call(WireNames.reachability, "report", peer)
     }
 
@@ -73,7 +79,9 @@ extension MentoryClient {
     // MARK: diary
 
     /// Adds an entry.
-    public func diaryAdd(_ request: Mentory_V1_DiaryAddRequest) async throws(MentoryClientError) -> Mentory_V1_DiaryEntry {
+    public func diaryAdd(_ request: Mentory_V1_DiaryAddRequest) async throws(MentoryClientError)
+        -> Mentory_V1_DiaryEntry
+    {
         try await self.call(WireNames.diary, "add", request)
     }
 
@@ -85,7 +93,9 @@ extension MentoryClient {
     }
 
     /// Up to `limit` entries before `before` (YYYY-MM-DD), newest first.
-    public func diaryList(limit: UInt32 = 0, before: String? = nil) async throws(MentoryClientError) -> [Mentory_V1_DiaryEntry] {
+    public func diaryList(limit: UInt32 = 0, before: String? = nil) async throws(MentoryClientError)
+        -> [Mentory_V1_DiaryEntry]
+    {
         var request = Mentory_V1_DiaryListRequest()
         request.limit = limit
         if let before { request.before = before }

@@ -12,7 +12,10 @@ public actor MentoryConnection {
     private var current: MentoryClient?
 
     /// Creates a connection that tries up to `connectAttempts` times per call to (re)connect.
-    public init(socketPath: String, clientName: String, reconnect: ReconnectPolicy = ReconnectPolicy(), connectAttempts: Int = 20) {
+    public init(
+        socketPath: String, clientName: String, reconnect: ReconnectPolicy = ReconnectPolicy(),
+        connectAttempts: Int = 20
+    ) {
         self.socketPath = socketPath
         self.clientName = clientName
         self.policy = reconnect

@@ -7,7 +7,9 @@ public struct ReconnectPolicy: Sendable {
     /// How much the wait grows after each failed attempt.
     public var multiplier: Double
 
-    public init(initialDelay: Duration = .milliseconds(50), maximumDelay: Duration = .seconds(2), multiplier: Double = 2) {
+    public init(
+        initialDelay: Duration = .milliseconds(50), maximumDelay: Duration = .seconds(2), multiplier: Double = 2
+    ) {
         self.initialDelay = initialDelay
         self.maximumDelay = maximumDelay
         self.multiplier = multiplier

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 import Logging
 import MentoryWire
@@ -281,31 +281,49 @@ public actor MentoryEngine {
     }
 
     /// Sends the current state of `topic` as a snapshot or reset, then any events published meanwhile.
+    ///
+    /// Taking a snapshot may suspend (a store read), and events published meanwhile are replayed
+    /// from the ring after it. Should the ring have moved past the snapshot's sequence by then,
+    /// replaying would leave a gap, so the snapshot is taken again until the ring still covers it.
     func sendState(of topic: String, to id: ConnectionID, kind: Mentory_V1_EventKind) async {
         guard let owner = self.topicOwners[topic], let handler = self.handlers[owner] else { return }
-        let sequence = self.lastSequence(of: topic)
-        let body: Data
-        do {
-            body = try await handler.snapshot(of: topic, engine: self)
-        } catch {
-            self.logger.error("snapshot failed", metadata: ["topic": "\(topic)", "error": "\(error)"])
+        var attempts = 0
+        while true {
+            let sequence = self.lastSequence(of: topic)
+            let body: Data
+            do {
+                body = try await handler.snapshot(of: topic, engine: self)
+            } catch {
+                self.logger.error("snapshot failed", metadata: ["topic": "\(topic)", "error": "\(error)"])
+                return
+            }
+            // The snapshot reflects at least every event up to `sequence`; events published while it
+            // was being taken follow it, so nothing is lost and no sequence number repeats.
+            guard self.connections[id]?.topics[topic] != nil else { return }
+            guard self.logs[topic]?.events(after: sequence) != nil else {
+                attempts += 1
+                if attempts.isMultiple(of: 16) {
+                    self.logger.warning(
+                        "events outpace snapshots; consider a larger events.ringCapacity",
+                        metadata: ["topic": "\(topic)", "attempts": "\(attempts)"]
+                    )
+                }
+                continue
+            }
+            var event = Mentory_V1_Event()
+            event.topic = topic
+            event.kind = kind
+            event.sequence = sequence
+            event.body = body
+            event.epoch = self.epoch
+            guard self.connections[id]!.sink.deliver(event) else {
+                self.connections[id]?.topics[topic] = false
+                return
+            }
+            self.connections[id]?.topics[topic] = true
+            self.replay(topic, after: sequence, to: id)
             return
         }
-        // The snapshot reflects at least every event up to `sequence`; events published while it
-        // was being taken follow it, so nothing is lost and no sequence number repeats.
-        guard self.connections[id]?.topics[topic] != nil else { return }
-        var event = Mentory_V1_Event()
-        event.topic = topic
-        event.kind = kind
-        event.sequence = sequence
-        event.body = body
-        event.epoch = self.epoch
-        guard self.connections[id]!.sink.deliver(event) else {
-            self.connections[id]?.topics[topic] = false
-            return
-        }
-        self.connections[id]?.topics[topic] = true
-        self.replay(topic, after: sequence, to: id)
     }
 
     func replay(_ topic: String, after sequence: UInt64, to id: ConnectionID) {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Logging
 import MentoryEngine
@@ -34,7 +34,8 @@ public final class MentoryServer: Service {
         self.eventLoop = eventLoop
         self.logger = logger
         self.onReady = onReady
-        self.tracker = NIOLoopBoundBox.makeBoxSendingValue(ConnectionTracker(), as: ConnectionTracker.self, eventLoop: eventLoop)
+        self.tracker = NIOLoopBoundBox.makeBoxSendingValue(
+            ConnectionTracker(), as: ConnectionTracker.self, eventLoop: eventLoop)
     }
 
     public func run() async throws {
@@ -96,13 +97,17 @@ public final class MentoryServer: Service {
                 PeerCredentialsReader.read(channel).flatMapThrowing { credentials in
                     let connections = tracker.value
                     if connections.open.count >= configuration.maxConnections {
-                        Self.refuse(channel, reason: "the daemon already has \(configuration.maxConnections) connections; try again later")
+                        Self.refuse(
+                            channel,
+                            reason:
+                                "the daemon already has \(configuration.maxConnections) connections; try again later")
                         return
                     }
                     if let uid = credentials?.uid, connections.count(for: uid) >= configuration.maxConnectionsPerUID {
                         Self.refuse(
                             channel,
-                            reason: "uid \(uid) already has \(configuration.maxConnectionsPerUID) connections; close some first"
+                            reason:
+                                "uid \(uid) already has \(configuration.maxConnectionsPerUID) connections; close some first"
                         )
                         return
                     }

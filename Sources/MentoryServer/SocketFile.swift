@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A failure to prepare the socket path.
@@ -78,9 +78,9 @@ enum SocketFile {
     /// Whether a process accepts connections on the socket at `path`.
     private static func isAccepting(path: String) -> Bool {
         #if canImport(Glibc)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         #else
-        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+            let fd = socket(AF_UNIX, SOCK_STREAM, 0)
         #endif
         guard fd >= 0 else { return false }
         defer { close(fd) }

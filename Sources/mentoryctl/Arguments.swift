@@ -12,7 +12,8 @@ enum EmotionArgument: String, CaseIterable, ExpressibleByArgument {
     case veryPleasant
 
     init?(argument: String) {
-        let folded = argument.lowercased().replacingOccurrences(of: "-", with: "").replacingOccurrences(of: "_", with: "")
+        let folded = argument.lowercased().replacingOccurrences(of: "-", with: "").replacingOccurrences(
+            of: "_", with: "")
         guard let match = Self.allCases.first(where: { $0.rawValue.lowercased() == folded }) else { return nil }
         self = match
     }

@@ -7,7 +7,9 @@ struct DiaryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "diary",
         abstract: "Write, read and manage diary entries.",
-        subcommands: [Add.self, Get.self, List.self, Delete.self, SuggestionDone.self]
+        subcommands: [
+            Add.self, Get.self, List.self, Delete.self, SuggestionDone.self, DiaryExport.self, DiaryImport.self,
+        ]
     )
 
     struct Add: AsyncParsableCommand {

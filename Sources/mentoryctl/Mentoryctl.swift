@@ -19,6 +19,7 @@ struct Mentoryctl: AsyncParsableCommand {
             ReachabilityCommand.self,
             DiaryCommand.self,
             Watch.self,
+            Backup.self,
         ]
     )
 }

@@ -41,7 +41,8 @@ enum Output {
             body = "\"\(event.body.base64EncodedString())\""
         }
         let topic = self.json(Google_Protobuf_StringValue(event.topic))
-        return #"{"topic":\#(topic),"sequence":\#(event.sequence),"kind":"\#(kind)","epoch":\#(event.epoch),"body":\#(body)}"#
+        return
+            #"{"topic":\#(topic),"sequence":\#(event.sequence),"kind":"\#(kind)","epoch":\#(event.epoch),"body":\#(body)}"#
     }
 
     static func printJSON(_ message: some SwiftProtobuf.Message) {

@@ -14,7 +14,9 @@ struct Ping: AsyncParsableCommand {
             let elapsed = try await clock.measure { try await client.ping() }
             let microseconds = Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6
             if self.options.json {
-                print(#"{"ok":true,"serverVersion":"\#(client.welcome.serverVersion)","roundTripMicroseconds":\#(Int(microseconds))}"#)
+                print(
+                    #"{"ok":true,"serverVersion":"\#(client.welcome.serverVersion)","roundTripMicroseconds":\#(Int(microseconds))}"#
+                )
             } else {
                 print("pong from mentoryd \(client.welcome.serverVersion) in \(Int(microseconds)) µs")
             }

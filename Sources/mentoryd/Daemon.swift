@@ -1,23 +1,50 @@
 import Logging
+import MentoryDebug
 import MentoryDiary
 import MentoryEngine
 import MentoryMentor
 import MentoryReachability
 import MentoryServer
 import MentoryStorage
+import MentorySystemd
 import MentoryWire
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import UnixSignals
 
 /// Starts mentoryd's parts in order and stops them in reverse.
 ///
-/// Start-up: open the store, register the handlers, bind the socket, then report ready.
-/// Shut-down: stop accepting and close connections, close the handlers, close the store.
+/// Start-up: open the store, register the handlers, bind (or adopt) the socket, then report ready
+/// (`READY=1`). Shut-down: say `STOPPING=1`, stop reloading, stop accepting and close
+/// connections, stop the watchdog, close the handlers, close the store.
 struct Daemon {
+    /// What systemd handed this process; all of it empty or `nil` when started by hand.
+    struct Systemd: Sendable {
+        /// Where `READY=1`, `STATUS=`, `RELOADING=1`, `STOPPING=1` and `WATCHDOG=1` go.
+        var notifier: SystemdNotifier
+        /// The listening socket passed by socket activation.
+        var activatedSocket: ActivatedSocket?
+        /// `WatchdogSec=`, when systemd expects pings.
+        var watchdogTimeout: Duration?
+
+        /// Reads `NOTIFY_SOCKET` from `environment`, and `LISTEN_FDS` and `WATCHDOG_USEC` as libsystemd
+        /// finds them in the process environment; checks that a passed socket is a Unix stream listener.
+        init(environment: [String: String]) throws {
+            self.notifier = SystemdNotifier(environment: environment)
+            self.activatedSocket = try SocketActivation.unixStreamListener()
+            self.watchdogTimeout = try SystemdWatchdog.timeout()
+        }
+    }
+
     let settings: DaemonSettings
     let version: String
     let logger: Logger
+    /// The level every logger follows; a reload changes it.
+    let logLevel: DynamicLogLevel
+    let systemd: Systemd
+    /// Reads the settings again, for a reload.
+    let reloadSettings: @Sendable () async throws -> DaemonSettings
 
     func run() async throws {
         // The engine and every connection share one event loop: a request never changes thread.
@@ -38,42 +65,105 @@ struct Daemon {
 
         // 2. The engine and its handlers.
         let engine = MentoryEngine(
-            configuration: .init(serverVersion: self.version, eventRingCapacity: self.settings.eventRingCapacity),
+            configuration: .init(
+                serverVersion: self.version,
+                eventRingCapacity: self.settings.eventRingCapacity,
+                accessPolicy: self.settings.accessPolicy
+            ),
             executor: eventLoop.executor,
             logger: self.logger
         )
-        let handlers: [any MentoryHandler] = [
-            MentorHandler(store: stores.mentor),
-            ReachabilityHandler(),
-            DiaryHandler(store: stores.diary),
-        ] + stores.handlers
+        var handlers: [any MentoryHandler] =
+            [
+                MentorHandler(store: stores.mentor),
+                ReachabilityHandler(),
+                DiaryHandler(store: stores.diary),
+            ] + stores.handlers
+        if self.settings.faultInjection {
+            self.logger.warning(
+                "fault injection is enabled (debug.faultInjection): root may freeze the engine; never enable it in production"
+            )
+            handlers.append(DebugHandler())
+        }
         for handler in handlers {
             try await engine.register(handler)
         }
         self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
 
         // 3. The socket, then readiness.
+        let listener: ServerConfiguration.Listener
+        if let activated = self.systemd.activatedSocket {
+            self.logger.info(
+                "adopting the socket passed by systemd",
+                metadata: [
+                    "fd": "\(activated.descriptor)", "name": "\(activated.name)",
+                    "socket": "\(activated.path ?? "(unnamed)")",
+                ]
+            )
+            listener = .activatedSocket(descriptor: activated.descriptor, path: activated.path)
+        } else {
+            listener = .path(self.settings.socketPath)
+        }
         let logger = self.logger
+        let version = self.version
+        let notifier = self.systemd.notifier
+        let status: @Sendable () async -> String = {
+            let reply = await engine.status()
+            return Self.statusLine(connections: Int(reply.connections), subscribers: Int(reply.subscribers))
+        }
         let server = MentoryServer(
             configuration: ServerConfiguration(
-                listener: .path(self.settings.socketPath),
+                listener: listener,
                 socketMode: self.settings.socketMode,
                 maxFrameLength: self.settings.maxFrameLength,
                 subscriberQueueBytes: self.settings.subscriberQueueBytes,
                 maxRequestsInFlight: self.settings.maxRequestsInFlight,
                 maxConnections: self.settings.maxConnections,
+                maxConnectionsPerUID: self.settings.maxConnectionsPerUID,
                 handshakeTimeoutSeconds: self.settings.handshakeTimeoutSeconds
             ),
             engine: engine,
             eventLoop: eventLoop,
             logger: self.logger,
             onReady: {
+                // The store is open, the handlers are registered and the socket is bound or adopted.
                 logger.info("ready", metadata: ["version": "\(version)"])
+                let line = await status()
+                do {
+                    try notifier.notify(.ready, .status(line))
+                } catch {
+                    logger.warning("cannot tell systemd that mentoryd is ready", metadata: ["error": "\(error)"])
+                }
             }
         )
+
+        // Trap SIGHUP before anything can report ready, so an early reload never kills the daemon.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let reloadSettings = self.reloadSettings
+        let logLevel = self.logLevel
+        let reload = ReloadService(
+            notifier: notifier,
+            signals: hangups,
+            initial: self.settings,
+            logger: self.logger,
+            readyStatus: { await status() },
+            reload: { current in
+                Self.apply(try await reloadSettings(), over: current, logLevel: logLevel, logger: logger)
+            }
+        )
+        let watchdog = WatchdogService(
+            notifier: notifier,
+            timeout: self.systemd.watchdogTimeout,
+            logger: self.logger,
+            probe: { _ = await engine.probeLiveness() }
+        )
+        let statusReporter = StatusService(notifier: notifier, logger: self.logger, status: status)
+
+        // The group stops services last to first: STOPPING=1 goes out first, the watchdog keeps
+        // proving liveness until the server has closed every connection.
         let group = ServiceGroup(
             configuration: .init(
-                services: [server],
+                services: [watchdog, server, reload, statusReporter],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: self.logger
             )
@@ -84,5 +174,58 @@ struct Daemon {
         await engine.closeHandlers()
         await stores.close()
         self.logger.info("stopped")
+    }
+
+    /// The `STATUS=` line `systemctl status` shows.
+    static func statusLine(connections: Int, subscribers: Int) -> String {
+        "Serving \(connections) connection\(connections == 1 ? "" : "s"), "
+            + "\(subscribers) subscriber\(subscribers == 1 ? "" : "s")"
+    }
+
+    /// Applies what can change while running and returns the settings now in effect; logs the rest.
+    static func apply(
+        _ reloaded: DaemonSettings,
+        over current: DaemonSettings,
+        logLevel: DynamicLogLevel,
+        logger: Logger
+    ) -> DaemonSettings {
+        var effective = current
+        if reloaded.logLevel != current.logLevel {
+            logLevel.level = reloaded.logLevel
+            effective.logLevel = reloaded.logLevel
+            logger.notice(
+                "log level changed",
+                metadata: ["from": "\(current.logLevel)", "to": "\(reloaded.logLevel)"]
+            )
+        }
+        var needRestart: [String] = []
+        if reloaded.socketPath != current.socketPath { needRestart.append("socket.path") }
+        if reloaded.socketMode != current.socketMode { needRestart.append("socket.mode") }
+        if reloaded.stateDirectory != current.stateDirectory { needRestart.append("state.directory") }
+        if reloaded.maxFrameLength != current.maxFrameLength { needRestart.append("limits.maxFrameLength") }
+        if reloaded.subscriberQueueBytes != current.subscriberQueueBytes {
+            needRestart.append("limits.subscriberQueueBytes")
+        }
+        if reloaded.maxRequestsInFlight != current.maxRequestsInFlight {
+            needRestart.append("limits.maxRequestsInFlight")
+        }
+        if reloaded.maxConnections != current.maxConnections { needRestart.append("limits.maxConnections") }
+        if reloaded.maxConnectionsPerUID != current.maxConnectionsPerUID {
+            needRestart.append("limits.maxConnectionsPerUID")
+        }
+        if reloaded.accessPolicy != current.accessPolicy { needRestart.append("access.rules") }
+        if reloaded.handshakeTimeoutSeconds != current.handshakeTimeoutSeconds {
+            needRestart.append("limits.handshakeTimeoutSeconds")
+        }
+        if reloaded.eventRingCapacity != current.eventRingCapacity { needRestart.append("events.ringCapacity") }
+        if reloaded.faultInjection != current.faultInjection { needRestart.append("debug.faultInjection") }
+        if reloaded.storageBackend != current.storageBackend { needRestart.append("storage.backend") }
+        if !needRestart.isEmpty {
+            logger.warning(
+                "changed settings take effect only after a restart (systemctl restart mentoryd)",
+                metadata: ["settings": "\(needRestart.joined(separator: ", "))"]
+            )
+        }
+        return effective
     }
 }

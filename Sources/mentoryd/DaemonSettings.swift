@@ -1,5 +1,6 @@
 import Configuration
 import Logging
+import MentoryEngine
 import MentoryWire
 
 /// Everything mentoryd reads at start-up, after merging flags, environment, config file and defaults.
@@ -12,8 +13,14 @@ struct DaemonSettings: Sendable {
     var subscriberQueueBytes: Int
     var maxRequestsInFlight: Int
     var maxConnections: Int
+    var maxConnectionsPerUID: Int
+    var accessPolicy: AccessPolicy
     var handshakeTimeoutSeconds: Int
     var eventRingCapacity: Int
+    /// Whether the `debug` fault-injection handler is registered (`debug.faultInjection`; never in production).
+    var faultInjection: Bool
+    /// Where diary entries and the mentor state live (`storage.backend`: `sqlite`, the default, or `memory`).
+    var storageBackend: StorageBackend
 
     /// Reads the settings from `config`, with embedded defaults for anything it lacks.
     init(config: ConfigReader, environment: [String: String]) throws(SettingsError) {
@@ -42,8 +49,24 @@ struct DaemonSettings: Sendable {
         self.subscriberQueueBytes = try Self.positive(config, "limits.subscriberQueueBytes", 1 << 20)
         self.maxRequestsInFlight = try Self.positive(config, "limits.maxRequestsInFlight", 128)
         self.maxConnections = try Self.positive(config, "limits.maxConnections", 1024)
+        self.maxConnectionsPerUID = try Self.positive(config, "limits.maxConnectionsPerUID", 256)
+        let rules = config.stringArray(
+            forKey: "access.rules",
+            default: AccessPolicy.default.rules.map(\.description)
+        )
+        do {
+            self.accessPolicy = try AccessPolicy(parsing: rules)
+        } catch {
+            throw .invalid(key: "access.rules", reason: error.message)
+        }
         self.handshakeTimeoutSeconds = try Self.positive(config, "limits.handshakeTimeoutSeconds", 10)
         self.eventRingCapacity = try Self.positive(config, "events.ringCapacity", 4096)
+        self.faultInjection = config.bool(forKey: "debug.faultInjection", default: false)
+        let backend = config.string(forKey: "storage.backend", default: StorageBackend.sqlite.rawValue)
+        guard let parsedBackend = StorageBackend(rawValue: backend.lowercased()) else {
+            throw .invalid(key: "storage.backend", reason: "'\(backend)' is not one of sqlite, memory")
+        }
+        self.storageBackend = parsedBackend
         guard self.maxFrameLength <= Int(UInt32.max) else {
             throw .invalid(key: "limits.maxFrameLength", reason: "it must fit the 4-byte length prefix")
         }

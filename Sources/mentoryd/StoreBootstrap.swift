@@ -1,6 +1,24 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import Logging
 import MentoryEngine
 import MentoryStorage
+import MentoryStorageAdmin
+import MentoryStorageSQLite
+import MentoryWire
+
+/// Which store the daemon runs on (`storage.backend`).
+enum StorageBackend: String, Sendable, CaseIterable {
+    /// A SQLite database in the state directory: every acknowledged write survives a crash.
+    case sqlite
+    /// Memory only: everything is lost when the daemon stops. For tests and throw-away runs.
+    case memory
+}
 
 /// The stores the daemon runs on, opened first at start-up and closed last at shut-down.
 struct OpenedStores: Sendable {
@@ -12,11 +30,102 @@ struct OpenedStores: Sendable {
     var close: @Sendable () async -> Void
 }
 
+/// Why the daemon could not open its store; it logs this and exits non-zero.
+struct StoreStartupError: Error, CustomStringConvertible {
+    var description: String
+}
+
 enum StoreBootstrap {
+    /// The database's file name inside the state directory.
+    static let databaseFileName = "mentoryd.sqlite"
+
     /// Opens the stores the settings ask for.
+    ///
+    /// With the SQLite backend, creates the state directory (mode 0700) when missing and opens
+    /// `mentoryd.sqlite` in it; a database that cannot be used safely stops the start-up with a
+    /// message saying why and what to do.
     static func open(settings: DaemonSettings, logger: Logger) async throws -> OpenedStores {
-        let store = InMemorySessionStore()
-        logger.info("store opened", metadata: ["backend": "memory"])
-        return OpenedStores(diary: store, mentor: store, close: {})
+        switch settings.storageBackend {
+        case .memory:
+            let store = InMemorySessionStore()
+            logger.warning(
+                "store opened in memory: diary entries and the mentor state are lost when mentoryd stops",
+                metadata: ["backend": "memory"]
+            )
+            return OpenedStores(diary: store, mentor: store, close: {})
+        case .sqlite:
+            let directory = settings.stateDirectory
+            try self.prepareStateDirectory(directory, logger: logger)
+            let path = directory.hasSuffix("/") ? directory + databaseFileName : directory + "/" + databaseFileName
+            let store: SQLiteSessionStore
+            do {
+                store = try SQLiteSessionStore(configuration: .init(path: path))
+            } catch {
+                throw StoreStartupError(description: "cannot open the store: \(error.message)")
+            }
+            let entries = try? await store.diaryEntryCount()
+            logger.info(
+                "store opened",
+                metadata: ["backend": "sqlite", "path": "\(path)", "entries": "\(entries.map(String.init) ?? "?")"]
+            )
+            return OpenedStores(
+                diary: store,
+                mentor: store,
+                handlers: [StorageAdminHandler(target: store)],
+                close: {
+                    do {
+                        try await store.close()
+                        logger.info("store closed", metadata: ["path": "\(path)"])
+                    } catch {
+                        logger.error("cannot close the store cleanly (nothing acknowledged is lost): \(error)")
+                    }
+                }
+            )
+        }
+    }
+
+    /// Creates `directory` (and missing parents) with mode 0700, or checks the existing one.
+    private static func prepareStateDirectory(_ directory: String, logger: Logger) throws {
+        guard !directory.isEmpty else {
+            throw StoreStartupError(
+                description: "the state directory is empty; set state.directory or pass --state-dir")
+        }
+        var info = stat()
+        if stat(directory, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw StoreStartupError(description: "the state directory \(directory) is not a directory")
+            }
+            if info.st_mode & 0o077 != 0 {
+                logger.warning(
+                    "the state directory is readable by other users; the diary is private, consider chmod 700",
+                    metadata: ["path": "\(directory)", "mode": "\(String(info.st_mode & 0o777, radix: 8))"]
+                )
+            }
+            return
+        }
+        // Create the missing components from the top, each 0700.
+        var current = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/") {
+            current += "/" + component
+            if mkdir(current, 0o700) != 0 && errno != EEXIST {
+                throw StoreStartupError(
+                    description: "cannot create the state directory \(current): \(String(cString: strerror(errno))); "
+                        + "create it yourself or pass another --state-dir"
+                )
+            }
+        }
+        _ = chmod(directory, 0o700)
+        logger.notice("created the state directory", metadata: ["path": "\(directory)"])
+    }
+}
+
+extension SQLiteSessionStore: StorageBackupTarget {
+    public func writeBackup(to destination: String) async throws(MentoryError) -> Mentory_V1_StorageBackupReply {
+        let summary = try await self.backup(to: destination)
+        var reply = Mentory_V1_StorageBackupReply()
+        reply.destination = summary.path
+        reply.bytes = UInt64(max(0, summary.bytes))
+        reply.diaryEntries = UInt32(clamping: summary.diaryEntries)
+        return reply
     }
 }

@@ -35,7 +35,11 @@ struct ClientLibraryEndToEndTests {
             if received.count == 6 { break }
         }
         #expect(received.map(\.kind) == [.snapshot, .snapshot, .snapshot, .change, .change, .change])
-        #expect(received.map(\.topic) == [WireNames.mentor, WireNames.reachability, WireNames.diary, WireNames.mentor, WireNames.reachability, WireNames.diary])
+        #expect(
+            received.map(\.topic) == [
+                WireNames.mentor, WireNames.reachability, WireNames.diary, WireNames.mentor, WireNames.reachability,
+                WireNames.diary,
+            ])
         #expect(received.suffix(3).map(\.sequence) == [1, 1, 1])
         #expect(try Mentory_V1_MentorState(serializedBytes: received[3].body).message.content == "Take a walk.")
         #expect(try Mentory_V1_PeerState(serializedBytes: received[4].body).peer == "watch")

@@ -17,11 +17,17 @@ struct CtlEndToEndTests {
         let status = try await daemon.ctl(["status", "--json"]).json()
         #expect(status["serverVersion"] as? String == "0.1.0")
         let handlers = try #require(status["handlers"] as? [[String: Any]])
-        #expect(handlers.compactMap { $0["namespace"] as? String } == ["session", "mentor", "reachability", "diary"])
+        #expect(
+            handlers.compactMap { $0["namespace"] as? String } == [
+                "session", "mentor", "reachability", "diary", "storage",
+            ])
         #expect(try await daemon.ctl(["status"]).stdout.contains("connections:"))
 
         // mentor
-        let set = try await daemon.ctl(["mentor", "set", "--content", "Drink water.", "--character", "warm", "--todo", "one glass", "--todo", "two glasses", "--json"])
+        let set = try await daemon.ctl([
+            "mentor", "set", "--content", "Drink water.", "--character", "warm", "--todo", "one glass", "--todo",
+            "two glasses", "--json",
+        ])
         #expect(set.status == 0, "\(set.stderr)")
         let message = try #require(try set.json()["message"] as? [String: Any])
         #expect(message["character"] as? String == "MENTOR_CHARACTER_WARM")
@@ -39,7 +45,8 @@ struct CtlEndToEndTests {
         #expect(try report.json()["peer"] as? String == "watch")
         let peers = try await daemon.ctl(["reachability", "get"])
         #expect(peers.stdout.contains("watch  paired  app installed"))
-        #expect(peers.stdout.contains("unreachable"), "the reporting mentoryctl has exited, so the watch is unreachable")
+        #expect(
+            peers.stdout.contains("unreachable"), "the reporting mentoryctl has exited, so the watch is unreachable")
 
         // diary
         let add = try await daemon.ctl([
@@ -51,7 +58,9 @@ struct CtlEndToEndTests {
         let entryID = try #require(entry["id"] as? String)
         #expect(entry["emotion"] as? String == "EMOTION_VERY_PLEASANT")
         let suggestionID = try #require((entry["actionItems"] as? [[String: Any]])?.first?["id"] as? String)
-        let today = try await daemon.ctl(["diary", "add", "--emotion", "neutral", "--title", "Today", "--text", "Plain."])
+        let today = try await daemon.ctl([
+            "diary", "add", "--emotion", "neutral", "--title", "Today", "--text", "Plain.",
+        ])
         #expect(today.status == 0, "--date defaults to today: \(today.stderr)")
         #expect(try await daemon.ctl(["diary", "get", entryID]).stdout.contains("It worked."))
         let list = try await daemon.ctl(["diary", "list", "--json"]).json()
@@ -64,7 +73,9 @@ struct CtlEndToEndTests {
         // watch: a snapshot per topic, as JSON lines.
         let watch = try await daemon.ctl(["watch", "mentor", "diary", "--count", "2", "--json"])
         #expect(watch.status == 0)
-        let lines = watch.stdout.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let lines = watch.stdout.split(separator: "\n").map {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
         #expect(lines.compactMap { $0?["topic"] as? String } == ["mentor", "diary"])
         #expect(lines.compactMap { $0?["kind"] as? String } == ["snapshot", "snapshot"])
 
@@ -84,18 +95,23 @@ struct CtlEndToEndTests {
         #expect(missing.stderr.contains("not found"))
         #expect(missing.stdout.isEmpty)
 
-        let empty = try await daemon.ctl(["diary", "add", "--emotion", "pleasant", "--title", "", "--text", "x", "--date", "2026-01-01"])
+        let empty = try await daemon.ctl([
+            "diary", "add", "--emotion", "pleasant", "--title", "", "--text", "x", "--date", "2026-01-01",
+        ])
         #expect(empty.status == 1)
         #expect(empty.stderr.contains("title is empty"))
 
-        let badDate = try await daemon.ctl(["diary", "add", "--emotion", "pleasant", "--title", "t", "--text", "x", "--date", "2026-02-30"])
+        let badDate = try await daemon.ctl([
+            "diary", "add", "--emotion", "pleasant", "--title", "t", "--text", "x", "--date", "2026-02-30",
+        ])
         #expect(badDate.status == 64)
 
         let badEmotion = try await daemon.ctl(["diary", "add", "--emotion", "ecstatic", "--title", "t", "--text", "x"])
         #expect(badEmotion.status == 64)
 
         let unreachable = try await CommandResult.run(
-            DaemonProcess.binary("mentoryctl"), ["ping", "--socket", daemon.directory + "/absent.sock"], environment: [:]
+            DaemonProcess.binary("mentoryctl"), ["ping", "--socket", daemon.directory + "/absent.sock"],
+            environment: [:]
         )
         #expect(unreachable.status == 69)
         #expect(unreachable.stderr.contains("cannot connect"))

@@ -11,7 +11,9 @@ final class DaemonProcess: Sendable {
 
     /// The directory holding the built products (the test bundle sits beside them).
     static var productsDirectory: URL {
-        let executable = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        let executable = URL(
+            fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0])
         return executable.deletingLastPathComponent()
     }
 
@@ -35,8 +37,11 @@ final class DaemonProcess: Sendable {
         _ = FileManager.default.createFile(atPath: self.logPath, contents: nil)
         let process = Process()
         process.executableURL = Self.binary("mentoryd")
-        process.arguments = ["--socket", self.socketPath, "--state-dir", directory + "/state", "--log-level", "debug"] + arguments
-        var processEnvironment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("MENTORYD_") && $0.key != "NOTIFY_SOCKET" }
+        process.arguments =
+            ["--socket", self.socketPath, "--state-dir", directory + "/state", "--log-level", "debug"] + arguments
+        var processEnvironment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("MENTORYD_") && $0.key != "NOTIFY_SOCKET"
+        }
         processEnvironment.merge(environment) { $1 }
         process.environment = processEnvironment
         process.standardOutput = FileHandle.nullDevice
@@ -92,7 +97,8 @@ final class DaemonProcess: Sendable {
 
     /// Runs `mentoryctl` against this daemon.
     func ctl(_ arguments: [String]) async throws -> CommandResult {
-        try await CommandResult.run(DaemonProcess.binary("mentoryctl"), arguments, environment: ["MENTORY_SOCKET": self.socketPath])
+        try await CommandResult.run(
+            DaemonProcess.binary("mentoryctl"), arguments, environment: ["MENTORY_SOCKET": self.socketPath])
     }
 }
 
@@ -107,7 +113,9 @@ struct CommandResult: Sendable {
     var stdout: String
     var stderr: String
 
-    static func run(_ executable: URL, _ arguments: [String], environment: [String: String]) async throws -> CommandResult {
+    static func run(_ executable: URL, _ arguments: [String], environment: [String: String]) async throws
+        -> CommandResult
+    {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments

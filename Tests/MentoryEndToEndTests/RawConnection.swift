@@ -30,10 +30,21 @@ final class RawConnection {
         close(self.fd)
     }
 
+    /// Writes all of `bytes`, or as much as the peer takes before it closes.
     func write(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
-            _ = Glibc.send(self.fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { buffer in
+                Glibc.send(self.fd, buffer.baseAddress! + sent, buffer.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            guard n > 0 else { return }
+            sent += n
         }
+    }
+
+    /// Ends this side's writing; the daemon sees EOF.
+    func shutdownWrite() {
+        shutdown(self.fd, Int32(SHUT_WR))
     }
 
     func send(_ envelope: Mentory_V1_Envelope) {

@@ -18,7 +18,9 @@ private struct SubscriberModel {
         switch event.kind {
         case .change:
             if let previous, previous.epoch == event.epoch {
-                #expect(event.sequence == previous.sequence + 1, "topic \(event.topic): \(previous.sequence) then \(event.sequence)")
+                #expect(
+                    event.sequence == previous.sequence + 1,
+                    "topic \(event.topic): \(previous.sequence) then \(event.sequence)")
             } else {
                 Issue.record("a change on \(event.topic) arrived before any snapshot or reset")
             }
@@ -88,7 +90,9 @@ struct ResumeEndToEndTests {
                                 // An add and its delete: two changes. Each writer owns its own days.
                                 let dayNumber = writer * perWriter + index
                                 var add = Mentory_V1_DiaryAddRequest()
-                                add.recordDate = String(format: "%04d-%02d-%02d", 1000 + dayNumber / 336, 1 + (dayNumber / 28) % 12, 1 + dayNumber % 28)
+                                add.recordDate = String(
+                                    format: "%04d-%02d-%02d", 1000 + dayNumber / 336, 1 + (dayNumber / 28) % 12,
+                                    1 + dayNumber % 28)
                                 add.title = "entry \(dayNumber)"
                                 add.text = "text"
                                 add.emotion = .neutral
@@ -169,7 +173,9 @@ struct ResumeEndToEndTests {
         let published = status.topics.filter { topics.contains($0.topic) }.reduce(0) { $0 + Int($1.sequence) }
         #expect(published == totalChanges)
         #expect(model.resets > 0, "with a 64-event ring some gaps must have been covered by resets")
-        print("resume test: \(published) changes in \(writingTime), \(sessions) subscriber sessions, \(model.changesSeen) changes seen, \(model.resets) resets")
+        print(
+            "resume test: \(published) changes in \(writingTime), \(sessions) subscriber sessions, \(model.changesSeen) changes seen, \(model.resets) resets"
+        )
         await verifier.close()
         #expect(await daemon.stop() == 0)
     }
@@ -218,7 +224,9 @@ struct ResumeEndToEndTests {
         let daemon = try await DaemonProcess()
         defer { daemon.removeFiles() }
         let client = try await daemon.client()
-        let call = Task { try await client.call(WireNames.session, "subscribe", body: Data([0x0A, 0x00]), timeout: .seconds(30)) }
+        let call = Task {
+            try await client.call(WireNames.session, "subscribe", body: Data([0x0A, 0x00]), timeout: .seconds(30))
+        }
         call.cancel()
         _ = await call.result
         try await client.ping()

@@ -11,25 +11,33 @@ struct DiaryHandlerTests {
         var added: [Mentory_V1_DiaryEntry] = []
         for date in ["2026-11-19", "2026-11-21", "2026-11-20"] {
             added.append(
-                try await fixture.call(WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make(date), from: client, as: Mentory_V1_DiaryEntry.self)
+                try await fixture.call(
+                    WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make(date), from: client,
+                    as: Mentory_V1_DiaryEntry.self)
             )
         }
         #expect(Set(added.map(\.id)).count == 3)
         var get = Mentory_V1_DiaryGetRequest()
         get.id = added[0].id
-        #expect(try await fixture.call(WireNames.diary, "get", get, from: client, as: Mentory_V1_DiaryEntry.self) == added[0])
+        #expect(
+            try await fixture.call(WireNames.diary, "get", get, from: client, as: Mentory_V1_DiaryEntry.self)
+                == added[0])
 
         var list = Mentory_V1_DiaryListRequest()
         list.limit = 2
-        let page = try await fixture.call(WireNames.diary, "list", list, from: client, as: Mentory_V1_DiaryListReply.self)
+        let page = try await fixture.call(
+            WireNames.diary, "list", list, from: client, as: Mentory_V1_DiaryListReply.self)
         #expect(page.entries.map(\.recordDate) == ["2026-11-21", "2026-11-20"])
         list.before = "2026-11-20"
-        let older = try await fixture.call(WireNames.diary, "list", list, from: client, as: Mentory_V1_DiaryListReply.self)
+        let older = try await fixture.call(
+            WireNames.diary, "list", list, from: client, as: Mentory_V1_DiaryListReply.self)
         #expect(older.entries.map(\.recordDate) == ["2026-11-19"])
 
         var delete = Mentory_V1_DiaryDeleteRequest()
         delete.id = added[0].id
-        #expect(try await fixture.call(WireNames.diary, "delete", delete, from: client, as: Mentory_V1_DiaryEntry.self) == added[0])
+        #expect(
+            try await fixture.call(WireNames.diary, "delete", delete, from: client, as: Mentory_V1_DiaryEntry.self)
+                == added[0])
         #expect(try await fixture.failure(WireNames.diary, "get", get, from: client) == .notFound)
         #expect(try await fixture.failure(WireNames.diary, "delete", delete, from: client) == .notFound)
     }
@@ -39,12 +47,18 @@ struct DiaryHandlerTests {
         let fixture = try await EngineFixture()
         let (client, _) = await fixture.connect()
         let first = try await fixture.call(
-            WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21", title: "first"), from: client, as: Mentory_V1_DiaryEntry.self
+            WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21", title: "first"), from: client,
+            as: Mentory_V1_DiaryEntry.self
         )
-        #expect(try await fixture.failure(WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21", title: "second"), from: client) == .conflict)
+        #expect(
+            try await fixture.failure(
+                WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21", title: "second"), from: client)
+                == .conflict)
         var get = Mentory_V1_DiaryGetRequest()
         get.id = first.id
-        #expect(try await fixture.call(WireNames.diary, "get", get, from: client, as: Mentory_V1_DiaryEntry.self).title == "first")
+        #expect(
+            try await fixture.call(WireNames.diary, "get", get, from: client, as: Mentory_V1_DiaryEntry.self).title
+                == "first")
     }
 
     @Test(
@@ -79,12 +93,14 @@ struct DiaryHandlerTests {
         request.entryID = entry.id
         request.suggestionID = entry.actionItems[1].id
         request.done = true
-        let updated = try await fixture.call(WireNames.diary, "setSuggestionDone", request, from: client, as: Mentory_V1_DiaryEntry.self)
+        let updated = try await fixture.call(
+            WireNames.diary, "setSuggestionDone", request, from: client, as: Mentory_V1_DiaryEntry.self)
         #expect(updated.actionItems.map(\.done) == [false, true])
         let event = try #require(await sink.next().first)
         #expect(try Mentory_V1_DiaryChange(serializedBytes: event.body).updated == updated)
         request.done = false
-        let undone = try await fixture.call(WireNames.diary, "setSuggestionDone", request, from: client, as: Mentory_V1_DiaryEntry.self)
+        let undone = try await fixture.call(
+            WireNames.diary, "setSuggestionDone", request, from: client, as: Mentory_V1_DiaryEntry.self)
         #expect(undone.actionItems.map(\.done) == [false, false])
         request.suggestionID = "missing"
         #expect(try await fixture.failure(WireNames.diary, "setSuggestionDone", request, from: client) == .notFound)
@@ -97,8 +113,10 @@ struct DiaryHandlerTests {
         var request = Mentory_V1_DiaryAddRequest.make("2026-11-21")
         request.id = "6f1c2a52-9c51-4c39-8d3c-0d5bb7c7e9a1"
         request.createdAtUnixMs = 1_700_000_000_000
-        let first = try await fixture.call(WireNames.diary, "add", request, from: client, as: Mentory_V1_DiaryEntry.self)
-        let again = try await fixture.call(WireNames.diary, "add", request, from: client, as: Mentory_V1_DiaryEntry.self)
+        let first = try await fixture.call(
+            WireNames.diary, "add", request, from: client, as: Mentory_V1_DiaryEntry.self)
+        let again = try await fixture.call(
+            WireNames.diary, "add", request, from: client, as: Mentory_V1_DiaryEntry.self)
         #expect(first == again)
         request.title = "changed"
         #expect(try await fixture.failure(WireNames.diary, "add", request, from: client) == .conflict)

@@ -10,16 +10,21 @@ struct EngineTests {
         let fixture = try await EngineFixture()
         let (client, _) = await fixture.connect()
         #expect(try await fixture.failure("weather", "get", Mentory_V1_Empty(), from: client) == .unknownNamespace)
-        #expect(try await fixture.failure(WireNames.mentor, "explode", Mentory_V1_Empty(), from: client) == .unknownMethod)
-        #expect(try await fixture.failure(WireNames.session, "reboot", Mentory_V1_Empty(), from: client) == .unknownMethod)
+        #expect(
+            try await fixture.failure(WireNames.mentor, "explode", Mentory_V1_Empty(), from: client) == .unknownMethod)
+        #expect(
+            try await fixture.failure(WireNames.session, "reboot", Mentory_V1_Empty(), from: client) == .unknownMethod)
         // The connection still works afterwards.
-        _ = try await fixture.call(WireNames.session, "ping", Mentory_V1_Empty(), from: client, as: Mentory_V1_Empty.self)
+        _ = try await fixture.call(
+            WireNames.session, "ping", Mentory_V1_Empty(), from: client, as: Mentory_V1_Empty.self)
     }
 
     @Test("a request from a connection that never said hello is refused")
     func handshakeRequired() async throws {
         let fixture = try await EngineFixture()
-        #expect(try await fixture.failure(WireNames.session, "ping", Mentory_V1_Empty(), from: ConnectionID(999)) == .handshakeRequired)
+        #expect(
+            try await fixture.failure(WireNames.session, "ping", Mentory_V1_Empty(), from: ConnectionID(999))
+                == .handshakeRequired)
     }
 
     @Test("a body that is not the method's message is an invalid argument")
@@ -49,10 +54,14 @@ struct EngineTests {
         let (a, _) = await fixture.connect()
         _ = await fixture.connect()
         _ = try await fixture.subscribe(a, to: [WireNames.mentor])
-        let status = try await fixture.call(WireNames.session, "status", Mentory_V1_Empty(), from: a, as: Mentory_V1_StatusReply.self)
+        let status = try await fixture.call(
+            WireNames.session, "status", Mentory_V1_Empty(), from: a, as: Mentory_V1_StatusReply.self)
         #expect(status.connections == 2)
         #expect(status.subscribers == 1)
-        #expect(status.handlers.map(\.namespace) == [WireNames.session, WireNames.mentor, WireNames.reachability, WireNames.diary])
+        #expect(
+            status.handlers.map(\.namespace) == [
+                WireNames.session, WireNames.mentor, WireNames.reachability, WireNames.diary,
+            ])
         #expect(status.topics.map(\.topic) == [WireNames.diary, WireNames.mentor, WireNames.reachability])
     }
 
@@ -65,9 +74,13 @@ struct EngineTests {
         let snapshots = await sink.next(2)
         #expect(snapshots.map(\.kind) == [.snapshot, .snapshot])
         for index in 1...3 {
-            _ = try await fixture.call(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer, as: Mentory_V1_MentorState.self)
+            _ = try await fixture.call(
+                WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer,
+                as: Mentory_V1_MentorState.self)
         }
-        _ = try await fixture.call(WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21"), from: writer, as: Mentory_V1_DiaryEntry.self)
+        _ = try await fixture.call(
+            WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21"), from: writer,
+            as: Mentory_V1_DiaryEntry.self)
         let events = await sink.next(4)
         #expect(events.map(\.topic) == [WireNames.mentor, WireNames.mentor, WireNames.mentor, WireNames.diary])
         #expect(events.map(\.sequence) == [1, 2, 3, 1])
@@ -80,7 +93,9 @@ struct EngineTests {
         let fixture = try await EngineFixture(ringCapacity: 8)
         let (writer, _) = await fixture.connect()
         for index in 1...5 {
-            _ = try await fixture.call(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer, as: Mentory_V1_MentorState.self)
+            _ = try await fixture.call(
+                WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer,
+                as: Mentory_V1_MentorState.self)
         }
         let (reader, sink) = await fixture.connect()
         _ = try await fixture.subscribe(reader, to: [WireNames.mentor], resumeAfter: 2, epoch: fixture.engine.epoch)
@@ -94,7 +109,9 @@ struct EngineTests {
         let fixture = try await EngineFixture(ringCapacity: 2)
         let (writer, _) = await fixture.connect()
         for index in 1...5 {
-            _ = try await fixture.call(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer, as: Mentory_V1_MentorState.self)
+            _ = try await fixture.call(
+                WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer,
+                as: Mentory_V1_MentorState.self)
         }
         let (tooOld, oldSink) = await fixture.connect()
         _ = try await fixture.subscribe(tooOld, to: [WireNames.mentor], resumeAfter: 1, epoch: fixture.engine.epoch)
@@ -104,7 +121,8 @@ struct EngineTests {
         #expect(try Mentory_V1_MentorState(serializedBytes: reset.body).message.content == "m5")
 
         let (otherEpoch, epochSink) = await fixture.connect()
-        _ = try await fixture.subscribe(otherEpoch, to: [WireNames.mentor], resumeAfter: 5, epoch: fixture.engine.epoch &+ 1)
+        _ = try await fixture.subscribe(
+            otherEpoch, to: [WireNames.mentor], resumeAfter: 5, epoch: fixture.engine.epoch &+ 1)
         #expect(await epochSink.next().first?.kind == .reset)
     }
 
@@ -120,7 +138,9 @@ struct EngineTests {
         _ = await fastSink.next()
         slowSink.accepting.store(false, ordering: .relaxed)
         for index in 1...10 {
-            _ = try await fixture.call(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer, as: Mentory_V1_MentorState.self)
+            _ = try await fixture.call(
+                WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("m\(index)"), from: writer,
+                as: Mentory_V1_MentorState.self)
         }
         #expect(await fastSink.next(10).map(\.sequence) == Array(1...10))
         slowSink.accepting.store(true, ordering: .relaxed)
@@ -129,7 +149,9 @@ struct EngineTests {
         #expect(reset.kind == .reset)
         #expect(reset.sequence == 10)
         #expect(try Mentory_V1_MentorState(serializedBytes: reset.body).message.content == "m10")
-        _ = try await fixture.call(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("after"), from: writer, as: Mentory_V1_MentorState.self)
+        _ = try await fixture.call(
+            WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("after"), from: writer,
+            as: Mentory_V1_MentorState.self)
         #expect(await slowSink.next().first?.sequence == 11, "live events resume after the reset")
     }
 
@@ -142,8 +164,12 @@ struct EngineTests {
         var request = Mentory_V1_UnsubscribeRequest()
         request.topics = [WireNames.mentor]
         _ = try await fixture.call(WireNames.session, "unsubscribe", request, from: client, as: Mentory_V1_Empty.self)
-        _ = try await fixture.call(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("unseen"), from: client, as: Mentory_V1_MentorState.self)
-        _ = try await fixture.call(WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21"), from: client, as: Mentory_V1_DiaryEntry.self)
+        _ = try await fixture.call(
+            WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("unseen"), from: client,
+            as: Mentory_V1_MentorState.self)
+        _ = try await fixture.call(
+            WireNames.diary, "add", Mentory_V1_DiaryAddRequest.make("2026-11-21"), from: client,
+            as: Mentory_V1_DiaryEntry.self)
         #expect(await sink.next().first?.topic == WireNames.diary)
     }
 

@@ -8,12 +8,15 @@ struct MentorHandlerTests {
     func setAndGet() async throws {
         let fixture = try await EngineFixture()
         let (client, _) = await fixture.connect()
-        _ = try await fixture.call(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("first"), from: client, as: Mentory_V1_MentorState.self)
+        _ = try await fixture.call(
+            WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("first"), from: client,
+            as: Mentory_V1_MentorState.self)
         let set = try await fixture.call(
             WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("second", .cool, todos: ["walk", "read"]),
             from: client, as: Mentory_V1_MentorState.self
         )
-        let got = try await fixture.call(WireNames.mentor, "get", Mentory_V1_Empty(), from: client, as: Mentory_V1_MentorState.self)
+        let got = try await fixture.call(
+            WireNames.mentor, "get", Mentory_V1_Empty(), from: client, as: Mentory_V1_MentorState.self)
         #expect(got == set)
         #expect(got.message.content == "second")
         #expect(got.message.character == .cool)
@@ -33,7 +36,8 @@ struct MentorHandlerTests {
         )
         var request = Mentory_V1_MentorCompleteTodoRequest()
         request.id = state.message.actionItems[1].id
-        let done = try await fixture.call(WireNames.mentor, "completeTodo", request, from: client, as: Mentory_V1_MentorState.self)
+        let done = try await fixture.call(
+            WireNames.mentor, "completeTodo", request, from: client, as: Mentory_V1_MentorState.self)
         #expect(done.message.actionItems.map(\.done) == [false, true])
         request.id = "no-such-item"
         #expect(try await fixture.failure(WireNames.mentor, "completeTodo", request, from: client) == .notFound)
@@ -43,10 +47,19 @@ struct MentorHandlerTests {
     func validation() async throws {
         let fixture = try await EngineFixture()
         let (client, _) = await fixture.connect()
-        #expect(try await fixture.failure(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("   "), from: client) == .invalidArgument)
-        #expect(try await fixture.failure(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("x", .unspecified), from: client) == .invalidArgument)
-        #expect(try await fixture.failure(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("x", todos: [""]), from: client) == .invalidArgument)
-        let got = try await fixture.call(WireNames.mentor, "get", Mentory_V1_Empty(), from: client, as: Mentory_V1_MentorState.self)
+        #expect(
+            try await fixture.failure(WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("   "), from: client)
+                == .invalidArgument)
+        #expect(
+            try await fixture.failure(
+                WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("x", .unspecified), from: client)
+                == .invalidArgument)
+        #expect(
+            try await fixture.failure(
+                WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("x", todos: [""]), from: client)
+                == .invalidArgument)
+        let got = try await fixture.call(
+            WireNames.mentor, "get", Mentory_V1_Empty(), from: client, as: Mentory_V1_MentorState.self)
         #expect(!got.hasMessage)
     }
 

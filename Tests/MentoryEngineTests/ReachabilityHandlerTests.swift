@@ -18,8 +18,10 @@ struct ReachabilityHandlerTests {
         let fixture = try await EngineFixture()
         let (phone, _) = await fixture.connect()
         let (watch, _) = await fixture.connect()
-        _ = try await fixture.call(WireNames.reachability, "report", self.peer("watch"), from: watch, as: Mentory_V1_PeerState.self)
-        _ = try await fixture.call(WireNames.reachability, "report", self.peer("phone"), from: phone, as: Mentory_V1_PeerState.self)
+        _ = try await fixture.call(
+            WireNames.reachability, "report", self.peer("watch"), from: watch, as: Mentory_V1_PeerState.self)
+        _ = try await fixture.call(
+            WireNames.reachability, "report", self.peer("phone"), from: phone, as: Mentory_V1_PeerState.self)
         let snapshot = try await fixture.call(
             WireNames.reachability, "get", Mentory_V1_Empty(), from: phone, as: Mentory_V1_ReachabilitySnapshot.self
         )
@@ -32,7 +34,8 @@ struct ReachabilityHandlerTests {
         let fixture = try await EngineFixture()
         let (phone, _) = await fixture.connect()
         let (observer, sink) = await fixture.connect()
-        _ = try await fixture.call(WireNames.reachability, "report", self.peer("phone"), from: phone, as: Mentory_V1_PeerState.self)
+        _ = try await fixture.call(
+            WireNames.reachability, "report", self.peer("phone"), from: phone, as: Mentory_V1_PeerState.self)
         _ = try await fixture.subscribe(observer, to: [WireNames.reachability])
         let snapshot = try #require(await sink.next().first)
         #expect(snapshot.kind == .snapshot)
@@ -50,6 +53,8 @@ struct ReachabilityHandlerTests {
     func badNames(_ name: String) async throws {
         let fixture = try await EngineFixture()
         let (client, _) = await fixture.connect()
-        #expect(try await fixture.failure(WireNames.reachability, "report", self.peer(name), from: client) == .invalidArgument)
+        #expect(
+            try await fixture.failure(WireNames.reachability, "report", self.peer(name), from: client)
+                == .invalidArgument)
     }
 }

@@ -11,7 +11,9 @@ struct CalendarDayTests {
 
     @Test(
         "anything else is rejected",
-        arguments: ["2026-02-29", "2026-13-01", "2026-00-10", "2026-4-01", "20261121", "", "2026-11-21T00:00", "２０２６-11-21"]
+        arguments: [
+            "2026-02-29", "2026-13-01", "2026-00-10", "2026-4-01", "20261121", "", "2026-11-21T00:00", "２０２６-11-21",
+        ]
     )
     func invalid(_ text: String) {
         #expect(CalendarDay(text) == nil)

@@ -23,7 +23,9 @@ struct LengthPrefixedFrameDecoderTests {
             var second = wire.getSlice(at: split, length: wire.readableBytes - split)!
             try channel.writeInbound(first)
             if split < wire.readableBytes {
-                #expect(try channel.readInbound(as: ByteBuffer.self) == nil, "no frame before all bytes arrived (split \(split))")
+                #expect(
+                    try channel.readInbound(as: ByteBuffer.self) == nil,
+                    "no frame before all bytes arrived (split \(split))")
                 try channel.writeInbound(second)
             }
             let decoded = try #require(try channel.readInbound(as: ByteBuffer.self))

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 import MentoryEngine
 import MentoryStorage
@@ -111,7 +111,9 @@ public struct DiaryHandler: MentoryHandler {
     }
 
     /// Validates an add request and builds the entry it describes.
-    static func entry(from request: Mentory_V1_DiaryAddRequest, now: Int64) throws(MentoryError) -> Mentory_V1_DiaryEntry {
+    static func entry(from request: Mentory_V1_DiaryAddRequest, now: Int64) throws(MentoryError)
+        -> Mentory_V1_DiaryEntry
+    {
         guard CalendarDay(request.recordDate) != nil else {
             throw .invalidArgument("the record date must be a real day written YYYY-MM-DD, not '\(request.recordDate)'")
         }

@@ -971,6 +971,42 @@ public nonisolated struct Mentory_V1_DiarySnapshot: Sendable {
   public init() {}
 }
 
+/// Request of `backup`: write a consistent copy of the database while the
+/// daemon keeps serving. Only a peer with the daemon's uid, or root, may ask.
+public nonisolated struct Mentory_V1_StorageBackupRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Absolute path of the copy, in an existing directory. It must not exist:
+  /// a backup never overwrites a file.
+  public var destination: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of `backup`.
+public nonisolated struct Mentory_V1_StorageBackupReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The copy's path.
+  public var destination: String = String()
+
+  /// The copy's size in bytes.
+  public var bytes: UInt64 = 0
+
+  /// The number of diary entries the copy holds.
+  public var diaryEntries: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "mentory.v1"
@@ -2420,6 +2456,76 @@ nonisolated extension Mentory_V1_DiarySnapshot: SwiftProtobuf.Message, SwiftProt
 
   public static func ==(lhs: Mentory_V1_DiarySnapshot, rhs: Mentory_V1_DiarySnapshot) -> Bool {
     if lhs.entries != rhs.entries {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_StorageBackupRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StorageBackupRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}destination\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.destination) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.destination.isEmpty {
+      try visitor.visitSingularStringField(value: self.destination, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_StorageBackupRequest, rhs: Mentory_V1_StorageBackupRequest) -> Bool {
+    if lhs.destination != rhs.destination {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_StorageBackupReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StorageBackupReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}destination\0\u{1}bytes\0\u{3}diary_entries\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.destination) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.bytes) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.diaryEntries) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.destination.isEmpty {
+      try visitor.visitSingularStringField(value: self.destination, fieldNumber: 1)
+    }
+    if self.bytes != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytes, fieldNumber: 2)
+    }
+    if self.diaryEntries != 0 {
+      try visitor.visitSingularUInt32Field(value: self.diaryEntries, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_StorageBackupReply, rhs: Mentory_V1_StorageBackupReply) -> Bool {
+    if lhs.destination != rhs.destination {return false}
+    if lhs.bytes != rhs.bytes {return false}
+    if lhs.diaryEntries != rhs.diaryEntries {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

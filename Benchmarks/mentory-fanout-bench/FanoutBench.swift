@@ -1,0 +1,222 @@
+import Foundation
+import Glibc
+import MentoryWire
+import NIOCore
+import NIOPosix
+
+/// Fan-out throughput and latency of mentoryd beside redis-server pub/sub, both on Unix sockets.
+///
+///     mentory-fanout-bench [--mentoryd PATH] [--redis-server PATH] [--subscribers 10,100,1000]
+///
+/// One publisher; N subscribers on one NIO event loop group in this process, decoding what a
+/// real client must decode. Each change carries its publish time, so latency is change to
+/// delivery on one monotonic clock. Not part of the test suite.
+@main
+struct FanoutBench {
+    static func main() async throws {
+        let arguments = CommandLine.arguments
+        func value(_ flag: String) -> String? {
+            arguments.firstIndex(of: flag).flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+        }
+        let products = URL(fileURLWithPath: arguments[0]).deletingLastPathComponent()
+        let mentoryd = value("--mentoryd") ?? products.appendingPathComponent("mentoryd").path
+        let redisServer = value("--redis-server") ?? "/usr/bin/redis-server"
+        let counts = (value("--subscribers") ?? "10,100,1000").split(separator: ",").compactMap { Int($0) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let directory = "/tmp/mentory-fanout-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+
+        print("subscribers  system     events/s delivered   p50 µs    p99 µs   delivered/expected")
+        for subscribers in counts {
+            let events = max(1000, 200_000 / subscribers)
+            for system in [System.mentoryd, .redis] {
+                let socketPath = directory + "/\(system)-\(subscribers).sock"
+                let server = try system.start(
+                    binary: system == .mentoryd ? mentoryd : redisServer, socketPath: socketPath, directory: directory)
+                defer {
+                    server.terminate()
+                    server.waitUntilExit()
+                }
+                try await waitForSocket(socketPath)
+                let result = try await run(
+                    system: system, socketPath: socketPath, subscribers: subscribers, events: events, group: group)
+                print(
+                    String(
+                        format: "%11d  %-8@ %12.0f   %8.1f  %8.1f   %d/%d",
+                        subscribers,
+                        "\(system)" as NSString,
+                        result.throughput,
+                        result.p50,
+                        result.p99,
+                        result.delivered,
+                        subscribers * events
+                    )
+                )
+            }
+        }
+        try await group.shutdownGracefully()
+    }
+
+    enum System: CustomStringConvertible {
+        case mentoryd
+        case redis
+
+        var description: String { self == .mentoryd ? "mentoryd" : "redis" }
+
+        func start(binary: String, socketPath: String, directory: String) throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            switch self {
+            case .mentoryd:
+                process.arguments = [
+                    "--socket", socketPath, "--log-level", "warning", "--state-dir", directory + "/state",
+                ]
+                var environment = ProcessInfo.processInfo.environment
+                environment["MENTORYD_STORAGE_BACKEND"] = "memory"
+                environment["MENTORYD_LIMITS_MAX_CONNECTIONS"] = "4096"
+                environment["MENTORYD_LIMITS_MAX_CONNECTIONS_PER_UID"] = "4096"
+                environment["MENTORYD_LIMITS_SUBSCRIBER_QUEUE_BYTES"] = "\(8 << 20)"
+                process.environment = environment
+            case .redis:
+                process.arguments = [
+                    "--port", "0", "--unixsocket", socketPath, "--save", "", "--appendonly", "no",
+                    "--maxclients", "4096", "--client-output-buffer-limit", "pubsub 0 0 0",
+                ]
+            }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+    }
+
+    struct Result {
+        var throughput: Double
+        var p50: Double
+        var p99: Double
+        var delivered: Int
+    }
+
+    static func waitForSocket(_ path: String) async throws {
+        for _ in 0..<200 {
+            if FileManager.default.fileExists(atPath: path) {
+                try await Task.sleep(for: .milliseconds(100))
+                return
+            }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw BenchFailure("no server socket at \(path)")
+    }
+
+    static func run(system: System, socketPath: String, subscribers: Int, events: Int, group: any EventLoopGroup)
+        async throws -> Result
+    {
+        var handlers: [(any Channel, SubscriberState)] = []
+        for _ in 0..<subscribers {
+            let ready = group.any().makePromise(of: Void.self)
+            let channel = try await ClientBootstrap(group: group)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        switch system {
+                        case .mentoryd:
+                            try channel.pipeline.syncOperations.addHandlers([
+                                ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: 64 << 20)),
+                                MentorySubscriberHandler(ready: ready),
+                            ])
+                        case .redis:
+                            try channel.pipeline.syncOperations.addHandlers([
+                                ByteToMessageHandler(RESPDecoder()),
+                                RedisSubscriberHandler(ready: ready),
+                            ])
+                        }
+                    }
+                }
+                .connect(unixDomainSocketPath: socketPath).get()
+            switch system {
+            case .mentoryd:
+                var hello = Mentory_V1_Hello()
+                hello.protocolVersion = WireProtocol.version
+                hello.clientName = "fanout"
+                var subscribe = Mentory_V1_SubscribeRequest()
+                var topic = Mentory_V1_TopicSubscription()
+                topic.topic = WireNames.mentor
+                subscribe.topics = [topic]
+                var buffer = channel.allocator.buffer(capacity: 64)
+                buffer.writeFrame(envelope(hello: hello))
+                buffer.writeFrame(envelope(request: 1, WireNames.session, "subscribe", try subscribe.serializedData()))
+                try await channel.writeAndFlush(buffer)
+            case .redis:
+                try await channel.writeAndFlush(ByteBuffer(string: "*2\r\n$9\r\nSUBSCRIBE\r\n$2\r\nch\r\n"))
+            }
+            try await ready.futureResult.get()
+            handlers.append((channel, SubscriberState()))
+        }
+
+        let publisher = try BlockingPublisher(path: socketPath, system: system)
+        let start = monotonicNanoseconds()
+        try publisher.publish(events: events)
+        let expected = subscribers * events
+        let deadline = ContinuousClock.now + .seconds(120)
+        var latencies: [UInt64] = []
+        var delivered = 0
+        var lastDelivery: UInt64 = start
+        while ContinuousClock.now < deadline {
+            delivered = 0
+            for (channel, _) in handlers {
+                delivered += try await channel.pipeline.handler(type: SubscriberCounter.self).flatMap { counter in
+                    channel.eventLoop.makeSucceededFuture(counter.count)
+                }.get()
+            }
+            if delivered >= expected { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        for (channel, _) in handlers {
+            let (samples, last) = try await channel.pipeline.handler(type: SubscriberCounter.self).map {
+                ($0.latencies, $0.lastDelivery)
+            }.get()
+            latencies += samples
+            lastDelivery = max(lastDelivery, last)
+            try? await channel.close()
+        }
+        publisher.close()
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty
+                ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * p))]) / 1000
+        }
+        let seconds = Double(lastDelivery - start) / 1e9
+        return Result(
+            throughput: Double(delivered) / seconds, p50: percentile(0.5), p99: percentile(0.99), delivered: delivered)
+    }
+}
+
+final class SubscriberState {}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func monotonicNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
+func envelope(hello: Mentory_V1_Hello) -> Mentory_V1_Envelope {
+    var envelope = Mentory_V1_Envelope()
+    envelope.hello = hello
+    return envelope
+}
+
+func envelope(request id: UInt64, _ namespace: String, _ method: String, _ body: Data) -> Mentory_V1_Envelope {
+    var request = Mentory_V1_Request()
+    request.id = id
+    request.namespace = namespace
+    request.method = method
+    request.body = body
+    var envelope = Mentory_V1_Envelope()
+    envelope.request = request
+    return envelope
+}

@@ -1,0 +1,267 @@
+// mentory-storage-bench: durable `diary add` throughput through the real mentoryd, at several
+// numbers of concurrent clients, next to a baseline of one plain SQLite transaction (WAL,
+// synchronous=FULL, so one fsync) per entry, measured in the same run on the same disk.
+//
+// Build and run (release):
+//   swift build -c release --product mentoryd
+//   swift build -c release --product mentory-storage-bench
+//   .build/release/mentory-storage-bench [--seconds 5] [--clients 1,8,64] [--dir /var/tmp]
+//
+// mentoryd is looked up next to this executable, or at $MENTORYD_BINARY.
+// Not part of the test suite.
+
+import Foundation
+import GRDB
+import MentoryClient
+import MentoryStorageSQLite
+import MentoryWire
+
+struct Options {
+    var seconds = 5.0
+    var clientCounts = [1, 8, 64]
+    var directory = FileManager.default.temporaryDirectory.path
+
+    init(arguments: [String]) throws {
+        var iterator = arguments.dropFirst().makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--seconds":
+                guard let value = iterator.next().flatMap(Double.init), value > 0 else {
+                    throw BenchError("--seconds N")
+                }
+                self.seconds = value
+            case "--clients":
+                guard let list = iterator.next() else { throw BenchError("--clients 1,8,64") }
+                self.clientCounts = try list.split(separator: ",").map {
+                    guard let count = Int($0), count > 0 else { throw BenchError("--clients 1,8,64") }
+                    return count
+                }
+            case "--dir":
+                guard let value = iterator.next() else { throw BenchError("--dir DIRECTORY") }
+                self.directory = value
+            default:
+                throw BenchError("usage: mentory-storage-bench [--seconds S] [--clients 1,8,64] [--dir DIRECTORY]")
+            }
+        }
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// One row of the table.
+struct Measurement {
+    var setup: String
+    var clients: Int
+    var entries: Int
+    var seconds: Double
+    var latencies: [Double]
+
+    var throughput: Double { Double(self.entries) / self.seconds }
+
+    func percentile(_ fraction: Double) -> Double {
+        guard !self.latencies.isEmpty else { return .nan }
+        let sorted = self.latencies.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+    }
+}
+
+/// The calendar day `index` days after 1000-01-01: distinct indexes give distinct record dates.
+func recordDate(_ index: Int) -> String {
+    // Howard Hinnant's civil_from_days, on days counted from 0000-03-01.
+    let days = index + 365_183  // 1000-01-01 is day 365,183 counted from 0000-03-01
+    let era = days / 146_097
+    let dayOfEra = days - era * 146_097
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let monthPrime = (5 * dayOfYear + 2) / 153
+    let day = dayOfYear - (153 * monthPrime + 2) / 5 + 1
+    let month = monthPrime < 10 ? monthPrime + 3 : monthPrime - 9
+    let year = era * 400 + yearOfEra + (month <= 2 ? 1 : 0)
+    return CalendarDay(year: year, month: month, day: day)!.description
+}
+
+func addRequest(_ index: Int) -> Mentory_V1_DiaryAddRequest {
+    var request = Mentory_V1_DiaryAddRequest()
+    request.recordDate = recordDate(index)
+    request.title = "Benchmark entry \(index)"
+    request.text = String(repeating: "A day worth remembering, written down before it fades. ", count: 4)
+    request.emotion = .pleasant
+    request.actionItems = (0..<2).map { item in
+        var actionItem = Mentory_V1_ActionItem()
+        actionItem.text = "Follow-up \(item) of entry \(index)"
+        return actionItem
+    }
+    return request
+}
+
+func mentorydPath() throws -> String {
+    if let path = ProcessInfo.processInfo.environment["MENTORYD_BINARY"], !path.isEmpty { return path }
+    let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+    let path = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("mentoryd").path
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        throw BenchError(
+            "mentoryd not found at \(path); build it (swift build -c release --product mentoryd) or set MENTORYD_BINARY"
+        )
+    }
+    return path
+}
+
+/// Runs mentoryd on a fresh state directory for the duration of `body`.
+func withDaemon<T>(binary: String, root: String, _ body: (String) async throws -> T) async throws -> T {
+    let directory = root + "/run-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let socket = directory + "/mentoryd.sock"
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = ["--socket", socket, "--state-dir", directory + "/state", "--log-level", "error"]
+    process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("MENTORYD_") }
+    try process.run()
+    defer {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+    }
+    let deadline = ContinuousClock.now + .seconds(20)
+    while true {
+        if let client = try? await MentoryClient.connect(socketPath: socket, clientName: "bench-probe") {
+            await client.close()
+            break
+        }
+        guard process.isRunning, ContinuousClock.now < deadline else {
+            throw BenchError(
+                "mentoryd did not start (exit status \(process.isRunning ? -1 : process.terminationStatus))")
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return try await body(socket)
+}
+
+/// `clients` connections, each adding entries one after another for `seconds`.
+func measureDaemon(binary: String, root: String, clients: Int, seconds: Double) async throws -> Measurement {
+    try await withDaemon(binary: binary, root: root) { socket in
+        let connections = try await withThrowingTaskGroup(of: MentoryClient.self) { group in
+            for index in 0..<clients {
+                group.addTask { try await MentoryClient.connect(socketPath: socket, clientName: "bench-\(index)") }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        // Warm-up: one entry per client, not counted.
+        let warmUpBase = 10_000_000
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, client) in connections.enumerated() {
+                group.addTask { _ = try await client.diaryAdd(addRequest(warmUpBase + index)) }
+            }
+            try await group.waitForAll()
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let deadline = start + .milliseconds(Int64(seconds * 1000))
+        let perClient = try await withThrowingTaskGroup(of: [Double].self) { group in
+            for (index, client) in connections.enumerated() {
+                group.addTask {
+                    var latencies: [Double] = []
+                    var next = index
+                    while clock.now < deadline {
+                        let before = clock.now
+                        _ = try await client.diaryAdd(addRequest(next))
+                        latencies.append((clock.now - before).seconds * 1000)
+                        next += clients
+                    }
+                    return latencies
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let elapsed = (clock.now - start).seconds
+        for client in connections { await client.close() }
+        let latencies = perClient.flatMap { $0 }
+        return Measurement(
+            setup: "mentoryd", clients: clients, entries: latencies.count, seconds: elapsed, latencies: latencies)
+    }
+}
+
+/// One transaction (and fsync) per entry, straight into SQLite with the store's schema.
+func measureBaseline(root: String, seconds: Double) throws -> Measurement {
+    let directory = root + "/baseline-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    var configuration = Configuration()
+    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+    let queue = try DatabaseQueue(path: directory + "/baseline.sqlite", configuration: configuration)
+    _ = try queue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+    try SQLiteSchema.migrator.migrate(queue)
+    let clock = ContinuousClock()
+    var latencies: [Double] = []
+    let start = clock.now
+    let deadline = start + .milliseconds(Int64(seconds * 1000))
+    var index = 0
+    while clock.now < deadline {
+        let request = addRequest(index)
+        let id = UUID().uuidString.lowercased()
+        let createdAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let before = clock.now
+        try queue.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO diary_entry (id, record_date, created_at_unix_ms, title, text, emotion, analysis)
+                    VALUES (?, ?, ?, ?, ?, ?, NULL)
+                    """,
+                arguments: [id, request.recordDate, createdAt, request.title, request.text, request.emotion.rawValue]
+            )
+            for (position, item) in request.actionItems.enumerated() {
+                try db.execute(
+                    sql: "INSERT INTO diary_action_item (entry_id, position, id, text, done) VALUES (?, ?, ?, ?, 0)",
+                    arguments: [id, position, UUID().uuidString.lowercased(), item.text]
+                )
+            }
+        }
+        latencies.append((clock.now - before).seconds * 1000)
+        index += 1
+    }
+    let elapsed = (clock.now - start).seconds
+    try queue.close()
+    return Measurement(
+        setup: "baseline: 1 SQLite txn+fsync per entry", clients: 1, entries: latencies.count, seconds: elapsed,
+        latencies: latencies)
+}
+
+extension Duration {
+    var seconds: Double {
+        Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18
+    }
+}
+
+func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
+    let padding = String(repeating: " ", count: max(0, width - text.count))
+    return right ? padding + text : text + padding
+}
+
+let options = try Options(arguments: CommandLine.arguments)
+let binary = try mentorydPath()
+var rows: [Measurement] = []
+for clients in options.clientCounts {
+    rows.append(
+        try await measureDaemon(binary: binary, root: options.directory, clients: clients, seconds: options.seconds))
+}
+rows.append(try measureBaseline(root: options.directory, seconds: options.seconds))
+
+print("durable diary add (WAL, synchronous=FULL), \(options.seconds) s per row, files under \(options.directory)")
+print(
+    "| \(pad("setup", 40)) | \(pad("clients", 7, right: true)) | \(pad("entries", 8, right: true)) | \(pad("entries/s", 10, right: true)) | \(pad("p50 ms", 8, right: true)) | \(pad("p99 ms", 8, right: true)) |"
+)
+print(
+    "|\(String(repeating: "-", count: 42))|\(String(repeating: "-", count: 8)):|\(String(repeating: "-", count: 9)):|\(String(repeating: "-", count: 11)):|\(String(repeating: "-", count: 9)):|\(String(repeating: "-", count: 9)):|"
+)
+for row in rows {
+    print(
+        "| \(pad(row.setup, 40)) | \(pad(String(row.clients), 7, right: true)) | \(pad(String(row.entries), 8, right: true)) | "
+            + "\(pad(String(format: "%.0f", row.throughput), 10, right: true)) | "
+            + "\(pad(String(format: "%.2f", row.percentile(0.5)), 8, right: true)) | "
+            + "\(pad(String(format: "%.2f", row.percentile(0.99)), 8, right: true)) |"
+    )
+}

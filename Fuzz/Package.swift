@@ -1,0 +1,97 @@
+// swift-tools-version: 6.1
+//
+// libFuzzer targets for mentoryd. Build and run them with `scripts/fuzz.sh`.
+//
+// The daemon's modules are not library products of the main package, so this package cannot
+// depend on them by path. Instead `Sources/<Module>` here are symlinks to the daemon's own source
+// directories (`../../Sources/...`), compiled again in this package with the sanitizer flags the
+// fuzz build passes to every module (`--sanitize=fuzzer --sanitize=address`). The targets below
+// mirror the main Package.swift's declarations for those modules; if a daemon module gains a
+// dependency, add it here too (the fuzz build fails loudly until then).
+import PackageDescription
+
+let strictSwift6: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "mentoryd-fuzz",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+    ],
+    targets: [
+        // MARK: The daemon's modules under test (symlinked sources; keep in step with ../Package.swift).
+        .target(
+            name: "MentoryWire",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Proto"],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryEngine",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryStorage",
+            dependencies: ["MentoryWire"],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryMentor",
+            dependencies: ["MentoryEngine", "MentoryStorage"],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryReachability",
+            dependencies: ["MentoryEngine"],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryDiary",
+            dependencies: ["MentoryEngine", "MentoryStorage"],
+            swiftSettings: strictSwift6
+        ),
+
+        // MARK: Fuzz targets. Each exports `LLVMFuzzerTestOneInput`; libFuzzer supplies `main`.
+        .executableTarget(
+            name: "fuzz-frame-decoder",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Targets/frame-decoder",
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "fuzz-dispatch",
+            dependencies: [
+                "MentoryWire",
+                "MentoryEngine",
+                "MentoryStorage",
+                "MentoryMentor",
+                "MentoryReachability",
+                "MentoryDiary",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Targets/dispatch",
+            swiftSettings: strictSwift6
+        ),
+    ]
+)

@@ -1,0 +1,447 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import GRDB
+import MentoryStorage
+import MentoryWire
+
+/// A durable store for diary entries and the mentor state: one SQLite database in WAL mode.
+///
+/// **Durability.** Every connection runs with `synchronous=FULL`, so a transaction's commit
+/// returns only after the write-ahead log was fsynced. A write method returns only after the
+/// transaction holding its write committed: a change the daemon acknowledges survives `kill -9`
+/// and a power cut.
+///
+/// **Group commit.** Writes go through one queue that commits them in batches (see
+/// ``CommitStatistics``): concurrent writers share a transaction and its fsync, so throughput grows
+/// with concurrency, while each caller still waits for its own commit.
+///
+/// **Reads** run on a pool of read-only connections and see every acknowledged write.
+///
+/// **Opening** refuses, with a ``MentoryError/storageFailure(_:)`` naming the remedy: a read-only
+/// file or directory, a database another mentoryd holds, one locked by another program, a file
+/// that is not a SQLite database or fails `PRAGMA quick_check`, a database of another program,
+/// and one written by a newer mentoryd. It never replaces a damaged database with an empty one.
+public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
+    /// How to open the store.
+    public struct Configuration: Sendable {
+        /// The database file; created (mode 0600) when missing. Its directory must exist.
+        public var path: String
+        /// How long a write waits for a lock another process holds before it fails; also how long
+        /// opening waits for another mentoryd to let go of the database (a restarting daemon's
+        /// predecessor may still be exiting).
+        public var busyTimeout: Duration = .seconds(5)
+        /// The most writes one group-commit transaction holds.
+        public var maxBatchSize: Int = 512
+        /// A cap on the database's size in pages (of 4 KiB); a write past it fails as on a full
+        /// disk. `nil` lets the database grow with the disk.
+        public var maxPageCount: Int?
+
+        /// A configuration for the database at `path`.
+        public init(path: String) {
+            self.path = path
+        }
+    }
+
+    /// The database file.
+    public let path: String
+    private let pool: DatabasePool
+    private let commits: GroupCommitQueue
+    /// An open descriptor of the database file holding an exclusive `flock`: one daemon per database.
+    ///
+    /// It is closed only after every SQLite connection is closed, because closing any descriptor
+    /// of a file drops the process's POSIX locks on it, which SQLite relies on.
+    private let lockDescriptor: Int32
+
+    /// Opens (creating if needed) the database, checks it, and migrates it to the current schema.
+    ///
+    /// Throws ``MentoryError/storageFailure(_:)`` saying why the database cannot be used and what to do.
+    public init(configuration: Configuration) throws(MentoryError) {
+        let path = configuration.path
+        let directory = FileSystem.parentDirectory(of: path)
+        guard FileSystem.isDirectory(directory) else {
+            throw .storageFailure(
+                "the state directory \(directory) does not exist; create it or pass another --state-dir")
+        }
+        if FileSystem.fileSize(path) == nil, let walSize = FileSystem.fileSize(path + "-wal"), walSize > 0 {
+            throw .storageFailure(
+                "\(path)-wal exists but the database \(path) is missing, so committed entries may be lost; "
+                    + "restore \(path) from a backup, or move \(path)-wal aside to start an empty diary"
+            )
+        }
+        guard access(directory, W_OK) == 0 else {
+            throw .storageFailure(
+                "the state directory \(directory) is read-only (\(FileSystem.errnoText())); SQLite needs to "
+                    + "create files next to the database: make it writable by mentoryd's user"
+            )
+        }
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            let code = errno
+            switch code {
+            case EACCES, EPERM, EROFS:
+                throw .storageFailure(
+                    "the database \(path) is read-only (\(FileSystem.errnoText(code))); make it writable by "
+                        + "mentoryd's user (for example chmod u+w \(path)), then restart mentoryd"
+                )
+            default:
+                throw .storageFailure("cannot open the database \(path): \(FileSystem.errnoText(code))")
+            }
+        }
+        guard FileSystem.lockExclusively(descriptor, waitingUpTo: configuration.busyTimeout) else {
+            let code = errno
+            FileSystem.closeDescriptor(descriptor)
+            if code == EWOULDBLOCK {
+                throw .storageFailure(
+                    "the database \(path) is locked: another mentoryd is already using it; stop that daemon, "
+                        + "or give this one another --state-dir"
+                )
+            }
+            throw .storageFailure("cannot lock the database \(path): \(FileSystem.errnoText(code))")
+        }
+        let pool: DatabasePool
+        do {
+            try Self.checkHeader(descriptor: descriptor, path: path)
+            // Inspect before the pool opens: opening a pool writes (GRDB makes the log non-empty),
+            // and nothing may be written to a database that is damaged or not mentoryd's.
+            try Self.inspect(configuration)
+            pool = try Self.openPool(configuration)
+        } catch {
+            FileSystem.closeDescriptor(descriptor)
+            throw error
+        }
+        do {
+            try Self.prepare(pool, path: path)
+            try FileSystem.syncDirectory(directory)
+        } catch {
+            try? pool.close()
+            FileSystem.closeDescriptor(descriptor)
+            throw error
+        }
+        self.path = path
+        self.pool = pool
+        self.lockDescriptor = descriptor
+        self.commits = GroupCommitQueue(writer: pool, path: path, maxBatchSize: configuration.maxBatchSize)
+    }
+
+    /// Commits the queued writes, checkpoints the log into the database file, and closes it.
+    ///
+    /// Calls after the first do nothing. Writes after this fail with ``MentoryError/storageFailure(_:)``.
+    /// Every acknowledged write is already durable, so a failure here (reported by the error) loses
+    /// nothing: the next start-up replays the log.
+    public func close() async throws(MentoryError) {
+        guard await self.commits.close() else { return }
+        defer { FileSystem.closeDescriptor(self.lockDescriptor) }
+        // Best effort: when another program holds the database, the log stays and is replayed later.
+        _ = try? await self.pool.writeWithoutTransaction { db in
+            try db.checkpoint(.truncate)
+        }
+        do {
+            try self.pool.close()
+            // The pool closes its writer before its readers, and a read-only connection cannot
+            // remove the log; a last read-write connection, alone on the file, checkpoints and
+            // removes the -wal and -shm files as it closes, leaving one self-contained file.
+            try DatabaseQueue(path: self.path).close()
+        } catch {
+            throw .storageFailure("closing \(self.path) failed: \(StorageFailures.describe(error, path: self.path))")
+        }
+    }
+
+    /// How the writes so far were batched.
+    public var commitStatistics: CommitStatistics {
+        get async { await self.commits.statistics }
+    }
+
+    /// The durability settings of the connection that writes: `journal_mode` and `synchronous`
+    /// (`wal` and 2, FULL, while the store is open).
+    public func writerSettings() async throws(MentoryError) -> (journalMode: String, synchronous: Int) {
+        do {
+            return try await self.pool.writeWithoutTransaction { db in
+                (
+                    try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
+                    try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+                )
+            }
+        } catch {
+            throw StorageFailures.read(error, path: self.path)
+        }
+    }
+
+    /// Writes waiting for the next transaction.
+    public var queuedWriteCount: Int {
+        get async { await self.commits.queuedCount }
+    }
+
+    // MARK: DiaryStore
+
+    public func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError) {
+        try await self.commits.submit { db in
+            if try DiaryRows.exists(id: entry.id, in: db) {
+                throw MentoryError.conflict("an entry with id \(entry.id) already exists")
+            }
+            if let existing = try DiaryRows.id(forRecordDate: entry.recordDate, in: db) {
+                throw MentoryError.conflict(
+                    "there is already an entry for \(entry.recordDate) (id \(existing)); delete it first"
+                )
+            }
+            try DiaryRows.insert(entry, into: db)
+        }
+    }
+
+    public func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+        try await self.read { db in try DiaryRows.entry(id: id, in: db) }
+    }
+
+    public func entries(limit: Int, before: String?) async throws(MentoryError) -> [Mentory_V1_DiaryEntry] {
+        try await self.read { db in try DiaryRows.entries(limit: limit, before: before, in: db) }
+    }
+
+    public func delete(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+        try await self.commits.submit { db in
+            guard let entry = try DiaryRows.entry(id: id, in: db) else { return nil }
+            try DiaryRows.delete(id: id, in: db)
+            return entry
+        }
+    }
+
+    public func setActionItemDone(
+        entryID: String,
+        itemID: String,
+        done: Bool
+    ) async throws(MentoryError) -> Mentory_V1_DiaryEntry {
+        try await self.commits.submit { db in
+            guard var entry = try DiaryRows.entry(id: entryID, in: db) else {
+                throw MentoryError.notFound("diary entry \(entryID)")
+            }
+            guard let index = entry.actionItems.firstIndex(where: { $0.id == itemID }) else {
+                throw MentoryError.notFound("action item \(itemID) of diary entry \(entryID)")
+            }
+            _ = try DiaryRows.setActionItemDone(entryID: entryID, itemID: itemID, done: done, in: db)
+            entry.actionItems[index].done = done
+            return entry
+        }
+    }
+
+    /// The number of diary entries.
+    public func diaryEntryCount() async throws(MentoryError) -> Int {
+        try await self.read { db in try DiaryRows.count(in: db) }
+    }
+
+    // MARK: MentorStateStore
+
+    public func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState {
+        try await self.read { db in try MentorRows.load(from: db) }
+    }
+
+    public func saveMentorState(_ state: Mentory_V1_MentorState) async throws(MentoryError) {
+        try await self.commits.submit { db in try MentorRows.save(state, into: db) }
+    }
+
+    // MARK: Backup
+
+    /// What ``backup(to:)`` wrote.
+    public struct BackupSummary: Sendable, Equatable {
+        /// The copy's path.
+        public var path: String
+        /// The copy's size in bytes.
+        public var bytes: Int64
+        /// The diary entries the copy holds.
+        public var diaryEntries: Int
+    }
+
+    /// Writes a consistent copy of the database to `destination` while the store keeps serving.
+    ///
+    /// The copy is one self-contained SQLite file (mode 0600) holding every write acknowledged
+    /// before the copy began; mentoryd opens it as its database after a restore. `destination`
+    /// must be an absolute path in an existing directory and must not exist: a backup never
+    /// overwrites a file. The copy is verified with `PRAGMA quick_check` and synced to the disk
+    /// before it appears under its name.
+    public func backup(to destination: String) async throws(MentoryError) -> BackupSummary {
+        guard destination.hasPrefix("/") else {
+            throw .invalidArgument("the backup destination must be an absolute path, not '\(destination)'")
+        }
+        let directory = FileSystem.parentDirectory(of: destination)
+        guard FileSystem.isDirectory(directory) else {
+            throw .invalidArgument("the backup directory \(directory) does not exist")
+        }
+        guard FileSystem.fileSize(destination) == nil else {
+            throw .conflict("\(destination) already exists; a backup never overwrites a file, choose a new name")
+        }
+        let partial = destination + ".partial-\(UInt64.random(in: 0...UInt64.max))"
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw .storageFailure("cannot create \(partial): \(FileSystem.errnoText())")
+        }
+        FileSystem.closeDescriptor(descriptor)
+        defer {
+            for suffix in ["", "-journal", "-wal", "-shm"] { FileSystem.removeIfPresent(partial + suffix) }
+        }
+        let entries: Int
+        do {
+            let copy = try DatabaseQueue(path: partial)
+            // A read transaction on the pool sees one snapshot: every acknowledged write and none half done.
+            try await self.pool.read { db in
+                try copy.writeWithoutTransaction { copyDB in try db.backup(to: copyDB) }
+            }
+            entries = try await copy.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = DELETE")
+                let problems = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                guard problems == ["ok"] else {
+                    throw MentoryError.storageFailure(
+                        "the backup failed its integrity check: \(problems.prefix(3).joined(separator: "; "))"
+                    )
+                }
+                return try DiaryRows.count(in: db)
+            }
+            try copy.close()
+        } catch {
+            throw .storageFailure(
+                "cannot back up to \(destination): \(StorageFailures.describe(error, path: self.path))")
+        }
+        try FileSystem.syncFile(partial)
+        guard link(partial, destination) == 0 else {
+            let code = errno
+            if code == EEXIST {
+                throw .conflict("\(destination) already exists; a backup never overwrites a file, choose a new name")
+            }
+            throw .storageFailure("cannot create \(destination): \(FileSystem.errnoText(code))")
+        }
+        try FileSystem.syncDirectory(directory)
+        return BackupSummary(path: destination, bytes: FileSystem.fileSize(destination) ?? 0, diaryEntries: entries)
+    }
+
+    // MARK: Opening
+
+    private func read<T: Sendable>(
+        _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws(MentoryError) -> T {
+        do {
+            return try await self.pool.read(body)
+        } catch {
+            throw StorageFailures.read(error, path: self.path)
+        }
+    }
+
+    /// Rejects a non-empty file that does not start with SQLite's header, before SQLite sees it.
+    private static func checkHeader(descriptor: Int32, path: String) throws(MentoryError) {
+        let header = FileSystem.readPrefix(descriptor, count: 16)
+        guard !header.isEmpty else { return }
+        guard header == Array("SQLite format 3\0".utf8) else {
+            throw .storageFailure(
+                "the database \(path) is damaged: it does not start with a SQLite header; mentoryd will not "
+                    + "replace it with an empty one. Stop mentoryd and restore the file from a backup, or move "
+                    + "it aside to start an empty diary"
+            )
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private static func openPool(_ configuration: Configuration) throws(MentoryError) -> DatabasePool {
+        var grdb = GRDB.Configuration()
+        grdb.label = "mentoryd"
+        grdb.busyMode = .timeout(self.seconds(configuration.busyTimeout))
+        let maxPageCount = configuration.maxPageCount
+        grdb.prepareDatabase { db in
+            // FULL: in WAL mode, every commit fsyncs the log before it returns. (The pool's writer
+            // is set to FULL again in `prepare`, after the pool enabled WAL.)
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            if let maxPageCount, !db.configuration.readonly {
+                try db.execute(sql: "PRAGMA max_page_count = \(maxPageCount)")
+            }
+        }
+        do {
+            return try DatabasePool(path: configuration.path, configuration: grdb)
+        } catch {
+            throw .storageFailure(
+                "cannot open the diary database: \(StorageFailures.describe(error, path: configuration.path))")
+        }
+    }
+
+    /// Checks, on a plain connection that only reads, that the database is sound, mentoryd's, and
+    /// not from a newer mentoryd.
+    private static func inspect(_ configuration: Configuration) throws(MentoryError) {
+        let path = configuration.path
+        var grdb = GRDB.Configuration()
+        grdb.label = "mentoryd.inspection"
+        grdb.busyMode = .timeout(self.seconds(configuration.busyTimeout))
+        let migrator = SQLiteSchema.migrator
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: grdb)
+            defer { try? queue.close() }
+            try queue.inDatabase { db in
+                let problems = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                guard problems == ["ok"] else {
+                    throw MentoryError.storageFailure(
+                        "the database \(path) is damaged (quick_check: \(problems.prefix(3).joined(separator: "; "))); "
+                            + "mentoryd will not start over it. Stop mentoryd and restore the file from a backup, "
+                            + "or move it aside to start an empty diary"
+                    )
+                }
+                let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+                let tableCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master") ?? 0
+                let isMentoryd =
+                    applicationID == SQLiteSchema.applicationID
+                    || (applicationID == 0 && tableCount == 0)
+                guard isMentoryd else {
+                    throw MentoryError.storageFailure(
+                        "\(path) is a SQLite database of another program (application_id \(applicationID)), not "
+                            + "mentoryd's; move it aside or choose another --state-dir"
+                    )
+                }
+                if try migrator.hasBeenSuperseded(db) {
+                    let known = Set(SQLiteSchema.migrationIdentifiers)
+                    let unknown = try migrator.appliedIdentifiers(db).subtracting(known).sorted()
+                    throw MentoryError.storageFailure(
+                        "the database \(path) was written by a newer mentoryd (schema \(unknown.joined(separator: ", "))); "
+                            + "upgrade mentoryd, or restore a backup made by this version"
+                    )
+                }
+            }
+        } catch let error as MentoryError {
+            throw error
+        } catch {
+            throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
+        }
+    }
+
+    /// Makes the pool's writer durable (synchronous=FULL in WAL mode), then migrates the database.
+    private static func prepare(_ pool: DatabasePool, path: String) throws(MentoryError) {
+        let migrator = SQLiteSchema.migrator
+        do {
+            try pool.writeWithoutTransaction { db in
+                let journalMode = try String.fetchOne(db, sql: "PRAGMA journal_mode")
+                guard journalMode?.lowercased() == "wal" else {
+                    throw MentoryError.storageFailure(
+                        "the database \(path) cannot use write-ahead logging (journal mode is \(journalMode ?? "unknown")); "
+                            + "put the state directory on a local file system"
+                    )
+                }
+                // DatabasePool switches its writer to synchronous=NORMAL when it enables WAL, after the
+                // prepareDatabase functions ran. NORMAL does not fsync at commit: a power cut could
+                // lose acknowledged writes. The writer connection lives as long as the pool, so
+                // setting FULL here holds for every write.
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                guard synchronous == 2 else {
+                    throw MentoryError.internal("PRAGMA synchronous is \(synchronous ?? -1), not FULL (2)")
+                }
+            }
+            try migrator.migrate(pool)
+            // Takes the write lock once: fails now, not at the first write, on a read-only or locked database.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "BEGIN IMMEDIATE; COMMIT")
+            }
+        } catch let error as MentoryError {
+            throw error
+        } catch {
+            throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import MentoryClient
+import MentoryWire
+import Testing
+
+@testable import mentoryctl
+
+@Suite("mentoryctl diary export / import and backup", .serialized)
+struct TransferCommandTests {
+    @Test("export writes JSON Lines that import restores identically, and importing twice changes nothing")
+    func exportThenImport() async throws {
+        try await withScratchDirectory { directory in
+            let socket = directory + "/mentoryd.sock"
+            let log = directory + "/mentoryd.log"
+            var daemon = try await DaemonProcess.start(
+                socketPath: socket, stateDirectory: directory + "/a", logPath: log)
+            var client = try await MentoryClient.connect(socketPath: socket, clientName: "transfer-test")
+            for index in 0..<7 {
+                let entry = try await client.diaryAdd(addRequest(index * 3 + 3, client: 1))
+                if let item = entry.actionItems.first {
+                    _ = try await client.diarySetSuggestionDone(
+                        entryID: entry.id, suggestionID: item.id, done: !item.done)
+                }
+            }
+            let original = try await client.diaryList(limit: 1000)
+            await client.close()
+
+            let file = directory + "/diary.jsonl"
+            try await DiaryExport.parse(["--socket", socket, "--output", file]).run()
+            let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == original.count)
+            #expect(try lines.map { try Mentory_V1_DiaryEntry(jsonString: String($0)) } == original)
+            let backup = directory + "/backup.sqlite"
+            try await Backup.parse(["--socket", socket, "--to", backup]).run()
+            #expect(FileManager.default.fileExists(atPath: backup))
+            #expect(await daemon.stop(with: SIGTERM) == 0)
+
+            // A fresh daemon: import restores every entry exactly, twice over without change.
+            daemon = try await DaemonProcess.start(socketPath: socket, stateDirectory: directory + "/b", logPath: log)
+            try await DiaryImport.parse(["--socket", socket, "--input", file]).run()
+            try await DiaryImport.parse(["--socket", socket, "--input", file, "--concurrency", "3"]).run()
+            client = try await MentoryClient.connect(socketPath: socket, clientName: "transfer-test")
+            #expect(try await client.diaryList(limit: 1000) == original)
+
+            // Outcomes of single entries: unchanged, conflicting content under the same id.
+            #expect(try await Self.outcome(DiaryImport.importEntry(original[0], client: client)) == "unchanged")
+            var altered = original[0]
+            altered.title = "Rewritten"
+            #expect(try await Self.outcome(DiaryImport.importEntry(altered, client: client)) == "failed")
+            await client.close()
+            #expect(await daemon.stop(with: SIGTERM) == 0)
+        }
+    }
+
+    @Test("import checks every line first and imports nothing from a damaged file")
+    func importRejectsBadLines() throws {
+        let good = try addEntryJSON("00000000-0000-4000-8000-000000000001")
+        let text = good + "\n\n{\"recordDate\": 12}\nnot json\n"
+        #expect(throws: TransferError.self) { try DiaryImport.parse(Data(text.utf8)) }
+        let duplicate = good + "\n" + good + "\n"
+        #expect(throws: TransferError.self) { try DiaryImport.parse(Data(duplicate.utf8)) }
+        #expect(try DiaryImport.parse(Data((good + "\n\n").utf8)).map(\.line) == [1])
+    }
+
+    static func outcome(_ outcome: DiaryImport.Outcome) -> String {
+        switch outcome {
+        case .added: "added"
+        case .unchanged: "unchanged"
+        case .failed: "failed"
+        }
+    }
+}
+
+private func addEntryJSON(_ id: String) throws -> String {
+    var entry = Mentory_V1_DiaryEntry()
+    entry.id = id
+    entry.recordDate = "2024-01-01"
+    entry.title = "Title"
+    entry.text = "Text"
+    entry.emotion = .neutral
+    return try entry.jsonString()
+}

@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# Tests mentoryd's real unit files against a real systemd 252, booted as PID 1 of private PID,
+# mount and UTS namespaces over a throwaway overlay of / (writes land in a tmpfs; the host's
+# files, /tmp and /run are never touched). It follows ../shared/docs/systemd-sandbox.md, except
+# that it enters the overlay with pivot_root instead of chroot, so PrivateUsers= works.
+#
+# Usage (as root):  scripts/systemd-test.sh [--bin-dir DIR]
+#   --bin-dir DIR   take mentoryd and mentoryctl from DIR instead of building them
+#                   (also: MENTORYD_BIN_DIR=DIR; the build honours SWIFT_BUILD_FLAGS)
+#   MENTORYD_TEST_STORAGE_BACKEND=memory|sqlite  sets storage.backend in the sandbox's config
+#                   (default: the daemon's own default)
+#   MENTORYD_TEST_JOURNAL=FILE  saves the sandbox's journal of the mentoryd units to FILE
+#
+# Prints one PASS/FAIL line per check and exits non-zero if any check failed. Every wait is
+# bounded; a trap kills the namespace's PID 1 (and with it everything in it) on exit.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+BIN_DIR=${MENTORYD_BIN_DIR:-}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin-dir) BIN_DIR=$2; shift 2 ;;
+    -h|--help) sed -n "2,17p" "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 64 ;;
+  esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "systemd-test.sh needs root: it boots systemd in private namespaces" >&2
+  exit 77
+fi
+for tool in unshare nsenter pivot_root setpriv tar python3 /lib/systemd/systemd; do
+  command -v "$tool" >/dev/null || { echo "missing: $tool" >&2; exit 69; }
+done
+
+if [ -z "$BIN_DIR" ]; then
+  echo "== building mentoryd and mentoryctl"
+  # shellcheck disable=SC2086
+  swift build ${SWIFT_BUILD_FLAGS:-} --product mentoryd >/dev/null || { echo "FAIL build mentoryd"; exit 1; }
+  # shellcheck disable=SC2086
+  swift build ${SWIFT_BUILD_FLAGS:-} --product mentoryctl >/dev/null || { echo "FAIL build mentoryctl"; exit 1; }
+  # shellcheck disable=SC2086
+  BIN_DIR=$(swift build ${SWIFT_BUILD_FLAGS:-} --show-bin-path)
+fi
+for binary in mentoryd mentoryctl; do
+  [ -x "$BIN_DIR/$binary" ] || { echo "no $binary in $BIN_DIR" >&2; exit 66; }
+done
+
+WORK=$(mktemp -d /tmp/mentoryd-systemd-test.XXXXXX)
+# Where the sandbox mounts its tmpfs (in its own mount namespace; only the empty directory is
+# ever visible on the host, and it is removed on exit).
+export SDBOX=/run/mentoryd-sdbox.$$
+FAILURES=0
+SD=""
+UNSHARE=""
+
+cleanup() {
+  [ -n "$SD" ] && kill -KILL "$SD" 2>/dev/null
+  [ -n "$UNSHARE" ] && kill -KILL "$UNSHARE" 2>/dev/null
+  [ -n "$UNSHARE" ] && wait "$UNSHARE" 2>/dev/null
+  rmdir "$SDBOX" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; FAILURES=$((FAILURES + 1)); }
+# in_ns CMD...: runs CMD inside the sandbox (its PID, mount and UTS namespaces and its root).
+in_ns() { nsenter -t "$SD" -p -m -u -r "$@"; }
+# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds or SECONDS pass.
+wait_for() {
+  local deadline=$(( $(date +%s%N) + $1 * 1000000000 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s%N)" -ge "$deadline" ] && return 1
+    sleep 0.1
+  done
+}
+prop() { in_ns systemctl show -p "$1" --value "$2"; }
+# Lines systemd logged (at debug level) for each notification mentoryd sent, from cursor $1 on.
+notifications() { in_ns journalctl -u mentoryd.service --no-pager -o cat --after-cursor="$1" | grep "Got notification message"; }
+cursor() { in_ns journalctl --no-pager -n 0 --show-cursor | sed -n 's/^-- cursor: //p'; }
+show_diagnostics() {
+  echo "---- systemctl status"; in_ns systemctl status mentoryd.service mentoryd.socket --no-pager -l 2>&1 | tail -30
+  echo "---- journal"; in_ns journalctl -u mentoryd.service -u mentoryd.socket --no-pager -n 40 2>&1
+  echo "----"
+}
+
+# ---- Boot systemd in the sandbox --------------------------------------------------------------
+cat > "$WORK/boot.sh" <<'EOF'
+#!/usr/bin/env bash
+exec unshare --pid --fork --mount --uts --propagation private bash -c '
+set -e
+B=$SDBOX; mkdir -p $B; mount -t tmpfs tmpfs $B; mkdir -p $B/upper $B/work $B/root
+mount -t overlay overlay -o lowerdir=/,upperdir=$B/upper,workdir=$B/work $B/root
+R=$B/root
+mount --rbind /dev $R/dev; mount --rbind /sys $R/sys; mount -t proc proc $R/proc
+mount --bind $R/proc/sys $R/proc/sys; mount -o remount,bind,ro $R/proc/sys
+mount -t tmpfs tmpfs $R/run; mount -t tmpfs tmpfs $R/tmp
+hostname mentoryd-sandbox
+# pivot_root rather than chroot: the kernel refuses user namespaces (PrivateUsers=) to a chrooted
+# process, and the unit under test uses them. The old root is detached, so nothing leaks back.
+mkdir -p $R/.sdbox-oldroot; cd $R; pivot_root . .sdbox-oldroot; cd /; umount -l /.sdbox-oldroot
+exec /lib/systemd/systemd --system --unit=basic.target'
+EOF
+chmod +x "$WORK/boot.sh"
+echo "== booting systemd in a PID namespace"
+setsid "$WORK/boot.sh" >"$WORK/boot.log" 2>&1 </dev/null &
+UNSHARE=$!
+for _ in $(seq 100); do SD=$(pgrep -P "$UNSHARE" -x systemd) && break; sleep 0.1; done
+if [ -z "$SD" ]; then
+  echo "FAIL boot: systemd did not start"; cat "$WORK/boot.log"; exit 1
+fi
+if ! wait_for 30 sh -c "nsenter -t $SD -p -m -u -r systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded'"; then
+  echo "FAIL boot: systemd did not reach basic.target"; exit 1
+fi
+echo "   systemd $(in_ns systemctl --version | head -1 | awk '{print $2}') is PID 1 of the sandbox (host PID $SD)"
+# Debug logging makes systemd log every notification it receives ("Got notification message").
+in_ns systemctl log-level debug
+
+# ---- Install with scripts/install.sh and the real unit files --------------------------------------
+# The sandbox gets its own copy of the installer, units, config and binaries (its /tmp and /run
+# are fresh, and the repository may live anywhere).
+SRC=/run/mentoryd-src
+in_ns mkdir -p "$SRC/bin"
+tar -C "$REPO" -cf - scripts/install.sh scripts/uninstall.sh systemd config | in_ns tar -C "$SRC" -xf -
+for binary in mentoryd mentoryctl; do
+  in_ns sh -c "cat > $SRC/bin/$binary && chmod 0755 $SRC/bin/$binary" < "$BIN_DIR/$binary"
+done
+if in_ns "$SRC/scripts/install.sh" --bin-dir "$SRC/bin" --no-start > "$WORK/install.log" 2>&1 \
+   && in_ns test -x /usr/local/bin/mentoryd && in_ns test -x /usr/local/bin/mentoryctl \
+   && in_ns test -f /etc/systemd/system/mentoryd.service && in_ns test -f /etc/systemd/system/mentoryd.socket \
+   && in_ns getent passwd mentory >/dev/null && in_ns test -f /etc/mentoryd/mentoryd.json; then
+  pass "install: scripts/install.sh installed binaries, units, the mentory user and /etc/mentoryd/mentoryd.json"
+else
+  fail "install: scripts/install.sh"; cat "$WORK/install.log"
+fi
+# The shipped config, with fault injection switched on (only ever inside this sandbox).
+python3 - "$REPO/config/mentoryd.json" > "$WORK/mentoryd.json" <<'EOF'
+import json, os, sys
+config = json.load(open(sys.argv[1]))
+config.setdefault("debug", {})["faultInjection"] = True
+if os.environ.get("MENTORYD_TEST_STORAGE_BACKEND"):
+    config.setdefault("storage", {})["backend"] = os.environ["MENTORYD_TEST_STORAGE_BACKEND"]
+print(json.dumps(config, indent=2))
+EOF
+in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd.json"
+cat > "$WORK/freeze-engine.py" <<'EOF'
+# debug.freezeEngine(seconds) over the wire protocol (docs/PROTOCOL.md), standard library only.
+# Exit 0: the engine froze (no reply within 3 s); 1: refused; 2: unreachable.
+import socket, struct, sys
+def varint(v):
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v: return bytes(out)
+def fv(n, v): return varint(n << 3) + varint(v)
+def fb(n, d): return varint((n << 3) | 2) + varint(len(d)) + d
+def frame(e): return struct.pack(">I", len(e)) + e
+def read(s, n):
+    d = b""
+    while len(d) < n:
+        c = s.recv(n - len(d))
+        if not c: raise EOFError("connection closed")
+        d += c
+    return d
+def read_frame(s): return read(s, struct.unpack(">I", read(s, 4))[0])
+path, seconds = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(10)
+try:
+    s.connect(path)
+    s.sendall(frame(fb(1, fv(1, 1) + fb(2, b"systemd-test"))))   # Envelope.hello
+    read_frame(s)                                                # Envelope.welcome
+except (OSError, EOFError) as e:
+    print("cannot reach mentoryd:", e); sys.exit(2)
+request = fv(1, 1) + fb(2, b"debug") + fb(3, b"freezeEngine") + fb(4, fv(1, seconds))
+s.sendall(frame(fb(3, request)))                                 # Envelope.request
+s.settimeout(3)
+try:
+    reply = read_frame(s)
+except (socket.timeout, TimeoutError):
+    print(f"engine frozen for {seconds} s"); sys.exit(0)
+except (OSError, EOFError) as e:
+    print("connection failed:", e); sys.exit(2)
+text = reply.decode("utf-8", "replace")
+print("mentoryd answered instead of freezing:", "".join(c for c in text if c.isprintable())); sys.exit(1)
+EOF
+in_ns sh -c 'cat > /run/freeze-engine.py' < "$WORK/freeze-engine.py"
+in_ns systemctl daemon-reload
+
+# ---- 1. Socket activation on demand ------------------------------------------------------------
+echo "== 1. socket activation"
+in_ns systemctl start mentoryd.socket
+if [ "$(prop ActiveState mentoryd.service)" = "inactive" ] && in_ns test -S /run/mentoryd/mentoryd.sock; then
+  PING=$(in_ns timeout 30 mentoryctl ping --socket /run/mentoryd/mentoryd.sock 2>&1)
+  if [ $? -eq 0 ] && [ "$(prop ActiveState mentoryd.service)" = "active" ]; then
+    pass "1 socket activation: only the socket was started; mentoryctl ping started mentoryd and got: $PING"
+  else
+    fail "1 socket activation: ping failed: $PING"; show_diagnostics
+  fi
+else
+  fail "1 socket activation: the socket is missing or the service started early"; show_diagnostics
+fi
+
+# ---- 1b. Who may connect: root and the mentory group, nobody else ---------------------------------
+MENTORY_GID=$(in_ns getent group mentory | cut -d: -f3)
+SOCKET_MODE=$(in_ns stat -c '%a %U:%G' /run/mentoryd/mentoryd.sock)
+as_user() { in_ns setpriv --reuid=65534 --regid="$1" --clear-groups timeout 30 mentoryctl ping --socket /run/mentoryd/mentoryd.sock; }
+# systemd creates the socket root:mentory; RuntimeDirectory= later hands /run/mentoryd (and the
+# socket in it) to the mentory user. Either way: mode 0660, group mentory.
+if [[ "$SOCKET_MODE" =~ ^660\ (root|mentory):mentory$ ]] && as_user "$MENTORY_GID" >/dev/null 2>&1 && ! as_user 65534 >/dev/null 2>&1 \
+   && in_ns env -u MENTORY_SOCKET timeout 30 mentoryctl ping >/dev/null 2>&1; then
+  pass "1b socket permissions: $SOCKET_MODE; a member of mentory may ping, another user may not; root's mentoryctl finds the socket with no --socket"
+else
+  fail "1b socket permissions: mode '$SOCKET_MODE'; mentory member: $(as_user "$MENTORY_GID" 2>&1 | tail -1); other: $(as_user 65534 2>&1 | tail -1)"
+fi
+
+# ---- 2. systemctl status: active (running) with the daemon's STATUS= line ----------------------
+echo "== 2. systemctl status"
+STATUS_OUT=$(in_ns systemctl status mentoryd.service --no-pager 2>&1)
+ACTIVE_LINE=$(grep -E '^\s*Active:' <<<"$STATUS_OUT" | sed 's/^ *//')
+STATUS_LINE=$(grep -E '^\s*Status:' <<<"$STATUS_OUT" | sed 's/^ *//')
+if grep -q 'active (running)' <<<"$ACTIVE_LINE" && grep -q 'Serving' <<<"$STATUS_LINE"; then
+  pass "2 status: $ACTIVE_LINE | $STATUS_LINE"
+else
+  fail "2 status: expected active (running) and a STATUS line"; echo "$STATUS_OUT"
+fi
+
+# ---- 3. systemctl reload: RELOADING=1 then READY=1, same process ------------------------------
+echo "== 3. systemctl reload"
+PID_BEFORE=$(prop MainPID mentoryd.service)
+C=$(cursor)
+# A live change: raise the log level in the config, which a reload applies without a restart.
+python3 - "$WORK/mentoryd.json" > "$WORK/mentoryd-debug.json" <<'EOF'
+import json, sys
+config = json.load(open(sys.argv[1])); config["log"]["level"] = "debug"; print(json.dumps(config))
+EOF
+in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd-debug.json"
+in_ns timeout 30 systemctl reload mentoryd.service
+reloaded() { notifications "$C" | grep -A100 "RELOADING=1" | grep -q "READY=1"; }
+if wait_for 15 reloaded && [ "$(prop MainPID mentoryd.service)" = "$PID_BEFORE" ] \
+   && [ "$(prop ActiveState mentoryd.service)" = "active" ]; then
+  SEQ=$(notifications "$C" | grep -oE '\((RELOADING|READY)=1[^)]*\)' | tr '\n' ' ')
+  LIVE=$(in_ns journalctl -u mentoryd.service --no-pager -o cat --after-cursor="$C" | grep -c "log level changed")
+  pass "3 reload: systemd got $SEQ; MainPID $PID_BEFORE unchanged; 'log level changed' logged $LIVE time(s)"
+else
+  fail "3 reload: no RELOADING=1 then READY=1, or the process changed"; show_diagnostics
+fi
+in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd.json"
+
+# ---- 4. systemctl stop: STOPPING=1 and exit status 0 -----------------------------------------
+echo "== 4. systemctl stop"
+C=$(cursor)
+# (systemctl warns that the socket can start it again: that is the point of socket activation.)
+in_ns timeout 60 systemctl stop mentoryd.service 2>/dev/null
+RESULT=$(prop Result mentoryd.service); CODE=$(prop ExecMainCode mentoryd.service)
+EXIT=$(prop ExecMainStatus mentoryd.service)
+if notifications "$C" | grep -q "STOPPING=1" && [ "$RESULT" = "success" ] && [ "$CODE" = "1" ] && [ "$EXIT" = "0" ]; then
+  pass "4 stop: STOPPING=1 received, exited with status 0 (Result=$RESULT)"
+else
+  fail "4 stop: Result=$RESULT ExecMainCode=$CODE ExecMainStatus=$EXIT"; show_diagnostics
+fi
+
+# ---- Timing: systemctl start -> active (running), median of 10 ---------------------------------
+echo "== timing: systemctl start mentoryd.service -> active (running)"
+WALL=(); SYSTEMD=()
+for _ in $(seq 10); do
+  in_ns timeout 60 systemctl stop mentoryd.service 2>/dev/null
+  in_ns systemctl reset-failed mentoryd.service 2>/dev/null  # start limits do not apply to a benchmark
+  T0=$(date +%s%N)
+  in_ns timeout 30 systemctl start mentoryd.service
+  T1=$(date +%s%N)
+  WALL+=($(( (T1 - T0) / 1000 )))
+  EXITED=$(prop InactiveExitTimestampMonotonic mentoryd.service)
+  ENTERED=$(prop ActiveEnterTimestampMonotonic mentoryd.service)
+  SYSTEMD+=($(( ENTERED - EXITED )))
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+echo "   systemctl start wall time (incl. nsenter): median $(median "${WALL[@]}") us  [${WALL[*]}]"
+echo "   systemd inactive->active (exec to READY=1): median $(median "${SYSTEMD[@]}") us  [${SYSTEMD[*]}]"
+
+# ---- 5. Frozen engine: the watchdog kills mentoryd and systemd restarts it ---------------------
+echo "== 5. watchdog"
+in_ns systemctl reset-failed mentoryd.service 2>/dev/null
+in_ns systemctl is-active -q mentoryd.service || in_ns timeout 30 systemctl start mentoryd.service
+PID_BEFORE=$(prop MainPID mentoryd.service)
+RESTARTS_BEFORE=$(prop NRestarts mentoryd.service)
+WATCHDOG=$(prop WatchdogUSec mentoryd.service)
+C=$(cursor)
+T_FREEZE=$(date +%s%N)
+FREEZE=$(in_ns timeout 20 python3 /run/freeze-engine.py /run/mentoryd/mentoryd.sock 120 2>&1)
+FREEZE_STATUS=$?
+restarted() {
+  local pid restarts
+  pid=$(prop MainPID mentoryd.service); restarts=$(prop NRestarts mentoryd.service)
+  [ "$pid" != "0" ] && [ "$pid" != "$PID_BEFORE" ] && [ "$restarts" -gt "$RESTARTS_BEFORE" ] \
+    && [ "$(prop SubState mentoryd.service)" = "running" ]
+}
+if [ $FREEZE_STATUS -ne 0 ]; then
+  fail "5 watchdog: could not freeze the engine: $FREEZE"; show_diagnostics
+elif wait_for 60 restarted; then
+  ELAPSED=$(( ($(date +%s%N) - T_FREEZE) / 1000000 ))
+  LOG=$(in_ns journalctl -u mentoryd.service --no-pager -o cat --after-cursor="$C")
+  TIMEOUT_LINE=$(grep -m1 "Watchdog timeout" <<<"$LOG")
+  WITHHELD=$(grep -c "withholding WATCHDOG=1" <<<"$LOG")
+  pass "5 watchdog: $FREEZE; mentoryd withheld WATCHDOG=1 ($WITHHELD warning(s)); systemd: '$TIMEOUT_LINE'; MainPID $PID_BEFORE -> $(prop MainPID mentoryd.service), NRestarts=$(prop NRestarts mentoryd.service), running again ${ELAPSED} ms after the freeze (WatchdogUSec=$WATCHDOG)"
+else
+  fail "5 watchdog: no restart after freezing (MainPID=$(prop MainPID mentoryd.service) NRestarts=$(prop NRestarts mentoryd.service))"
+  show_diagnostics
+fi
+
+# ---- 6. Structured journal fields ----------------------------------------------------------------
+echo "== 6. journald fields"
+in_ns journalctl -u mentoryd.service --no-pager -o json > "$WORK/journal.json"
+FIELDS=$(python3 - "$WORK/journal.json" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    entry = json.loads(line)
+    if entry.get("SYSLOG_IDENTIFIER") != "mentoryd" or "CODE_FILE" not in entry:
+        continue
+    if all(k in entry for k in ("PRIORITY", "CODE_LINE", "CODE_FUNC", "MESSAGE")) and "VERSION" in entry:
+        keys = ("MESSAGE", "PRIORITY", "SYSLOG_IDENTIFIER", "CODE_FILE", "CODE_LINE", "CODE_FUNC", "LOGGER_LABEL", "VERSION")
+        print(" ".join(f"{k}={entry.get(k)!r}" for k in keys))
+        sys.exit(0)
+sys.exit(1)
+EOF
+)
+if [ $? -eq 0 ]; then
+  pass "6 journal: $FIELDS"
+else
+  fail "6 journal: no entry with MESSAGE, PRIORITY, SYSLOG_IDENTIFIER, CODE_FILE/LINE/FUNC and the VERSION metadata field"
+  head -c 3000 "$WORK/journal.json"
+fi
+
+# ---- 7. systemd-analyze security ------------------------------------------------------------------
+echo "== 7. systemd-analyze security"
+SECURITY=$(in_ns systemd-analyze security mentoryd.service --no-pager 2>&1 | tail -1)
+SCORE=$(grep -oE '[0-9]+\.[0-9]+' <<<"$SECURITY" | head -1)
+if [ -n "$SCORE" ] && awk -v s="$SCORE" 'BEGIN { exit !(s <= 1.0) }'; then
+  pass "7 security: $SECURITY"
+else
+  fail "7 security: exposure ${SCORE:-unknown} > 1.0: $SECURITY"
+  in_ns systemd-analyze security mentoryd.service --no-pager 2>&1 | grep '✗'
+fi
+
+if [ -n "${MENTORYD_TEST_JOURNAL:-}" ]; then
+  in_ns journalctl -u mentoryd.service -u mentoryd.socket --no-pager > "$MENTORYD_TEST_JOURNAL" 2>&1
+  echo "   the sandbox's mentoryd journal is in $MENTORYD_TEST_JOURNAL"
+fi
+
+# ---- scripts/uninstall.sh ---------------------------------------------------------------------------
+echo "== uninstall"
+if in_ns "$SRC/scripts/uninstall.sh" > "$WORK/uninstall.log" 2>&1 \
+   && ! in_ns test -e /usr/local/bin/mentoryd && ! in_ns test -e /etc/systemd/system/mentoryd.service \
+   && ! in_ns test -e /etc/systemd/system/mentoryd.socket && [ "$(prop LoadState mentoryd.service)" = "not-found" ] \
+   && ! in_ns test -e /run/mentoryd/mentoryd.sock; then
+  pass "uninstall: scripts/uninstall.sh stopped the units and removed binaries and units (config and data kept)"
+else
+  fail "uninstall: scripts/uninstall.sh"; cat "$WORK/uninstall.log"
+fi
+
+echo
+if [ $FAILURES -eq 0 ]; then
+  echo "systemd-test: all checks passed"
+else
+  echo "systemd-test: $FAILURES check(s) failed"
+fi
+exit $(( FAILURES > 0 ))

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Removes what scripts/install.sh installed: stops and disables the units, removes the binaries,
+# units, sysusers entry and docs. Keeps the config (/etc/mentoryd), the data (/var/lib/mentoryd)
+# and the mentory user unless --purge is given.
+#
+# Usage: sudo scripts/uninstall.sh [--prefix DIR] [--purge]
+#   --prefix DIR   the prefix given to install.sh (default /usr/local)
+#   --purge        also delete /etc/mentoryd, /var/lib/mentoryd and the mentory user and group
+set -euo pipefail
+
+PREFIX=/usr/local
+PURGE=no
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) PREFIX=$2; shift 2 ;;
+    --purge) PURGE=yes; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "uninstall.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
+  esac
+done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "uninstall.sh: run it as root (sudo scripts/uninstall.sh)" >&2
+  exit 77
+fi
+
+UNIT_DIR=/etc/systemd/system
+if [ -d /run/systemd/system ]; then
+  systemctl disable --now mentoryd.socket mentoryd.service 2>/dev/null || true
+fi
+rm -f "$UNIT_DIR/mentoryd.service" "$UNIT_DIR/mentoryd.socket"
+rm -f "$PREFIX/bin/mentoryd" "$PREFIX/bin/mentoryctl"
+rm -f "$PREFIX/lib/sysusers.d/mentoryd.conf"
+rm -rf "$PREFIX/share/doc/mentoryd"
+# RuntimeDirectoryPreserve=yes keeps /run/mentoryd between runs; nothing uses it now.
+rm -rf /run/mentoryd
+if [ -d /run/systemd/system ]; then
+  systemctl daemon-reload
+  systemctl reset-failed mentoryd.service mentoryd.socket 2>/dev/null || true
+fi
+echo "removed the mentoryd binaries, units and sysusers entry"
+
+if [ "$PURGE" = yes ]; then
+  rm -rf /etc/mentoryd /var/lib/mentoryd /var/lib/private/mentoryd
+  getent passwd mentory >/dev/null && userdel mentory
+  getent group mentory >/dev/null && groupdel mentory
+  echo "purged /etc/mentoryd, /var/lib/mentoryd and the mentory user and group"
+else
+  echo "kept /etc/mentoryd, /var/lib/mentoryd and the mentory user (--purge removes them)"
+fi
