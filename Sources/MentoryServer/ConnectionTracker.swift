@@ -8,8 +8,15 @@ final class ConnectionTracker {
     private var uids: [ConnectionID: UInt32] = [:]
     private var perUID: [UInt32: Int] = [:]
     private var closedWaiters: [EventLoopPromise<Void>] = []
+    /// The most connections open at once; a reload may change it.
+    var maxConnections: Int
+    /// The most connections one uid may have open at once; a reload may change it.
+    var maxConnectionsPerUID: Int
 
-    init() {}
+    init(maxConnections: Int, maxConnectionsPerUID: Int) {
+        self.maxConnections = maxConnections
+        self.maxConnectionsPerUID = maxConnectionsPerUID
+    }
 
     /// How many connections `uid` has open.
     func count(for uid: UInt32) -> Int {

@@ -35,7 +35,13 @@ public final class MentoryServer: Service {
         self.logger = logger
         self.onReady = onReady
         self.tracker = NIOLoopBoundBox.makeBoxSendingValue(
-            ConnectionTracker(), as: ConnectionTracker.self, eventLoop: eventLoop)
+            ConnectionTracker(
+                maxConnections: configuration.maxConnections,
+                maxConnectionsPerUID: configuration.maxConnectionsPerUID
+            ),
+            as: ConnectionTracker.self,
+            eventLoop: eventLoop
+        )
     }
 
     public func run() async throws {
@@ -52,6 +58,17 @@ public final class MentoryServer: Service {
             SocketFile.remove(path: path)
         }
         try? await self.closeConnections().get()
+    }
+
+    /// Changes the connection limits, e.g. after a configuration reload.
+    ///
+    /// New connections are counted against them at once; connections already open stay open.
+    public func updateConnectionLimits(maxConnections: Int, maxConnectionsPerUID: Int) async {
+        let tracker = self.tracker
+        try? await self.eventLoop.submit {
+            tracker.value.maxConnections = maxConnections
+            tracker.value.maxConnectionsPerUID = maxConnectionsPerUID
+        }.get()
     }
 
     /// How many connections are open now.
@@ -96,18 +113,18 @@ public final class MentoryServer: Service {
             .childChannelInitializer { channel in
                 PeerCredentialsReader.read(channel).flatMapThrowing { credentials in
                     let connections = tracker.value
-                    if connections.open.count >= configuration.maxConnections {
+                    if connections.open.count >= connections.maxConnections {
                         Self.refuse(
                             channel,
                             reason:
-                                "the daemon already has \(configuration.maxConnections) connections; try again later")
+                                "the daemon already has \(connections.maxConnections) connections; try again later")
                         return
                     }
-                    if let uid = credentials?.uid, connections.count(for: uid) >= configuration.maxConnectionsPerUID {
+                    if let uid = credentials?.uid, connections.count(for: uid) >= connections.maxConnectionsPerUID {
                         Self.refuse(
                             channel,
                             reason:
-                                "uid \(uid) already has \(configuration.maxConnectionsPerUID) connections; close some first"
+                                "uid \(uid) already has \(connections.maxConnectionsPerUID) connections; close some first"
                         )
                         return
                     }

@@ -148,7 +148,14 @@ struct Daemon {
             logger: self.logger,
             readyStatus: { await status() },
             reload: { current in
-                Self.apply(try await reloadSettings(), over: current, logLevel: logLevel, logger: logger)
+                try await Self.apply(
+                    try await reloadSettings(),
+                    over: current,
+                    logLevel: logLevel,
+                    engine: engine,
+                    server: server,
+                    logger: logger
+                )
             }
         )
         let watchdog = WatchdogService(
@@ -187,8 +194,10 @@ struct Daemon {
         _ reloaded: DaemonSettings,
         over current: DaemonSettings,
         logLevel: DynamicLogLevel,
+        engine: MentoryEngine,
+        server: MentoryServer,
         logger: Logger
-    ) -> DaemonSettings {
+    ) async -> DaemonSettings {
         var effective = current
         if reloaded.logLevel != current.logLevel {
             logLevel.level = reloaded.logLevel
@@ -197,6 +206,28 @@ struct Daemon {
                 "log level changed",
                 metadata: ["from": "\(current.logLevel)", "to": "\(reloaded.logLevel)"]
             )
+        }
+        if reloaded.maxConnections != current.maxConnections
+            || reloaded.maxConnectionsPerUID != current.maxConnectionsPerUID
+        {
+            await server.updateConnectionLimits(
+                maxConnections: reloaded.maxConnections,
+                maxConnectionsPerUID: reloaded.maxConnectionsPerUID
+            )
+            effective.maxConnections = reloaded.maxConnections
+            effective.maxConnectionsPerUID = reloaded.maxConnectionsPerUID
+            logger.notice(
+                "connection limits changed",
+                metadata: [
+                    "maxConnections": "\(reloaded.maxConnections)",
+                    "maxConnectionsPerUID": "\(reloaded.maxConnectionsPerUID)",
+                ]
+            )
+        }
+        if reloaded.accessPolicy != current.accessPolicy {
+            await engine.updateAccessPolicy(reloaded.accessPolicy)
+            effective.accessPolicy = reloaded.accessPolicy
+            logger.notice("access rules changed", metadata: ["rules": "\(reloaded.accessPolicy.rules.count)"])
         }
         var needRestart: [String] = []
         if reloaded.socketPath != current.socketPath { needRestart.append("socket.path") }
@@ -209,11 +240,6 @@ struct Daemon {
         if reloaded.maxRequestsInFlight != current.maxRequestsInFlight {
             needRestart.append("limits.maxRequestsInFlight")
         }
-        if reloaded.maxConnections != current.maxConnections { needRestart.append("limits.maxConnections") }
-        if reloaded.maxConnectionsPerUID != current.maxConnectionsPerUID {
-            needRestart.append("limits.maxConnectionsPerUID")
-        }
-        if reloaded.accessPolicy != current.accessPolicy { needRestart.append("access.rules") }
         if reloaded.handshakeTimeoutSeconds != current.handshakeTimeoutSeconds {
             needRestart.append("limits.handshakeTimeoutSeconds")
         }

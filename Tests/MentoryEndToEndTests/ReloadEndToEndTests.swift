@@ -1,0 +1,73 @@
+import Foundation
+import MentoryClient
+import MentoryWire
+import Testing
+
+@Suite("Reloading the configuration with SIGHUP", .serialized)
+struct ReloadEndToEndTests {
+    @Test("connection limits and access rules change live; the daemon keeps its connections")
+    func limitsAndRulesChangeLive() async throws {
+        let configPath = "/tmp/mentoryd-reload-\(UInt32.random(in: 0...UInt32.max)).json"
+        defer { try? FileManager.default.removeItem(atPath: configPath) }
+        try Self.writeConfig(to: configPath, maxConnectionsPerUID: 2, rules: [])
+        let daemon = try await DaemonProcess(arguments: ["--config", configPath])
+        defer { daemon.removeFiles() }
+
+        let first = try await daemon.client("first")
+        let second = try await daemon.client("second")
+        await #expect {
+            try await daemon.client("third")
+        } throws: { error in
+            "\(error)".contains("connections")
+        }
+
+        let before = try await Self.mentorSetAsNobody(daemon, content: "Before the reload.")
+        #expect(before.status == 0, "nobody may set the message before the reload: \(before.stderr)")
+
+        try Self.writeConfig(to: configPath, maxConnectionsPerUID: 3, rules: ["deny uid=65534 mentor.set"])
+        #expect(kill(daemon.pid, SIGHUP) == 0)
+        try await Self.waitForLog(daemon, containing: "access rules changed")
+
+        // The raised limit admits a third connection; the two already open were kept.
+        let third = try await daemon.client("third")
+        #expect(try await second.mentorGet().message.content == "Before the reload.")
+        // The new rule refuses nobody's mentor.set, naming the method; the message is unchanged.
+        let after = try await Self.mentorSetAsNobody(daemon, content: "After the reload.")
+        #expect(after.status == 1)
+        #expect(after.stderr.contains("permission denied"))
+        #expect(after.stderr.contains("mentor.set"))
+        #expect(try await third.mentorGet().message.content == "Before the reload.")
+
+        for client in [first, second, third] { await client.close() }
+        #expect(await daemon.stop() == 0)
+    }
+
+    static func mentorSetAsNobody(_ daemon: DaemonProcess, content: String) async throws -> CommandResult {
+        try await CommandResult.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DaemonProcess.binary("mentoryctl").path,
+                "mentor", "set", "--content", content, "--character", "cool", "--socket", daemon.socketPath,
+            ],
+            environment: [:]
+        )
+    }
+
+    static func writeConfig(to path: String, maxConnectionsPerUID: Int, rules: [String]) throws {
+        let object: [String: Any] = [
+            "socket": ["mode": "0666"],
+            "limits": ["maxConnectionsPerUID": maxConnectionsPerUID],
+            "access": ["rules": rules],
+        ]
+        try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
+    }
+
+    static func waitForLog(_ daemon: DaemonProcess, containing text: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if daemon.log.contains(text) { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw DaemonFailure(message: "the daemon never logged '\(text)'; its log:\n" + daemon.log)
+    }
+}
