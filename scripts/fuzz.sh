@@ -77,6 +77,8 @@ for target in "${targets[@]}"; do
     # The first corpus directory receives new inputs; the committed seeds are only read.
     # -malloc_limit_mb catches any allocation sized by a hostile length field.
     # shellcheck disable=SC2086
+    # Swift's own crash backtracer trips ASan; libFuzzer prints the stack instead.
+    SWIFT_BACKTRACE=enable=no \
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0} \
         "$binary" \
         -max_total_time="$seconds" \

@@ -12,7 +12,8 @@
 // - a response holds either a body or an error; an error has a known, non-zero code that is not
 //   `internal`, and a non-empty message;
 // - requests before the handshake fail with `handshakeRequired`, after shutdown with
-//   `shuttingDown`, to unknown namespaces and methods with `unknownNamespace`/`unknownMethod`;
+//   `shuttingDown`, to methods the default access policy denies an unknown peer (debug.*, storage.*)
+//   with `permissionDenied`, to unknown namespaces and methods with `unknownNamespace`/`unknownMethod`;
 // - a successful reply body decodes as the method's reply message and agrees with the request;
 // - events a subscriber accepts carry the engine's epoch, decode as their topic's message, and
 //   per topic form a gap-free sequence after each snapshot or reset (nothing lost, nothing
@@ -218,7 +219,9 @@ private func check(
         let expected: Mentory_V1_ErrorCode? =
             if shuttingDown { .shuttingDown }
             else if !attached { .handshakeRequired }
-            else if !call.namespaceExists { .unknownNamespace }
+            else if !AccessPolicy.default.allowsCall(nil, namespace: call.namespace, method: call.method) {
+                .permissionDenied
+            } else if !call.namespaceExists { .unknownNamespace }
             else if !call.methodExists { .unknownMethod }
             else { nil }
         if let expected, code != expected {
@@ -230,7 +233,9 @@ private func check(
             fail("\(what) failed with \(code) (\(error.message)) on an open connection to a known method")
         }
     case .body(let body):
-        guard !shuttingDown, attached, call.namespaceExists, call.methodExists else {
+        guard !shuttingDown, attached, call.namespaceExists, call.methodExists,
+            AccessPolicy.default.allowsCall(nil, namespace: call.namespace, method: call.method)
+        else {
             fail("\(what) succeeded (attached \(attached), shutting down \(shuttingDown))")
         }
         checkReply(body, to: call, what: what, engine: engine)
