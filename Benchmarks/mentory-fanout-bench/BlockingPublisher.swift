@@ -35,27 +35,40 @@ struct BlockingPublisher {
         }
     }
 
-    /// Publishes `events` changes, at most 32 unanswered at a time.
-    func publish(events: Int) throws {
-        let window = 32
+    /// Publishes `events` changes as fast as the server answers, at most 32 unanswered at a time.
+    func publishBurst(events: Int) throws {
+        try self.publish(events: events, window: 32, prefix: Payload.burst, pause: nil)
+    }
+
+    /// Publishes `events` changes one at a time, waiting for each answer and then `interval`.
+    func publishPaced(events: Int, interval: Duration) throws {
+        try self.publish(events: events, window: 1, prefix: Payload.paced, pause: interval)
+    }
+
+    private func publish(events: Int, window: Int, prefix: String, pause: Duration?) throws {
         var outstanding = 0
-        for index in 0..<events {
+        for _ in 0..<events {
             var buffer = ByteBuffer()
-            let payload = "t=\(monotonicNanoseconds())"
+            let payload = "\(prefix)\(monotonicNanoseconds())"
             switch self.system {
             case .mentoryd:
                 var set = Mentory_V1_MentorSetRequest()
                 set.content = payload
                 set.character = .cool
                 buffer.writeFrame(
-                    envelope(request: UInt64(index + 1), WireNames.mentor, "set", try set.serializedData()))
+                    envelope(request: self.nextRequestID(), WireNames.mentor, "set", try set.serializedData()))
             case .redis:
                 buffer.writeString("*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$\(payload.utf8.count)\r\n\(payload)\r\n")
             }
             self.write(buffer)
             outstanding += 1
             if outstanding == window {
-                outstanding -= self.readReplies(window / 2)
+                outstanding -= self.readReplies(max(window / 2, 1))
+            }
+            if let pause {
+                let (seconds, attoseconds) = pause.components
+                var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+                nanosleep(&request, nil)
             }
         }
         while outstanding > 0 {
@@ -104,6 +117,11 @@ struct BlockingPublisher {
         return replies
     }
 
+    private func nextRequestID() -> UInt64 {
+        self.pendingBox.requestID += 1
+        return self.pendingBox.requestID
+    }
+
     private let pendingBox = PendingBuffer()
     private var pending: ByteBuffer {
         get { self.pendingBox.buffer }
@@ -118,4 +136,5 @@ struct BlockingPublisher {
 /// Bytes read past the last complete reply, kept for the next read.
 final class PendingBuffer {
     var buffer = ByteBuffer()
+    var requestID: UInt64 = 0
 }

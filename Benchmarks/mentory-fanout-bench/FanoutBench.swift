@@ -9,8 +9,11 @@ import NIOPosix
 ///     mentory-fanout-bench [--mentoryd PATH] [--redis-server PATH] [--subscribers 10,100,1000]
 ///
 /// One publisher; N subscribers on one NIO event loop group in this process, decoding what a
-/// real client must decode. Each change carries its publish time, so latency is change to
-/// delivery on one monotonic clock. Not part of the test suite.
+/// real client must decode. Throughput: the publisher sends changes as fast as the server
+/// answers them, and events delivered per second are counted until every subscriber has every
+/// change. Latency: then changes are published one at a time, every 2 ms, each carrying its
+/// publish time, so latency is change to delivery on one monotonic clock, across every
+/// subscriber. Not part of the test suite.
 @main
 struct FanoutBench {
     static func main() async throws {
@@ -27,7 +30,10 @@ struct FanoutBench {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
 
-        print("subscribers  system     events/s delivered   p50 µs    p99 µs   delivered/expected")
+        emit(
+            "subscribers  system     events/s delivered   p50 µs    p99 µs   delivered/expected"
+                + "   (latency: \(pacedEvents) changes, one every \(pacedInterval))"
+        )
         for subscribers in counts {
             let events = max(1000, 200_000 / subscribers)
             for system in [System.mentoryd, .redis] {
@@ -41,7 +47,7 @@ struct FanoutBench {
                 try await waitForSocket(socketPath)
                 let result = try await run(
                     system: system, socketPath: socketPath, subscribers: subscribers, events: events, group: group)
-                print(
+                emit(
                     String(
                         format: "%11d  %-8@ %12.0f   %8.1f  %8.1f   %d/%d",
                         subscribers,
@@ -50,7 +56,7 @@ struct FanoutBench {
                         result.p50,
                         result.p99,
                         result.delivered,
-                        subscribers * events
+                        subscribers * (events + pacedEvents)
                     )
                 )
             }
@@ -112,7 +118,7 @@ struct FanoutBench {
     static func run(system: System, socketPath: String, subscribers: Int, events: Int, group: any EventLoopGroup)
         async throws -> Result
     {
-        var handlers: [(any Channel, SubscriberState)] = []
+        var channels: [any Channel] = []
         for _ in 0..<subscribers {
             let ready = group.any().makePromise(of: Void.self)
             let channel = try await ClientBootstrap(group: group)
@@ -150,48 +156,69 @@ struct FanoutBench {
                 try await channel.writeAndFlush(ByteBuffer(string: "*2\r\n$9\r\nSUBSCRIBE\r\n$2\r\nch\r\n"))
             }
             try await ready.futureResult.get()
-            handlers.append((channel, SubscriberState()))
+            channels.append(channel)
         }
 
         let publisher = try BlockingPublisher(path: socketPath, system: system)
+        defer { publisher.close() }
+
+        // Throughput: one publisher as fast as the server answers; until every subscriber has all.
         let start = monotonicNanoseconds()
-        try publisher.publish(events: events)
-        let expected = subscribers * events
-        let deadline = ContinuousClock.now + .seconds(120)
+        try publisher.publishBurst(events: events)
+        let burstDelivered = try await waitForDeliveries(subscribers * events, from: channels)
+
+        // Latency: changes published one at a time every `pacedInterval`, change to delivery.
+        try publisher.publishPaced(events: pacedEvents, interval: pacedInterval)
+        let total = try await waitForDeliveries(subscribers * (events + pacedEvents), from: channels)
+
         var latencies: [UInt64] = []
-        var delivered = 0
-        var lastDelivery: UInt64 = start
-        while ContinuousClock.now < deadline {
-            delivered = 0
-            for (channel, _) in handlers {
-                delivered += try await channel.pipeline.handler(type: SubscriberCounter.self).flatMap { counter in
-                    channel.eventLoop.makeSucceededFuture(counter.count)
-                }.get()
-            }
-            if delivered >= expected { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        for (channel, _) in handlers {
-            let (samples, last) = try await channel.pipeline.handler(type: SubscriberCounter.self).map {
-                ($0.latencies, $0.lastDelivery)
-            }.get()
-            latencies += samples
-            lastDelivery = max(lastDelivery, last)
+        for channel in channels {
+            latencies += try await channel.pipeline.handler(type: SubscriberCounter.self).map(\.latencies).get()
             try? await channel.close()
         }
-        publisher.close()
         latencies.sort()
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty
                 ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * p))]) / 1000
         }
-        let seconds = Double(lastDelivery - start) / 1e9
+        let seconds = Double(burstDelivered.lastDelivery - start) / 1e9
         return Result(
-            throughput: Double(delivered) / seconds, p50: percentile(0.5), p99: percentile(0.99), delivered: delivered)
+            throughput: Double(burstDelivered.count) / seconds,
+            p50: percentile(0.5),
+            p99: percentile(0.99),
+            delivered: total.count
+        )
+    }
+
+    /// Changes in the latency phase, and the pause after each.
+    static let pacedEvents = 500
+    static let pacedInterval = Duration.milliseconds(2)
+
+    /// Waits (up to two minutes) until the subscribers together have `expected` deliveries;
+    /// returns how many arrived and when the last one did.
+    static func waitForDeliveries(_ expected: Int, from channels: [any Channel]) async throws -> (
+        count: Int, lastDelivery: UInt64
+    ) {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while true {
+            var count = 0
+            var last: UInt64 = 0
+            for channel in channels {
+                let (delivered, lastDelivery) = try await channel.pipeline.handler(type: SubscriberCounter.self)
+                    .map { ($0.count, $0.lastDelivery) }.get()
+                count += delivered
+                last = max(last, lastDelivery)
+            }
+            if count >= expected || ContinuousClock.now >= deadline { return (count, last) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 }
 
-final class SubscriberState {}
+/// Writes a line to standard output at once, unbuffered, so progress shows when piped.
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
 
 struct BenchFailure: Error, CustomStringConvertible {
     var description: String

@@ -15,12 +15,23 @@ class SubscriberCounter: ChannelInboundHandler {
         self.ready = ready
     }
 
-    func delivered(publishedAt: UInt64) {
+    /// Counts a delivery; records its latency when the change was published in the paced phase.
+    func delivered(_ payload: Substring) {
         let now = monotonicNanoseconds()
         self.count += 1
         self.lastDelivery = now
-        if now > publishedAt { self.latencies.append(now - publishedAt) }
+        if payload.hasPrefix(Payload.paced), let published = Self.timestamp(in: payload), now > published {
+            self.latencies.append(now - published)
+        }
     }
+
+    // The protocol's witness lives here, so subclasses override `received(_:)`, not this.
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.received(Self.unwrapInboundIn(data))
+    }
+
+    /// Handles one decoded frame (mentoryd) or reply (redis).
+    func received(_ buffer: ByteBuffer) {}
 
     func markReady() {
         if !self.isReady {
@@ -35,18 +46,24 @@ class SubscriberCounter: ChannelInboundHandler {
     }
 }
 
+/// What a published change carries: its phase, then its publish time in monotonic nanoseconds.
+enum Payload {
+    /// A change of the throughput phase, published as fast as the server takes them.
+    static let burst = "b="
+    /// A change of the latency phase, published one at a time at a steady pace.
+    static let paced = "l="
+}
+
 /// A mentoryd subscriber: decodes each envelope and the mentor state inside it, as a client must.
 final class MentorySubscriberHandler: SubscriberCounter {
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard let envelope = try? Mentory_V1_Envelope(frame: Self.unwrapInboundIn(data)) else { return }
+    override func received(_ frame: ByteBuffer) {
+        guard let envelope = try? Mentory_V1_Envelope(frame: frame) else { return }
         switch envelope.kind {
         case .response:
             self.markReady()
         case .event(let event) where event.kind == .change:
-            guard let state = try? Mentory_V1_MentorState(serializedBytes: event.body),
-                let published = Self.timestamp(in: Substring(state.message.content))
-            else { return }
-            self.delivered(publishedAt: published)
+            guard let state = try? Mentory_V1_MentorState(serializedBytes: event.body) else { return }
+            self.delivered(Substring(state.message.content))
         default:
             break
         }
@@ -55,14 +72,13 @@ final class MentorySubscriberHandler: SubscriberCounter {
 
 /// A redis pub/sub subscriber.
 final class RedisSubscriberHandler: SubscriberCounter {
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var reply = Self.unwrapInboundIn(data)
+    override func received(_ buffer: ByteBuffer) {
+        var reply = buffer
         guard let text = reply.readString(length: reply.readableBytes) else { return }
         if text.hasPrefix("subscribe") {
             self.markReady()
-        } else if text.hasPrefix("message"), let published = Self.timestamp(in: text.split(separator: "\n").last ?? "")
-        {
-            self.delivered(publishedAt: published)
+        } else if text.hasPrefix("message"), let payload = text.split(separator: "\n").last {
+            self.delivered(payload)
         }
     }
 }
