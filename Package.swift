@@ -190,6 +190,11 @@ let package = Package(
             path: "Benchmarks/mentory-fanout-bench",
             swiftSettings: strictSwift6
         ),
+        .target(
+            name: "MentoryTestSupport",
+            path: "Tests/MentoryTestSupport",
+            swiftSettings: strictSwift6
+        ),
         .testTarget(
             name: "MentoryWireTests",
             dependencies: [
@@ -211,6 +216,7 @@ let package = Package(
         .testTarget(
             name: "MentoryEndToEndTests",
             dependencies: [
+                "MentoryTestSupport",
                 "MentoryClient",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -242,6 +248,7 @@ let package = Package(
         .testTarget(
             name: "MentoryCrashTests",
             dependencies: [
+                "MentoryTestSupport",
                 "MentoryClient",
                 "MentoryWire",
                 "mentoryctl",
@@ -252,6 +259,7 @@ let package = Package(
         .testTarget(
             name: "MentorySystemdTests",
             dependencies: [
+                "MentoryTestSupport",
                 "MentorySystemd",
                 "MentoryWire",
                 .product(name: "Logging", package: "swift-log"),

@@ -8,7 +8,6 @@ import NIOCore
 
 /// What the client asks its channel to send.
 enum ClientCommand {
-    case hello(Mentory_V1_Hello, EventLoopPromise<Mentory_V1_Welcome>)
     case request(
         id: UInt64, namespace: String, method: String, body: Data, timeout: TimeAmount?, EventLoopPromise<Data>)
     case cancel(id: UInt64)
@@ -30,16 +29,29 @@ final class ClientChannelHandler: ChannelDuplexHandler {
     private var closeReason: MentoryClientError?
     private let events: AsyncStream<Mentory_V1_Event>.Continuation
 
-    init(events: AsyncStream<Mentory_V1_Event>.Continuation) {
+    private let hello: Mentory_V1_Hello
+
+    /// Creates the handler of a connection that opens with `hello` and expects its answer in `welcome`.
+    init(
+        hello: Mentory_V1_Hello,
+        welcome: EventLoopPromise<Mentory_V1_Welcome>,
+        events: AsyncStream<Mentory_V1_Event>.Continuation
+    ) {
+        self.hello = hello
+        self.welcomePromise = welcome
         self.events = events
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var envelope = Mentory_V1_Envelope()
+        envelope.hello = self.hello
+        context.writeAndFlush(Self.wrapOutboundOut(envelope), promise: nil)
+        context.fireChannelActive()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         var envelope = Mentory_V1_Envelope()
         switch Self.unwrapOutboundIn(data) {
-        case .hello(let hello, let welcome):
-            self.welcomePromise = welcome
-            envelope.hello = hello
         case .cancel(let id):
             if let entry = self.pending.removeValue(forKey: id) {
                 entry.timeout?.cancel()

@@ -56,30 +56,43 @@ public final class MentoryClient: Sendable {
             of: Mentory_V1_Event.self,
             bufferingPolicy: .unbounded
         )
+        let hello = Mentory_V1_Hello.with {
+            $0.protocolVersion = WireProtocol.version
+            $0.clientName = clientName
+        }
+        // The handler sends the hello as soon as the connection is up and owns the welcome promise
+        // from the start, so a daemon that refuses the connection (and closes it) is always heard.
+        let eventLoop = eventLoopGroup.next()
+        let welcomePromise = eventLoop.makePromise(of: Mentory_V1_Welcome.self)
         let channel: any Channel
         do {
-            channel = try await ClientBootstrap(group: eventLoopGroup)
+            channel = try await ClientBootstrap(group: eventLoop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)),
                             MessageToByteHandler(EnvelopeFrameEncoder()),
-                            ClientChannelHandler(events: continuation),
+                            ClientChannelHandler(hello: hello, welcome: welcomePromise, events: continuation),
                         ])
                     }
                 }
                 .connect(unixDomainSocketPath: socketPath)
                 .get()
         } catch {
-            throw .cannotConnect(path: socketPath, reason: Self.describe(error))
+            let failure = MentoryClientError.cannotConnect(path: socketPath, reason: Self.describe(error))
+            welcomePromise.fail(failure)
+            continuation.finish()
+            throw failure
         }
-        var hello = Mentory_V1_Hello()
-        hello.protocolVersion = WireProtocol.version
-        hello.clientName = clientName
-        let welcomePromise = channel.eventLoop.makePromise(of: Mentory_V1_Welcome.self)
-        channel.writeAndFlush(ClientCommand.hello(hello, welcomePromise), promise: nil)
+        // The handshake is bounded like any call: a daemon that accepts but never answers fails it.
+        let handshakeTimeout = defaultTimeout.map { limit in
+            channel.eventLoop.scheduleTask(in: Self.timeAmount(limit)) {
+                welcomePromise.fail(MentoryClientError.timedOut(seconds: Self.seconds(limit)))
+            }
+        }
         let welcome: Mentory_V1_Welcome
         do {
+            defer { handshakeTimeout?.cancel() }
             welcome = try await welcomePromise.futureResult.get()
         } catch {
             try? await channel.close()
@@ -106,14 +119,10 @@ public final class MentoryClient: Sendable {
         }
         let id = self.nextRequestID.add(1, ordering: .relaxed).newValue
         let promise = self.channel.eventLoop.makePromise(of: Data.self)
-        let limit = (timeout ?? self.defaultTimeout).map { duration in
-            TimeAmount.nanoseconds(
-                duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-            )
-        }
+        let limit = (timeout ?? self.defaultTimeout).map(Self.timeAmount)
         self.channel.writeAndFlush(
             ClientCommand.request(id: id, namespace: namespace, method: method, body: body, timeout: limit, promise),
-            promise: nil
+            promise: Self.failing(promise, ifWriteFailsOn: self.channel)
         )
         let channel = self.channel
         do {
@@ -158,6 +167,34 @@ public final class MentoryClient: Sendable {
     /// Closes the connection. Calls still waiting fail with ``MentoryClientError/connectionClosed(reason:)``.
     public func close() async {
         try? await self.channel.close()
+    }
+
+    private static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// A write promise that fails `reply` when the command never reaches the connection's handler.
+    ///
+    /// A command written after the channel closed bypasses the (already removed) handler, which
+    /// is the only place that would otherwise answer `reply`; without this the call would wait
+    /// for ever, whatever its timeout.
+    private static func failing<Reply>(
+        _ reply: EventLoopPromise<Reply>,
+        ifWriteFailsOn channel: any Channel
+    ) -> EventLoopPromise<Void> {
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenFailure { error in
+            // A reply already answered (e.g. by the handler) ignores this.
+            reply.fail(
+                error as? MentoryClientError
+                    ?? .connectionClosed(reason: "the connection closed before the call was sent")
+            )
+        }
+        return written
     }
 
     private static func clientError(_ error: any Error) -> MentoryClientError {

@@ -60,8 +60,14 @@ struct Daemon {
 
     private func run(on eventLoop: any EventLoop) async throws {
 
-        // 1. The store.
-        let stores = try await StoreBootstrap.open(settings: self.settings, logger: self.logger)
+        // 1. The store. A store that cannot open ends start-up; systemctl status shows why.
+        let stores: OpenedStores
+        do {
+            stores = try await StoreBootstrap.open(settings: self.settings, logger: self.logger)
+        } catch {
+            try? self.systemd.notifier.notify(.status("Failed to start: \(error)"))
+            throw error
+        }
 
         // 2. The engine and its handlers.
         let engine = MentoryEngine(

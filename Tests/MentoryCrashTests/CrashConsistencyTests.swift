@@ -17,7 +17,7 @@ actor Ledger {
     var count: Int { self.acknowledged.count }
 }
 
-@Suite("mentoryd against SIGKILL and restarts", .serialized)
+@Suite("mentoryd against SIGKILL and restarts", .serialized, .timeLimit(.minutes(10)))
 struct CrashConsistencyTests {
     static let clients = 8
     static let kills = 5

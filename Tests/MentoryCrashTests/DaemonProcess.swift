@@ -1,5 +1,6 @@
 import Foundation
 import MentoryClient
+import MentoryTestSupport
 import MentoryWire
 
 struct CrashTestError: Error, CustomStringConvertible {
@@ -9,16 +10,7 @@ struct CrashTestError: Error, CustomStringConvertible {
 
 /// The `mentoryd` binary under test: `$MENTORYD_BINARY`, else the one next to the test bundle.
 func mentorydBinary() throws -> String {
-    if let path = ProcessInfo.processInfo.environment["MENTORYD_BINARY"], !path.isEmpty { return path }
-    let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-    var directory = URL(fileURLWithPath: executable).deletingLastPathComponent()
-    // On some platforms the tests run from inside a bundle; walk up to the build directory.
-    for _ in 0..<4 {
-        let candidate = directory.appendingPathComponent("mentoryd").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        directory.deleteLastPathComponent()
-    }
-    throw CrashTestError("mentoryd was not found next to \(executable); build it or set MENTORYD_BINARY")
+    try ProductBinaries.path(of: "mentoryd")
 }
 
 /// A fresh directory for one test, removed afterwards.
@@ -177,10 +169,9 @@ struct DeadlineExceeded: Error, CustomStringConvertible {
 
 /// Runs `body`, giving up after `limit`.
 ///
-/// A call on a `MentoryClient` whose connection closed just before the request was written is
-/// never answered (the request's promise is dropped with the closed channel's handlers), and
-/// `EventLoopFuture.get()` ignores cancellation; so `body` runs in its own task, which is
-/// abandoned when the deadline passes.
+/// The daemon under test is killed at random moments, and `EventLoopFuture.get()` ignores
+/// cancellation; so `body` runs in its own task, which is abandoned when the deadline passes,
+/// and a client bug that left a call unanswered fails the test instead of hanging the suite.
 func withDeadline<T: Sendable>(
     _ limit: Duration,
     _ body: @escaping @Sendable () async throws -> T

@@ -5,7 +5,7 @@ import Testing
 
 @testable import mentoryctl
 
-@Suite("mentoryctl diary export / import and backup", .serialized)
+@Suite("mentoryctl diary export / import and backup", .serialized, .timeLimit(.minutes(10)))
 struct TransferCommandTests {
     @Test("export writes JSON Lines that import restores identically, and importing twice changes nothing")
     func exportThenImport() async throws {

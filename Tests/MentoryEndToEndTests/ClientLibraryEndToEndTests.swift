@@ -3,7 +3,7 @@ import MentoryClient
 import MentoryWire
 import Testing
 
-@Suite("End to end through the client library", .serialized)
+@Suite("End to end through the client library", .serialized, .timeLimit(.minutes(10)))
 struct ClientLibraryEndToEndTests {
     @Test("a subscriber sees mentor, reachability and diary events in order")
     func eventsInOrder() async throws {
@@ -73,6 +73,24 @@ struct ClientLibraryEndToEndTests {
         #expect(try await observer.reachabilityGet().peers.first?.isReachable == false)
         await observer.close()
         #expect(await daemon.stop() == 0)
+    }
+
+    @Test("a call on a connection the daemon has closed fails at once, even without a timeout")
+    func callAfterTheDaemonClosedFails() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.removeFiles() }
+        let client = try await MentoryClient.connect(
+            socketPath: daemon.socketPath, clientName: "late", defaultTimeout: nil)
+        try await client.ping()
+        #expect(await daemon.stop() == 0)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while client.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(!client.isConnected)
+        // The handler that answers calls is gone with the channel; the call must still end.
+        await #expect(throws: MentoryClientError.self) { try await client.ping() }
+        await #expect(throws: MentoryClientError.self) {
+            try await MentoryClient.connect(socketPath: daemon.socketPath, clientName: "after", defaultTimeout: nil)
+        }
     }
 
     @Test("many pipelined requests on one connection are each answered correctly")

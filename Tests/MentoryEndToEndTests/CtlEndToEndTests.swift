@@ -2,7 +2,7 @@ import Foundation
 import MentoryWire
 import Testing
 
-@Suite("End to end through mentoryctl", .serialized)
+@Suite("End to end through mentoryctl", .serialized, .timeLimit(.minutes(10)))
 struct CtlEndToEndTests {
     @Test("every mentoryctl command works against the running daemon")
     func everyCommand() async throws {

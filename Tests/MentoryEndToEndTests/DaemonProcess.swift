@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MentoryClient
+import MentoryTestSupport
 
 /// A real `mentoryd` process on a temporary socket, for tests.
 final class DaemonProcess: Sendable {
@@ -9,22 +10,8 @@ final class DaemonProcess: Sendable {
     let logPath: String
     private let process: Process
 
-    /// The directory holding the built products (the test bundle sits beside them).
-    static var productsDirectory: URL {
-        let executable = URL(
-            fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-                ?? CommandLine.arguments[0])
-        return executable.deletingLastPathComponent()
-    }
-
     static func binary(_ name: String) -> URL {
-        if name == "mentoryd", let override = ProcessInfo.processInfo.environment["MENTORYD_BINARY"] {
-            return URL(fileURLWithPath: override)
-        }
-        if name == "mentoryctl", let override = ProcessInfo.processInfo.environment["MENTORYCTL_BINARY"] {
-            return URL(fileURLWithPath: override)
-        }
-        return self.productsDirectory.appendingPathComponent(name)
+        ProductBinaries.url(of: name)
     }
 
     /// Starts the daemon and waits until its socket accepts connections.

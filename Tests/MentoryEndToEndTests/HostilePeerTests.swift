@@ -263,7 +263,7 @@ let hostileRows: [HostileRow] = [
     },
 ]
 
-@Suite("Hostile peers and bad input", .serialized)
+@Suite("Hostile peers and bad input", .serialized, .timeLimit(.minutes(10)))
 struct HostilePeerTests {
     @Test("the daemon stays up, keeps serving others and loses nothing acknowledged", arguments: hostileRows)
     func row(_ row: HostileRow) async throws {

@@ -3,7 +3,7 @@ import MentoryClient
 import MentoryWire
 import Testing
 
-@Suite("Reloading the configuration with SIGHUP", .serialized)
+@Suite("Reloading the configuration with SIGHUP", .serialized, .timeLimit(.minutes(10)))
 struct ReloadEndToEndTests {
     @Test("connection limits and access rules change live; the daemon keeps its connections")
     func limitsAndRulesChangeLive() async throws {

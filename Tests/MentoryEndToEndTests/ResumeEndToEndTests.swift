@@ -58,12 +58,16 @@ private struct SubscriberModel {
     }
 }
 
-@Suite("Resuming subscribers", .serialized)
+@Suite("Resuming subscribers", .serialized, .timeLimit(.minutes(10)))
 struct ResumeEndToEndTests {
     @Test("a subscriber disconnected at random moments during 100,000 changes ends with exactly the final state")
     func randomDisconnects() async throws {
         // A small ring, so that some gaps are too long to replay and must be covered by resets.
-        let daemon = try await DaemonProcess(environment: ["MENTORYD_EVENTS_RING_CAPACITY": "64"])
+        // The events, not the disk, are under test here: the store is the in-memory one.
+        let ringCapacity: UInt64 = 64
+        let daemon = try await DaemonProcess(environment: [
+            "MENTORYD_EVENTS_RING_CAPACITY": "\(ringCapacity)", "MENTORYD_STORAGE_BACKEND": "memory",
+        ])
         defer { daemon.removeFiles() }
         let topics = [WireNames.mentor, WireNames.diary]
         let totalChanges = 100_000
@@ -147,11 +151,31 @@ struct ResumeEndToEndTests {
             await client.close()
         }
 
+        /// Waits (bounded) until some topic has moved more than the ring holds past the subscriber's
+        /// cursor, so that the next session cannot replay it and must get a reset.
+        let observer = try await daemon.client("observer")
+        func outrunTheRing() async throws {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !writersDone.isSet, ContinuousClock.now < deadline {
+                let published = try await observer.status().topics
+                if published.contains(where: { $0.sequence > (model.cursors[$0.topic]?.sequence ?? 0) + ringCapacity })
+                {
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+
         let started = ContinuousClock.now
         while !writersDone.isSet {
             try await session(lifetime: .milliseconds(Int.random(in: 1...200)))
-            try await Task.sleep(for: .milliseconds(Int.random(in: 0...50)))
+            if sessions.isMultiple(of: 8) {
+                try await outrunTheRing()
+            } else {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...50)))
+            }
         }
+        await observer.close()
         try await writing.value
         let verifier = try await daemon.client("verifier")
         let final = try await verifier.status().topics.filter { topics.contains($0.topic) }

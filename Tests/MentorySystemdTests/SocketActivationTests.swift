@@ -1,5 +1,6 @@
 import Foundation
 import MentorySystemd
+import MentoryTestSupport
 import MentoryWire
 import NIOCore
 import Testing
@@ -9,17 +10,8 @@ import Testing
 #endif
 
 /// The `mentoryd` binary: `$MENTORYD_BINARY`, else the one next to the test bundle.
-private func mentorydBinary() throws -> String {
-    if let path = ProcessInfo.processInfo.environment["MENTORYD_BINARY"], !path.isEmpty { return path }
-    let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-    var directory = URL(fileURLWithPath: executable).deletingLastPathComponent()
-    // The test binary may sit inside a bundle directory (…/debug/X.xctest); walk up to the bin dir.
-    for _ in 0..<4 {
-        let candidate = directory.appendingPathComponent("mentoryd").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        directory.deleteLastPathComponent()
-    }
-    throw ActivationTestError("mentoryd was not found next to \(executable); build it or set MENTORYD_BINARY")
+func mentorydBinary() throws -> String {
+    try ProductBinaries.path(of: "mentoryd")
 }
 
 private let socketActivate = "/usr/bin/systemd-socket-activate"
@@ -152,7 +144,7 @@ final class RawConnection {
     }
 }
 
-@Suite("Socket activation of the real mentoryd through systemd-socket-activate", .serialized)
+@Suite("Socket activation of the real mentoryd through systemd-socket-activate", .serialized, .timeLimit(.minutes(10)))
 struct SocketActivationTests {
     @Test(
         "mentoryd adopts the passed socket, answers a handshake, exits 0 on SIGTERM and leaves the socket",
