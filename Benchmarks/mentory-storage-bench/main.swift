@@ -15,6 +15,7 @@ import GRDB
 import MentoryClient
 import MentoryStorageSQLite
 import MentoryWire
+import Synchronization
 
 struct Options {
     var seconds = 5.0
@@ -151,7 +152,7 @@ func measureDaemon(binary: String, root: String, clients: Int, seconds: Double) 
             return try await group.reduce(into: []) { $0.append($1) }
         }
         // Warm-up: one entry per client, not counted.
-        let warmUpBase = 10_000_000
+        let warmUpBase = 3_000_000  // year 9213: far from the measured days, within CalendarDay's range
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, client) in connections.enumerated() {
                 group.addTask { _ = try await client.diaryAdd(addRequest(warmUpBase + index)) }
@@ -185,8 +186,9 @@ func measureDaemon(binary: String, root: String, clients: Int, seconds: Double) 
     }
 }
 
-/// One transaction (and fsync) per entry, straight into SQLite with the store's schema.
-func measureBaseline(root: String, seconds: Double) throws -> Measurement {
+/// One transaction (and fsync) per entry, straight into SQLite with the store's schema, from
+/// `clients` threads sharing one connection (SQLite has one writer at a time anyway).
+func measureBaseline(root: String, clients: Int, seconds: Double) throws -> Measurement {
     let directory = root + "/baseline-\(UUID().uuidString.prefix(8))"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -196,38 +198,61 @@ func measureBaseline(root: String, seconds: Double) throws -> Measurement {
     _ = try queue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
     try SQLiteSchema.migrator.migrate(queue)
     let clock = ContinuousClock()
-    var latencies: [Double] = []
     let start = clock.now
     let deadline = start + .milliseconds(Int64(seconds * 1000))
-    var index = 0
-    while clock.now < deadline {
-        let request = addRequest(index)
-        let id = UUID().uuidString.lowercased()
-        let createdAt = Int64(Date().timeIntervalSince1970 * 1000)
-        let before = clock.now
-        try queue.write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO diary_entry (id, record_date, created_at_unix_ms, title, text, emotion, analysis)
-                    VALUES (?, ?, ?, ?, ?, ?, NULL)
-                    """,
-                arguments: [id, request.recordDate, createdAt, request.title, request.text, request.emotion.rawValue]
-            )
-            for (position, item) in request.actionItems.enumerated() {
-                try db.execute(
-                    sql: "INSERT INTO diary_action_item (entry_id, position, id, text, done) VALUES (?, ?, ?, ?, 0)",
-                    arguments: [id, position, UUID().uuidString.lowercased(), item.text]
-                )
+    let results = Mutex<(latencies: [Double], error: (any Error)?)>(([], nil))
+    let finished = DispatchGroup()
+    for client in 0..<clients {
+        finished.enter()
+        Thread {
+            defer { finished.leave() }
+            var latencies: [Double] = []
+            var index = client
+            do {
+                while clock.now < deadline {
+                    let request = addRequest(index)
+                    let id = UUID().uuidString.lowercased()
+                    let createdAt = Int64(Date().timeIntervalSince1970 * 1000)
+                    let before = clock.now
+                    try queue.write { db in
+                        try db.execute(
+                            sql: """
+                                INSERT INTO diary_entry
+                                    (id, record_date, created_at_unix_ms, title, text, emotion, analysis)
+                                VALUES (?, ?, ?, ?, ?, ?, NULL)
+                                """,
+                            arguments: [
+                                id, request.recordDate, createdAt, request.title, request.text,
+                                request.emotion.rawValue,
+                            ]
+                        )
+                        for (position, item) in request.actionItems.enumerated() {
+                            try db.execute(
+                                sql: """
+                                    INSERT INTO diary_action_item (entry_id, position, id, text, done)
+                                    VALUES (?, ?, ?, ?, 0)
+                                    """,
+                                arguments: [id, position, UUID().uuidString.lowercased(), item.text]
+                            )
+                        }
+                    }
+                    latencies.append((clock.now - before).seconds * 1000)
+                    index += clients
+                }
+                results.withLock { $0.latencies += latencies }
+            } catch {
+                results.withLock { $0.error = error }
             }
-        }
-        latencies.append((clock.now - before).seconds * 1000)
-        index += 1
+        }.start()
     }
+    finished.wait()
     let elapsed = (clock.now - start).seconds
     try queue.close()
+    let (latencies, error) = results.withLock { ($0.latencies, $0.error) }
+    if let error { throw error }
     return Measurement(
-        setup: "baseline: 1 SQLite txn+fsync per entry", clients: 1, entries: latencies.count, seconds: elapsed,
-        latencies: latencies)
+        setup: "baseline: 1 SQLite txn+fsync per entry", clients: clients, entries: latencies.count,
+        seconds: elapsed, latencies: latencies)
 }
 
 extension Duration {
@@ -248,7 +273,9 @@ for clients in options.clientCounts {
     rows.append(
         try await measureDaemon(binary: binary, root: options.directory, clients: clients, seconds: options.seconds))
 }
-rows.append(try measureBaseline(root: options.directory, seconds: options.seconds))
+for clients in options.clientCounts {
+    rows.append(try measureBaseline(root: options.directory, clients: clients, seconds: options.seconds))
+}
 
 print("durable diary add (WAL, synchronous=FULL), \(options.seconds) s per row, files under \(options.directory)")
 print(
