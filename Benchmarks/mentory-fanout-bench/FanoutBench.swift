@@ -41,7 +41,14 @@ struct FanoutBench {
                 let server = try system.start(
                     binary: system == .mentoryd ? mentoryd : redisServer, socketPath: socketPath, directory: directory)
                 defer {
-                    server.terminate()
+                    // Children of this process inherit its blocked signals, SIGTERM among them:
+                    // mentoryd still reads it through a signalfd, but redis-server never sees it and
+                    // would keep waitUntilExit() waiting. Redis keeps nothing here: kill it outright.
+                    if system == .redis {
+                        kill(server.processIdentifier, SIGKILL)
+                    } else {
+                        server.terminate()
+                    }
                     server.waitUntilExit()
                 }
                 try await waitForSocket(socketPath)
