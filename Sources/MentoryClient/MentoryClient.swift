@@ -122,7 +122,7 @@ public final class MentoryClient: Sendable {
         let limit = (timeout ?? self.defaultTimeout).map(Self.timeAmount)
         self.channel.writeAndFlush(
             ClientCommand.request(id: id, namespace: namespace, method: method, body: body, timeout: limit, promise),
-            promise: Self.failing(promise, ifWriteFailsOn: self.channel)
+            promise: Self.failing(promise)
         )
         let channel = self.channel
         do {
@@ -177,16 +177,13 @@ public final class MentoryClient: Sendable {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    /// A write promise that fails `reply` when the command never reaches the connection's handler.
+    /// A write promise that fails `reply` when the request never reaches the connection's handler.
     ///
-    /// A command written after the channel closed bypasses the (already removed) handler, which
+    /// A request written after the channel closed bypasses the (already removed) handler, which
     /// is the only place that would otherwise answer `reply`; without this the call would wait
     /// for ever, whatever its timeout.
-    private static func failing<Reply>(
-        _ reply: EventLoopPromise<Reply>,
-        ifWriteFailsOn channel: any Channel
-    ) -> EventLoopPromise<Void> {
-        let written = channel.eventLoop.makePromise(of: Void.self)
+    private static func failing(_ reply: EventLoopPromise<Data>) -> EventLoopPromise<Void> {
+        let written = reply.futureResult.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenFailure { error in
             // A reply already answered (e.g. by the handler) ignores this.
             reply.fail(

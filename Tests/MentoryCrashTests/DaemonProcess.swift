@@ -51,7 +51,7 @@ final class DaemonProcess {
         process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory, "--log-level", "info"]
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("MENTORYD_") }
         if !FileManager.default.fileExists(atPath: logPath) {
-            FileManager.default.createFile(atPath: logPath, contents: nil)
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         try log.seekToEnd()
