@@ -8,11 +8,6 @@ struct CrashTestError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The `mentoryd` binary under test: `$MENTORYD_BINARY`, else the one next to the test bundle.
-func mentorydBinary() throws -> String {
-    try ProductBinaries.path(of: "mentoryd")
-}
-
 /// A fresh directory for one test, removed afterwards.
 func withScratchDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
     var template = Array((NSTemporaryDirectory() + "/mentory-crash.XXXXXX").utf8CString)
@@ -47,7 +42,7 @@ final class DaemonProcess {
         waitUntilServing: Bool = true
     ) async throws -> DaemonProcess {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try mentorydBinary())
+        process.executableURL = URL(fileURLWithPath: try ProductBinaries.path(of: "mentoryd"))
         process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory, "--log-level", "info"]
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("MENTORYD_") }
         if !FileManager.default.fileExists(atPath: logPath) {

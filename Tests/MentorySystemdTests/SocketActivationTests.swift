@@ -9,11 +9,6 @@ import Testing
     import Glibc
 #endif
 
-/// The `mentoryd` binary: `$MENTORYD_BINARY`, else the one next to the test bundle.
-func mentorydBinary() throws -> String {
-    try ProductBinaries.path(of: "mentoryd")
-}
-
 private let socketActivate = "/usr/bin/systemd-socket-activate"
 
 struct ActivationTestError: Error, CustomStringConvertible {
@@ -50,7 +45,7 @@ final class ActivationFixture {
                 "--listen=\(self.socketPath)",
                 "-E", "MENTORYD_STORAGE_BACKEND=memory",
                 "-E", "MENTORYD_LOG_LEVEL=warning",
-                try mentorydBinary(),
+                try ProductBinaries.path(of: "mentoryd"),
                 "--config", self.configPath,
                 "--state-dir", self.directory + "/state",
             ]

@@ -1,4 +1,5 @@
 import Foundation
+import MentoryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -17,7 +18,7 @@ struct StartupFailureTests {
         try garbage.write(to: URL(fileURLWithPath: directory + "/mentoryd.sqlite"))
 
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try mentorydBinary())
+        process.executableURL = URL(fileURLWithPath: try ProductBinaries.path(of: "mentoryd"))
         process.arguments = ["--socket", directory + "/mentoryd.sock", "--state-dir", directory]
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("MENTORYD_") }
         environment["NOTIFY_SOCKET"] = notify.address
