@@ -52,7 +52,7 @@ final class DaemonProcess {
         try log.seekToEnd()
         process.standardError = log
         process.standardOutput = log
-        try process.run()
+        try await process.runTiedToTestProcess()
         try log.close()
         let daemon = DaemonProcess(
             process: process, socketPath: socketPath, stateDirectory: stateDirectory, logPath: logPath)
@@ -60,6 +60,13 @@ final class DaemonProcess {
             try await daemon.waitUntilServing()
         }
         return daemon
+    }
+
+    /// A daemon still running when its test lets go of it (a failed or timed-out test) is killed.
+    deinit {
+        if self.process.isRunning {
+            kill(self.process.processIdentifier, SIGKILL)
+        }
     }
 
     var isRunning: Bool { self.process.isRunning }

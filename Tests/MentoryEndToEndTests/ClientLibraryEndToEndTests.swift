@@ -1,5 +1,6 @@
 import Foundation
 import MentoryClient
+import MentoryTestSupport
 import MentoryWire
 import Testing
 
@@ -184,9 +185,9 @@ struct ClientLibraryEndToEndTests {
         // A second daemon on the same live socket refuses to steal it.
         let second = Process()
         second.executableURL = DaemonProcess.binary("mentoryd")
-        second.arguments = ["--socket", first.socketPath]
+        second.arguments = ["--socket", first.socketPath, "--state-dir", first.directory + "/second-state"]
         second.standardError = FileHandle.nullDevice
-        try second.run()
+        try await second.runTiedToTestProcess()
         second.waitUntilExit()
         #expect(second.terminationStatus != 0)
         // After SIGKILL the socket file is stale; a new daemon replaces it.

@@ -33,7 +33,7 @@ final class DaemonProcess: Sendable {
         process.environment = processEnvironment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: self.logPath))
-        try process.run()
+        try await process.runTiedToTestProcess()
         self.process = process
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
@@ -46,6 +46,13 @@ final class DaemonProcess: Sendable {
         }
         process.terminate()
         throw DaemonFailure(message: "mentoryd did not start; its log:\n" + self.log)
+    }
+
+    /// A daemon still running when its test lets go of it (a failed or timed-out test) is killed.
+    deinit {
+        if self.process.isRunning {
+            kill(self.process.processIdentifier, SIGKILL)
+        }
     }
 
     var log: String {
@@ -114,7 +121,7 @@ struct CommandResult: Sendable {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try await process.runTiedToTestProcess()
         async let stdout = out.fileHandleForReading.readToEnd()
         async let stderr = err.fileHandleForReading.readToEnd()
         let (outData, errData) = try await (stdout, stderr)

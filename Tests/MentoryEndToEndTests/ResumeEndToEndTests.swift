@@ -1,5 +1,6 @@
 import Foundation
 import MentoryClient
+import MentoryTestSupport
 import MentoryWire
 import Synchronization
 import Testing
@@ -221,7 +222,7 @@ struct ResumeEndToEndTests {
         let output = Pipe()
         watch.standardOutput = output
         watch.standardError = FileHandle.nullDevice
-        try watch.run()
+        try await watch.runTiedToTestProcess()
         let lines = LineReader(output.fileHandleForReading)
         let snapshot = try #require(await lines.next())
         #expect(snapshot.contains(#""kind":"snapshot""#))

@@ -37,8 +37,6 @@ final class NotifySocketFixture {
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
         }
         try #require(bound == 0, "bind failed: errno \(errno)")
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     deinit {
@@ -49,12 +47,22 @@ final class NotifySocketFixture {
         }
     }
 
-    /// The next datagram, or `nil` after the 5-second receive timeout.
-    func receive() -> String? {
+    /// The next datagram, or `nil` when none arrives within `timeout`.
+    ///
+    /// It polls without blocking and sleeps between tries, so it never holds a cooperative-pool
+    /// thread that the services under test need: on a 2-core machine the pool has only two, and a
+    /// blocking `recv` on both starves the very task that would send the datagram.
+    func receive(timeout: Duration = .seconds(30)) async -> String? {
+        let deadline = ContinuousClock.now + timeout
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = buffer.withUnsafeMutableBytes { recv(self.descriptor, $0.baseAddress, $0.count, 0) }
-        guard count >= 0 else { return nil }
-        return String(decoding: buffer.prefix(count), as: UTF8.self)
+        while true {
+            let count = buffer.withUnsafeMutableBytes {
+                recv(self.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+            }
+            if count >= 0 { return String(decoding: buffer.prefix(count), as: UTF8.self) }
+            guard errno == EAGAIN || errno == EINTR, ContinuousClock.now < deadline else { return nil }
+            guard (try? await Task.sleep(for: .milliseconds(5))) != nil else { return nil }
+        }
     }
 
     /// Whether a datagram is waiting, without blocking.
@@ -67,11 +75,11 @@ final class NotifySocketFixture {
 @Suite("SystemdNotifier")
 struct NotifierTests {
     @Test("READY=1 and STATUS= travel together in one datagram")
-    func readyWithStatus() throws {
+    func readyWithStatus() async throws {
         let socket = try NotifySocketFixture()
         let notifier = SystemdNotifier(socketAddress: socket.address)
         try notifier.notify(.ready, .status("Serving 2 connections, 1 subscriber"))
-        #expect(socket.receive() == "READY=1\nSTATUS=Serving 2 connections, 1 subscriber")
+        #expect(await socket.receive() == "READY=1\nSTATUS=Serving 2 connections, 1 subscriber")
     }
 
     @Test(
@@ -83,21 +91,21 @@ struct NotifierTests {
             (NotifyState.status("one\ntwo"), "STATUS=one two"),
             (NotifyState.reloading(monotonicMicroseconds: 42), "RELOADING=1\nMONOTONIC_USEC=42"),
         ])
-    func encoding(state: NotifyState, expected: String) throws {
+    func encoding(state: NotifyState, expected: String) async throws {
         let socket = try NotifySocketFixture()
         try SystemdNotifier(socketAddress: socket.address).notify(state)
-        #expect(socket.receive() == expected)
+        #expect(await socket.receive() == expected)
     }
 
     @Test("RELOADING=1 is stamped with the current CLOCK_MONOTONIC time")
-    func reloadingNow() throws {
+    func reloadingNow() async throws {
         let socket = try NotifySocketFixture()
         var before = timespec()
         clock_gettime(CLOCK_MONOTONIC, &before)
         try SystemdNotifier(socketAddress: socket.address).notify(.reloadingNow)
         var after = timespec()
         clock_gettime(CLOCK_MONOTONIC, &after)
-        let message = try #require(socket.receive())
+        let message = try #require(await socket.receive())
         let lines = message.split(separator: "\n")
         #expect(lines.first == "RELOADING=1")
         let stamp = try #require(lines.last.flatMap { UInt64($0.dropFirst("MONOTONIC_USEC=".count)) })
@@ -107,23 +115,23 @@ struct NotifierTests {
     }
 
     @Test("an abstract socket address (@name) works")
-    func abstractAddress() throws {
+    func abstractAddress() async throws {
         let socket = try NotifySocketFixture(abstract: true)
         try SystemdNotifier(socketAddress: socket.address).notify(.watchdog)
-        #expect(socket.receive() == "WATCHDOG=1")
+        #expect(await socket.receive() == "WATCHDOG=1")
     }
 
     @Test("the socket comes from NOTIFY_SOCKET in the environment it is given")
-    func fromEnvironment() throws {
+    func fromEnvironment() async throws {
         let socket = try NotifySocketFixture()
         let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.address])
         #expect(notifier.isEnabled)
         try notifier.notify(.stopping)
-        #expect(socket.receive() == "STOPPING=1")
+        #expect(await socket.receive() == "STOPPING=1")
     }
 
     @Test("without NOTIFY_SOCKET every notification is a no-op")
-    func disabled() throws {
+    func disabled() async throws {
         let notifier = SystemdNotifier(environment: [:])
         #expect(!notifier.isEnabled)
         try notifier.notify(.ready, .status("nobody listens"), .watchdog)
@@ -150,7 +158,7 @@ struct NotifierTests {
     }
 
     @Test("an empty list of states sends nothing")
-    func emptyNotification() throws {
+    func emptyNotification() async throws {
         let socket = try NotifySocketFixture()
         try SystemdNotifier(socketAddress: socket.address).notify([])
         #expect(!socket.hasPendingDatagram())

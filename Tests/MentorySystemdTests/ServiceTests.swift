@@ -56,8 +56,8 @@ struct ServiceTests {
 
         // Once it answers, pings resume, each after a probe.
         await gate.open()
-        #expect(socket.receive() == "WATCHDOG=1")
-        #expect(socket.receive() == "WATCHDOG=1")
+        #expect(await socket.receive() == "WATCHDOG=1")
+        #expect(await socket.receive() == "WATCHDOG=1")
         #expect(await gate.calls >= 2)
         task.cancel()
         try? await task.value
@@ -92,14 +92,14 @@ struct ServiceTests {
         )
         try await testGracefulShutdown { trigger in
             let task = Task { try await status.run() }
-            #expect(socket.receive() == "STATUS=Serving 0 connections, 0 subscribers")
+            #expect(await socket.receive() == "STATUS=Serving 0 connections, 0 subscribers")
             // An unchanged line is not sent again.
             try await Task.sleep(for: .milliseconds(100))
             #expect(!socket.hasPendingDatagram())
             trigger.triggerGracefulShutdown()
             try await task.value
         }
-        #expect(socket.receive() == "STOPPING=1\nSTATUS=Shutting down")
+        #expect(await socket.receive() == "STOPPING=1\nSTATUS=Shutting down")
     }
 
     @Test(
@@ -128,22 +128,22 @@ struct ServiceTests {
             var reloads = applied.makeAsyncIterator()
 
             kill(getpid(), SIGUSR2)
-            let reloading = try #require(socket.receive())
+            let reloading = try #require(await socket.receive())
             #expect(reloading.hasPrefix("RELOADING=1\nMONOTONIC_USEC="))
             #expect(UInt64(reloading.split(separator: "=").last ?? "") != nil)
             #expect(await reloads.next() == 1)
-            #expect(socket.receive() == "READY=1\nSTATUS=reloaded")
+            #expect(await socket.receive() == "READY=1\nSTATUS=reloaded")
 
             // The second reload fails: the daemon stays ready with configuration 2.
             kill(getpid(), SIGUSR2)
-            #expect(socket.receive()?.hasPrefix("RELOADING=1") == true)
+            #expect(await socket.receive()?.hasPrefix("RELOADING=1") == true)
             #expect(await reloads.next() == 2)
-            #expect(socket.receive() == "READY=1\nSTATUS=reloaded")
+            #expect(await socket.receive() == "READY=1\nSTATUS=reloaded")
 
             kill(getpid(), SIGUSR2)
-            #expect(socket.receive()?.hasPrefix("RELOADING=1") == true)
+            #expect(await socket.receive()?.hasPrefix("RELOADING=1") == true)
             #expect(await reloads.next() == 2, "the failed reload left configuration 2 in effect")
-            #expect(socket.receive() == "READY=1\nSTATUS=reloaded")
+            #expect(await socket.receive() == "READY=1\nSTATUS=reloaded")
 
             trigger.triggerGracefulShutdown()
             try await task.value

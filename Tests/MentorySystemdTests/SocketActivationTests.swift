@@ -37,7 +37,7 @@ final class ActivationFixture {
     var configPath: String { self.directory + "/mentoryd.json" }
 
     /// `systemd-socket-activate` listening on ``socketPath``, set to exec mentoryd on first traffic.
-    func launch(datagram: Bool = false) throws -> Process {
+    func launch(datagram: Bool = false) async throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: socketActivate)
         process.arguments =
@@ -50,7 +50,7 @@ final class ActivationFixture {
                 "--state-dir", self.directory + "/state",
             ]
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try await process.runTiedToTestProcess()
         try waitUntil("systemd-socket-activate listens on \(self.socketPath)") {
             FileManager.default.fileExists(atPath: self.socketPath)
         }
@@ -145,9 +145,9 @@ struct SocketActivationTests {
         "mentoryd adopts the passed socket, answers a handshake, exits 0 on SIGTERM and leaves the socket",
         .enabled(if: FileManager.default.isExecutableFile(atPath: socketActivate))
     )
-    func adoptsActivatedSocket() throws {
+    func adoptsActivatedSocket() async throws {
         let fixture = try ActivationFixture()
-        let process = try fixture.launch()
+        let process = try await fixture.launch()
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
         // The first connection makes systemd-socket-activate exec mentoryd with the listening fd.
@@ -179,9 +179,9 @@ struct SocketActivationTests {
         "a passed socket that is not a Unix stream socket stops mentoryd with exit status 66",
         .enabled(if: FileManager.default.isExecutableFile(atPath: socketActivate))
     )
-    func rejectsDatagramSocket() throws {
+    func rejectsDatagramSocket() async throws {
         let fixture = try ActivationFixture()
-        let process = try fixture.launch(datagram: true)
+        let process = try await fixture.launch(datagram: true)
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
         // A datagram socket is handed over on its first datagram.

@@ -24,12 +24,12 @@ struct StartupFailureTests {
         environment["NOTIFY_SOCKET"] = notify.address
         process.environment = environment
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try await process.runTiedToTestProcess()
         process.waitUntilExit()
 
         #expect(process.terminationStatus != 0)
         var datagrams: [String] = []
-        while notify.hasPendingDatagram(), let datagram = notify.receive() { datagrams.append(datagram) }
+        while notify.hasPendingDatagram(), let datagram = await notify.receive() { datagrams.append(datagram) }
         let status = try #require(datagrams.first { $0.hasPrefix("STATUS=") }, "datagrams: \(datagrams)")
         #expect(status.contains("Failed to start"))
         #expect(status.contains("damaged"))
