@@ -4,7 +4,12 @@ import MentoryWire
 ///
 /// Rules are tried in order and the first that matches the caller and the action decides. When
 /// no rule matches, the action is allowed: the socket's file mode (0660 by default) already
-/// admits only its owner and group. The superuser (uid 0) may do anything.
+/// admits only its owner and group. The superuser (uid 0) and the user the daemon runs as (its
+/// peers could read the daemon's files anyway) may do anything.
+///
+/// A caller whose credentials are unknown (the kernel did not report them) fails closed: it
+/// matches every deny rule, whoever the rule names, and no allow rule, so it is refused anything
+/// some deny rule covers (under the default policy, `debug.*` and `storage.*`).
 ///
 /// A rule is written `allow|deny WHO WHAT [WHAT...]`, where WHO is `any`, `uid=N` or `gid=N`
 /// (primary or supplementary group), and WHAT is `namespace.method`, `namespace.*`, `*`,
@@ -98,25 +103,39 @@ public struct AccessPolicy: Sendable, Equatable {
         self.rules = rules
     }
 
-    /// Fault injection and storage administration are root's alone; everything else is open to the socket's group.
+    /// Fault injection and storage administration are for root and the daemon's own user alone;
+    /// everything else is open to the socket's group.
     public static let `default` = AccessPolicy(rules: [
         Rule(allows: false, principal: .any, actions: ["debug.*", "storage.*"])
     ])
 
-    /// Whether a caller with `credentials` may call `namespace.method`. Unknown callers count as `nobody`.
-    public func allowsCall(_ credentials: PeerCredentials?, namespace: String, method: String) -> Bool {
-        self.allows(credentials, action: "\(namespace).\(method)")
+    /// Whether a caller with `credentials` may call `namespace.method`.
+    ///
+    /// `nil` credentials (unknown) match every deny rule and no allow rule. A caller running as
+    /// root or as `daemonUID` (the daemon's own user) may do anything.
+    public func allowsCall(
+        _ credentials: PeerCredentials?,
+        namespace: String,
+        method: String,
+        daemonUID: UInt32? = nil
+    ) -> Bool {
+        self.allows(credentials, action: "\(namespace).\(method)", daemonUID: daemonUID)
     }
 
     /// Whether a caller with `credentials` may subscribe to `topic`.
-    public func allowsSubscription(_ credentials: PeerCredentials?, topic: String) -> Bool {
-        self.allows(credentials, action: "subscribe:\(topic)")
+    ///
+    /// Evaluated like ``allowsCall(_:namespace:method:daemonUID:)``.
+    public func allowsSubscription(_ credentials: PeerCredentials?, topic: String, daemonUID: UInt32? = nil) -> Bool {
+        self.allows(credentials, action: "subscribe:\(topic)", daemonUID: daemonUID)
     }
 
-    private func allows(_ credentials: PeerCredentials?, action: String) -> Bool {
-        let caller = credentials ?? PeerCredentials(pid: 0, uid: 65534, gid: 65534)
-        if credentials?.uid == 0 { return true }
-        for rule in self.rules where rule.matches(caller) && rule.matches(action: action) {
+    private func allows(_ credentials: PeerCredentials?, action: String, daemonUID: UInt32?) -> Bool {
+        guard let credentials else {
+            // Fail closed: an unknown caller might be whoever a deny rule names.
+            return !self.rules.contains { !$0.allows && $0.matches(action: action) }
+        }
+        if credentials.uid == 0 || credentials.uid == daemonUID { return true }
+        for rule in self.rules where rule.matches(credentials) && rule.matches(action: action) {
             return rule.allows
         }
         return true

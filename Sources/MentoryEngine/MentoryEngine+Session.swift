@@ -20,8 +20,10 @@ extension MentoryEngine {
         }
         switch method {
         case .ping:
+            try call.requireEmptyBody()
             return Mentory_V1_Empty().wireBody()
         case .status:
+            try call.requireEmptyBody()
             return self.status().wireBody()
         case .subscribe:
             let request = try call.decode(Mentory_V1_SubscribeRequest.self)

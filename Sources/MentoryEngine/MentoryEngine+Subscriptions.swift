@@ -21,9 +21,16 @@ extension MentoryEngine {
 
     /// Subscribes a connection to topics.
     ///
-    /// A topic without `resumeAfter` starts with a snapshot event. With `resumeAfter` in the
-    /// current epoch and still in the ring, the missed events are replayed; otherwise a reset
-    /// event carries the current state. Live events follow in both cases.
+    /// Topics are taken in the request's order. A topic without `resumeAfter` starts with a
+    /// snapshot event. With `resumeAfter` in the current epoch and still in the ring, the missed
+    /// events are replayed (none when it is the newest sequence); otherwise a reset event carries
+    /// the current state. Live events follow in every case. All of this is queued on the
+    /// connection before the reply is returned, so the reply follows the snapshots, unless the
+    /// connection's queue is full, in which case a reset follows later.
+    ///
+    /// The reply lists, per requested topic, the newest sequence number once everything above was
+    /// queued, and the epoch. Taking a snapshot may suspend; should the connection detach
+    /// meanwhile, nothing more is subscribed and nothing of it is kept.
     public func subscribe(
         _ id: ConnectionID,
         to request: Mentory_V1_SubscribeRequest
@@ -38,24 +45,40 @@ extension MentoryEngine {
         }
         guard let connection = self.connections[id] else { throw .handshakeRequired }
         for subscription in request.topics
-        where !self.accessPolicy.allowsSubscription(connection.context.credentials, topic: subscription.topic) {
+        where !self.accessPolicy.allowsSubscription(
+            connection.context.credentials,
+            topic: subscription.topic,
+            daemonUID: self.configuration.daemonUID
+        ) {
             self.logDenial("subscribe:\(subscription.topic)", connection: connection.context)
             throw .permissionDenied(namespace: WireNames.session, method: "subscribe(\(subscription.topic))")
         }
         for subscription in request.topics {
+            // Re-checked for every topic: the previous one's snapshot may have suspended while
+            // the connection detached, and a detached connection must not be subscribed again.
+            guard self.connections[id] != nil else { throw .handshakeRequired }
             let topic = subscription.topic
-            self.connections[id]?.topics[topic] = false
-            self.subscribers[topic, default: []].insert(id)
             let canResume =
                 subscription.hasResumeAfter && subscription.epoch == self.epoch
                 && self.logs[topic]?.events(after: subscription.resumeAfter) != nil
             if canResume {
-                self.connections[id]?.topics[topic] = true
+                _ = self.subscriptions.insert(id, topic, delivery: .live)
                 self.replay(topic, after: subscription.resumeAfter, to: id)
             } else {
-                await self.sendState(of: topic, to: id, kind: subscription.hasResumeAfter ? .reset : .snapshot)
+                let generation = self.subscriptions.insert(id, topic, delivery: .resetting)
+                do throws(MentoryError) {
+                    try await self.sendState(
+                        of: topic, to: id, kind: subscription.hasResumeAfter ? .reset : .snapshot,
+                        generation: generation)
+                } catch {
+                    if self.subscriptions.entry(id, topic)?.generation == generation {
+                        self.subscriptions.remove(id, topic)
+                    }
+                    throw error
+                }
             }
         }
+        guard self.connections[id] != nil else { throw .handshakeRequired }
         var reply = Mentory_V1_SubscribeReply()
         reply.topics = request.topics.map { subscription in
             var position = Mentory_V1_TopicPosition()
@@ -68,12 +91,15 @@ extension MentoryEngine {
     }
 
     /// Ends a connection's subscriptions to `topics`; an empty list ends them all.
+    ///
+    /// A snapshot or reset still being taken for an ended subscription is dropped when it completes.
     public func unsubscribe(_ id: ConnectionID, from topics: [String]) {
-        guard let connection = self.connections[id] else { return }
-        let ending = topics.isEmpty ? Array(connection.topics.keys) : topics
-        for topic in ending {
-            self.connections[id]?.topics[topic] = nil
-            self.subscribers[topic]?.remove(id)
+        if topics.isEmpty {
+            self.subscriptions.removeAll(id)
+            return
+        }
+        for topic in topics {
+            self.subscriptions.remove(id, topic)
         }
     }
 }

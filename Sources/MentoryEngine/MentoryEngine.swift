@@ -3,6 +3,13 @@
 #else
     import Foundation
 #endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import Logging
 import MentoryWire
 import SwiftProtobuf
@@ -21,19 +28,26 @@ public actor MentoryEngine {
         public var eventRingCapacity: Int
         /// Who may call what; can be replaced later with ``MentoryEngine/updateAccessPolicy(_:)``.
         public var accessPolicy: AccessPolicy
+        /// The user the daemon runs as, trusted like root by the access policy (its peers could read
+        /// the daemon's files anyway); `nil` trusts only root. Defaults to the process's effective uid.
+        public var daemonUID: UInt32?
 
-        public init(serverVersion: String, eventRingCapacity: Int = 4096, accessPolicy: AccessPolicy = .default) {
+        public init(
+            serverVersion: String,
+            eventRingCapacity: Int = 4096,
+            accessPolicy: AccessPolicy = .default,
+            daemonUID: UInt32? = geteuid()
+        ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
             self.accessPolicy = accessPolicy
+            self.daemonUID = daemonUID
         }
     }
 
     struct Connection {
         var context: ConnectionContext
         var sink: any EventSink
-        /// Subscribed topics, each `true` while live and `false` while waiting for a reset.
-        var topics: [String: Bool] = [:]
     }
 
     private let executor: any SerialExecutor
@@ -57,7 +71,8 @@ public actor MentoryEngine {
     private var states: [ObjectIdentifier: AnyObject] = [:]
     var connections: [ConnectionID: Connection] = [:]
     var logs: [String: EventLog] = [:]
-    var subscribers: [String: Set<ConnectionID>] = [:]
+    /// Every subscription, indexed both by connection and by topic.
+    var subscriptions = Subscriptions()
     private var isShuttingDown = false
     private(set) var accessPolicy: AccessPolicy
     private var lastDenialLogged: ContinuousClock.Instant?
@@ -106,7 +121,7 @@ public actor MentoryEngine {
     // MARK: Handler registry
 
     /// Registers `handler` under its namespace and opens it.
-    public func register(_ handler: any MentoryHandler) async throws(MentoryError) {
+    package func register(_ handler: any MentoryHandler) async throws(MentoryError) {
         let namespace = handler.namespace
         guard namespace != WireNames.session, self.handlers[namespace] == nil else {
             throw .internal("namespace '\(namespace)' is already registered")
@@ -116,22 +131,22 @@ public actor MentoryEngine {
                 throw .internal("topic '\(topic)' is already published by '\(self.topicOwners[topic]!)'")
             }
         }
-        try await handler.open(engine: self)
+        try await self.scoped(namespace) { engine throws(MentoryError) in try await handler.open(engine: engine) }
         self.handlers[namespace] = handler
         self.registrationOrder.append(namespace)
         for topic in handler.topics {
             self.topicOwners[topic] = namespace
             self.logs[topic] = EventLog(capacity: self.configuration.eventRingCapacity)
-            self.subscribers[topic] = []
         }
         self.logger.debug("registered handler", metadata: ["namespace": "\(namespace)"])
     }
 
     /// Closes every handler, last registered first. Requests after this get ``MentoryError/shuttingDown``.
-    public func closeHandlers() async {
+    package func closeHandlers() async {
         self.isShuttingDown = true
         for namespace in self.registrationOrder.reversed() {
-            await self.handlers[namespace]?.close(engine: self)
+            guard let handler = self.handlers[namespace] else { continue }
+            await HandlerScope.$namespace.withValue(namespace) { await handler.close(engine: self) }
         }
     }
 
@@ -163,7 +178,7 @@ public actor MentoryEngine {
     // MARK: Connections
 
     /// Introduces a connection that completed its handshake and returns the server's greeting.
-    public func attach(_ context: ConnectionContext, sink: any EventSink) -> Mentory_V1_Welcome {
+    package func attach(_ context: ConnectionContext, sink: any EventSink) -> Mentory_V1_Welcome {
         self.connections[context.id] = Connection(context: context, sink: sink)
         var welcome = Mentory_V1_Welcome()
         welcome.protocolVersion = WireProtocol.version
@@ -174,13 +189,15 @@ public actor MentoryEngine {
     }
 
     /// Forgets a connection: drops its subscriptions and tells every handler.
-    public func detach(_ id: ConnectionID) {
-        guard let connection = self.connections.removeValue(forKey: id) else { return }
-        for topic in connection.topics.keys {
-            self.subscribers[topic]?.remove(id)
-        }
+    ///
+    /// A snapshot or reset still being taken for it is abandoned when it completes, and a
+    /// `subscribe` still running for it subscribes nothing more.
+    package func detach(_ id: ConnectionID) {
+        guard self.connections.removeValue(forKey: id) != nil else { return }
+        self.subscriptions.removeAll(id)
         for namespace in self.registrationOrder {
-            self.handlers[namespace]!.connectionClosed(id, engine: self)
+            let handler = self.handlers[namespace]!
+            HandlerScope.$namespace.withValue(namespace) { handler.connectionClosed(id, engine: self) }
         }
     }
 
@@ -188,7 +205,22 @@ public actor MentoryEngine {
     public var connectionCount: Int { self.connections.count }
 
     /// The number of connections subscribed to at least one topic.
-    public var subscriberCount: Int { self.connections.values.count { !$0.topics.isEmpty } }
+    public var subscriberCount: Int { self.subscriptions.connectionCount }
+
+    /// The topics connection `id` is subscribed to, sorted.
+    package func subscribedTopics(of id: ConnectionID) -> [String] {
+        self.subscriptions.topics(of: id).sorted()
+    }
+
+    /// The connections subscribed to `topic`.
+    package func subscriberIDs(of topic: String) -> Set<ConnectionID> {
+        self.subscriptions.subscribers(of: topic)
+    }
+
+    /// Whether the subscription indexes agree with each other and name only attached connections.
+    package var subscriptionsAreConsistent: Bool {
+        self.subscriptions.checkInvariants(attached: Set(self.connections.keys))
+    }
 
     /// Returns at once; used as a liveness probe that proves the engine's executor is running jobs.
     public func probeLiveness() -> UInt64 { self.epoch }
@@ -198,7 +230,7 @@ public actor MentoryEngine {
     /// Routes `request` to its handler and returns the response to send back.
     ///
     /// Every failure becomes an error response; nothing here closes the connection.
-    public func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+    package func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
         do throws(MentoryError) {
             let body = try await self.route(request, from: id)
             return .success(id: request.id, body: body)
@@ -220,7 +252,8 @@ public actor MentoryEngine {
             self.accessPolicy.allowsCall(
                 connection.context.credentials,
                 namespace: request.namespace,
-                method: request.method
+                method: request.method,
+                daemonUID: self.configuration.daemonUID
             )
         else {
             self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
@@ -233,15 +266,47 @@ public actor MentoryEngine {
         guard let handler = self.handlers[request.namespace] else {
             throw .unknownNamespace(request.namespace)
         }
-        return try await handler.handle(call, engine: self)
+        return try await self.scoped(request.namespace) { engine throws(MentoryError) in
+            try await handler.handle(call, engine: engine)
+        }
+    }
+
+    /// Runs `body` as handler `namespace`: only its own topics may be published on meanwhile.
+    ///
+    /// The scope is a task-local value, so it follows the handler's work across suspension points
+    /// (and into tasks it starts) while other handlers' requests interleave on the engine.
+    func scoped<Value: Sendable>(
+        _ namespace: String,
+        _ body: (isolated MentoryEngine) async throws(MentoryError) -> Value
+    ) async throws(MentoryError) -> Value {
+        let outcome: Result<Value, MentoryError> = await HandlerScope.$namespace.withValue(namespace) {
+            do throws(MentoryError) {
+                return .success(try await body(self))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
     }
 
     // MARK: Publishing
 
     /// Publishes a change on `topic` to every subscriber and keeps it for resuming ones.
+    ///
+    /// Only the handler that declared `topic` may publish on it, from its own requirements (or
+    /// tasks they start): any other publish is refused, logged as an error, and sends nothing.
     public func publish(_ body: some SwiftProtobuf.Message, on topic: String) {
-        guard var log = self.logs[topic] else {
+        guard let owner = self.topicOwners[topic], var log = self.logs[topic] else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
+            return
+        }
+        guard let publisher = HandlerScope.namespace, publisher == owner else {
+            self.logger.error(
+                "refused a publish on a topic another handler owns",
+                metadata: [
+                    "topic": "\(topic)", "owner": "\(owner)", "publisher": "\(HandlerScope.namespace ?? "none")",
+                ]
+            )
             return
         }
         var event = Mentory_V1_Event()
@@ -251,7 +316,7 @@ public actor MentoryEngine {
         event.epoch = self.epoch
         event = log.append(event)
         self.logs[topic] = log
-        for id in self.subscribers[topic] ?? [] {
+        for id in self.subscriptions.subscribers(of: topic) {
             self.deliver(event, to: id)
         }
     }
@@ -262,17 +327,27 @@ public actor MentoryEngine {
     }
 
     /// Tells the engine that a connection's event queue has room again; topics that overflowed get a reset.
-    public func sinkDrained(_ id: ConnectionID) async {
-        guard let connection = self.connections[id] else { return }
-        for (topic, isLive) in connection.topics where !isLive {
-            await self.sendState(of: topic, to: id, kind: .reset)
+    ///
+    /// Only overflowed topics get one, and each is marked resetting first, so calling this again
+    /// while a reset is being taken starts no second reset for the same topic.
+    package func sinkDrained(_ id: ConnectionID) async {
+        for topic in self.subscriptions.overflowed(of: id) {
+            // An earlier suspension may have let another drain begin this topic's reset already.
+            guard let generation = self.subscriptions.beginReset(id, topic) else { continue }
+            do throws(MentoryError) {
+                try await self.sendState(of: topic, to: id, kind: .reset, generation: generation)
+            } catch {
+                // Logged by sendState; the next drain tries again.
+                self.subscriptions.setDelivery(.overflowed, id, topic)
+            }
         }
     }
 
     func deliver(_ event: Mentory_V1_Event, to id: ConnectionID) {
-        guard let connection = self.connections[id], connection.topics[event.topic] == true else { return }
+        guard self.subscriptions.entry(id, event.topic)?.delivery == .live, let connection = self.connections[id]
+        else { return }
         if !connection.sink.deliver(event) {
-            self.connections[id]?.topics[event.topic] = false
+            self.subscriptions.setDelivery(.overflowed, id, event.topic)
             self.logger.debug(
                 "subscriber queue full; a reset will follow",
                 metadata: ["connection": "\(id)", "topic": "\(event.topic)"]
@@ -282,24 +357,36 @@ public actor MentoryEngine {
 
     /// Sends the current state of `topic` as a snapshot or reset, then any events published meanwhile.
     ///
-    /// Taking a snapshot may suspend (a store read), and events published meanwhile are replayed
-    /// from the ring after it. Should the ring have moved past the snapshot's sequence by then,
-    /// replaying would leave a gap, so the snapshot is taken again until the ring still covers it.
-    func sendState(of topic: String, to id: ConnectionID, kind: Mentory_V1_EventKind) async {
+    /// The subscription must be `.resetting` under `generation`. Taking a snapshot may suspend
+    /// (a store read), and events published meanwhile are replayed from the ring after it. Should
+    /// the ring have moved past the snapshot's sequence by then, replaying would leave a gap, so
+    /// the snapshot is taken again until the ring still covers it. Should the connection detach
+    /// or the subscription be replaced meanwhile, the snapshot is dropped: the newer owner of the
+    /// subscription sends its own. Throws only when the handler fails to take the snapshot.
+    func sendState(
+        of topic: String,
+        to id: ConnectionID,
+        kind: Mentory_V1_EventKind,
+        generation: UInt64
+    ) async throws(MentoryError) {
         guard let owner = self.topicOwners[topic], let handler = self.handlers[owner] else { return }
         var attempts = 0
         while true {
             let sequence = self.lastSequence(of: topic)
             let body: Data
-            do {
-                body = try await handler.snapshot(of: topic, engine: self)
+            do throws(MentoryError) {
+                body = try await self.scoped(owner) { engine throws(MentoryError) in
+                    try await handler.snapshot(of: topic, engine: engine)
+                }
             } catch {
                 self.logger.error("snapshot failed", metadata: ["topic": "\(topic)", "error": "\(error)"])
-                return
+                throw error
             }
             // The snapshot reflects at least every event up to `sequence`; events published while it
             // was being taken follow it, so nothing is lost and no sequence number repeats.
-            guard self.connections[id]?.topics[topic] != nil else { return }
+            guard self.subscriptions.entry(id, topic)?.generation == generation,
+                let connection = self.connections[id]
+            else { return }
             guard self.logs[topic]?.events(after: sequence) != nil else {
                 attempts += 1
                 if attempts.isMultiple(of: 16) {
@@ -316,11 +403,11 @@ public actor MentoryEngine {
             event.sequence = sequence
             event.body = body
             event.epoch = self.epoch
-            guard self.connections[id]!.sink.deliver(event) else {
-                self.connections[id]?.topics[topic] = false
+            guard connection.sink.deliver(event) else {
+                self.subscriptions.setDelivery(.overflowed, id, topic)
                 return
             }
-            self.connections[id]?.topics[topic] = true
+            self.subscriptions.setDelivery(.live, id, topic)
             self.replay(topic, after: sequence, to: id)
             return
         }
@@ -331,4 +418,9 @@ public actor MentoryEngine {
             self.deliver(event, to: id)
         }
     }
+}
+
+/// The handler on whose behalf the current task runs, if any; publishing checks it.
+enum HandlerScope {
+    @TaskLocal static var namespace: String?
 }

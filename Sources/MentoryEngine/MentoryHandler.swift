@@ -11,6 +11,10 @@ import SwiftProtobuf
 /// Handlers hold no state of their own. Their state lives in the engine, reached through the
 /// `isolated` engine parameter every requirement takes; so a handler runs on the engine's
 /// executor and never races another.
+///
+/// A handler publishes with ``MentoryEngine/publish(_:on:)`` only on the topics it declares in
+/// ``topics``, and only from its requirements (or tasks they start): the engine runs each of them
+/// scoped to the handler's namespace and refuses a publish on another handler's topic.
 public protocol MentoryHandler: Sendable {
     /// The namespace this handler serves; requests are routed by it.
     var namespace: String { get }
@@ -70,11 +74,30 @@ public struct HandlerCall: Sendable {
     }
 
     /// Decodes the body as `type`, turning a decoding failure into ``MentoryError/invalidArgument(_:)``.
+    ///
+    /// Decoding `Mentory_V1_Empty` applies ``requireEmptyBody()``.
     public func decode<Body: SwiftProtobuf.Message>(_ type: Body.Type) throws(MentoryError) -> Body {
+        if type == Mentory_V1_Empty.self {
+            try self.requireEmptyBody()
+        }
         do {
             return try Body(serializedBytes: self.body)
         } catch {
             throw .invalidArgument("the body of '\(self.method)' is not a valid \(Body.protoMessageName): \(error)")
+        }
+    }
+}
+
+extension HandlerCall {
+    /// Refuses any body: a method whose request is `Empty` takes no bytes at all.
+    ///
+    /// `Empty` has no fields, so bytes there are either garbage or another message's fields
+    /// (possibly sent to the wrong method); protobuf would parse many of them as unknown fields
+    /// and succeed, so they are refused outright with ``MentoryError/invalidArgument(_:)``.
+    public func requireEmptyBody() throws(MentoryError) {
+        guard self.body.isEmpty else {
+            throw .invalidArgument(
+                "'\(self.method)' takes an empty body (Empty), but the request carried \(self.body.count) bytes")
         }
     }
 }

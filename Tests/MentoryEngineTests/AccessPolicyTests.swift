@@ -1,3 +1,4 @@
+import Foundation
 import MentoryEngine
 import MentoryWire
 import Testing
@@ -37,8 +38,49 @@ struct AccessPolicyTests {
         #expect(policy.allowsSubscription(self.alice, topic: "mentor"))
         #expect(!policy.allowsCall(self.alice, namespace: "debug", method: "freezeEngine"))
         #expect(policy.allowsCall(self.root, namespace: "debug", method: "freezeEngine"))
+        #expect(!policy.allowsCall(nil, namespace: "debug", method: "freezeEngine"), "unknown peers fail closed")
+        #expect(!policy.allowsCall(nil, namespace: "diary", method: "list"), "an unknown peer matches no allow rule")
+        #expect(policy.allowsCall(nil, namespace: "mentor", method: "set"), "no deny rule covers mentor.set")
+    }
+
+    @Test("unknown credentials match every deny rule and no allow rule, so storage.backup is refused")
+    func unknownCredentialsFailClosed() throws {
+        #expect(!AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup"))
+        #expect(!AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup", daemonUID: 0))
+        let opened = try AccessPolicy(parsing: ["allow any storage.backup", "allow uid=65534 debug.*", "deny any *"])
+        #expect(!opened.allowsCall(nil, namespace: "storage", method: "backup"), "allow any does not cover unknown")
+        #expect(!opened.allowsCall(nil, namespace: "debug", method: "freezeEngine"), "unknown is not nobody")
+        #expect(opened.allowsCall(self.alice, namespace: "storage", method: "backup"))
+        let named = try AccessPolicy(parsing: ["deny uid=4242 storage.*"])
+        #expect(!named.allowsCall(nil, namespace: "storage", method: "backup"), "unknown might be uid 4242")
+        #expect(named.allowsSubscription(nil, topic: "diary"), "what no rule covers stays open")
+    }
+
+    @Test("the daemon's own user is trusted like root; without it only root is")
+    func daemonUser() {
+        #expect(AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup", daemonUID: 1000))
         #expect(
-            !policy.allowsCall(nil, namespace: "debug", method: "freezeEngine"), "unknown peers are treated as nobody")
+            AccessPolicy.default.allowsCall(self.alice, namespace: "debug", method: "freezeEngine", daemonUID: 1000))
+        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup", daemonUID: 1001))
+        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup"))
+    }
+
+    @Test("the engine lets the daemon's own user and root reach storage.backup, and refuses unknown peers")
+    func engineStorageBackup() async throws {
+        let fixture = try await EngineFixture(daemonUID: 1000)
+        try await fixture.engine.register(FakeStorageHandler())
+        var request = Mentory_V1_StorageBackupRequest()
+        request.destination = "/nonexistent/backup.sqlite"
+        let (unknown, _) = await fixture.connect(credentials: nil)
+        #expect(try await fixture.failure("storage", "backup", request, from: unknown) == .permissionDenied)
+        let (bob, _) = await fixture.connect(credentials: PeerCredentials(pid: 11, uid: 1001, gid: 1001))
+        #expect(try await fixture.failure("storage", "backup", request, from: bob) == .permissionDenied)
+        for credentials in [self.alice, self.root] {
+            let (client, _) = await fixture.connect(credentials: credentials)
+            let reply = try await fixture.call(
+                "storage", "backup", request, from: client, as: Mentory_V1_StorageBackupReply.self)
+            #expect(reply.destination == request.destination)
+        }
     }
 
     @Test("'*' covers calls but not subscriptions")
@@ -73,5 +115,16 @@ struct AccessPolicyTests {
         #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup"))
         #expect(AccessPolicy.default.allowsCall(self.alice, namespace: "diary", method: "delete"))
         #expect(AccessPolicy.default.allowsCall(self.root, namespace: "storage", method: "backup"))
+    }
+}
+
+/// Stands in for the storage administration handler: answers `backup` without writing anything.
+private struct FakeStorageHandler: MentoryHandler {
+    var namespace: String { "storage" }
+    var methods: [String] { ["backup"] }
+    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        var reply = Mentory_V1_StorageBackupReply()
+        reply.destination = try call.decode(Mentory_V1_StorageBackupRequest.self).destination
+        return reply.wireBody()
     }
 }

@@ -49,10 +49,14 @@ final class EngineFixture: Sendable {
     let store: InMemorySessionStore
     private let nextID = Atomic<UInt64>(0)
 
-    init(ringCapacity: Int = 16, accessPolicy: AccessPolicy = .default) async throws {
+    /// `daemonUID` is the uid the engine trusts like root; nil (the default here) trusts only root,
+    /// so tests do not depend on the uid they run as.
+    init(ringCapacity: Int = 16, accessPolicy: AccessPolicy = .default, daemonUID: UInt32? = nil) async throws {
         self.store = InMemorySessionStore()
         self.engine = MentoryEngine(
-            configuration: .init(serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy),
+            configuration: .init(
+                serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
+                daemonUID: daemonUID),
             executor: MultiThreadedEventLoopGroup.singleton.next().executor,
             clock: FixedClock()
         )

@@ -1,0 +1,241 @@
+import Foundation
+import MentoryEngine
+import MentoryWire
+import SwiftProtobuf
+import Synchronization
+import Testing
+
+/// Holds snapshots until the test opens it, counting how many arrived.
+actor SnapshotGate {
+    private var isOpen: Bool
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private(set) var arrivals = 0
+
+    init(open: Bool) {
+        self.isOpen = open
+    }
+
+    func pass() async {
+        self.arrivals += 1
+        guard !self.isOpen else { return }
+        await withCheckedContinuation { self.waiters.append($0) }
+    }
+
+    func open() {
+        self.isOpen = true
+        for waiter in self.waiters { waiter.resume() }
+        self.waiters.removeAll()
+    }
+
+    func close() {
+        self.isOpen = false
+    }
+}
+
+/// Polls `condition` until it holds, for at most a generous minute; returns whether it held.
+func eventually(_ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return await condition()
+}
+
+/// A handler on topic `gated` whose snapshot waits at a gate; `bump` publishes the next counter value.
+struct GatedHandler: MentoryHandler {
+    static let topic = "gated"
+
+    final class State: HandlerState {
+        var counter: UInt32 = 0
+        init() {}
+    }
+
+    let gate: SnapshotGate
+
+    var namespace: String { Self.topic }
+    var methods: [String] { ["bump"] }
+    var topics: [String] { [Self.topic] }
+
+    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        let state = engine.state(State.self)
+        state.counter += 1
+        engine.publish(Google_Protobuf_UInt32Value(state.counter), on: Self.topic)
+        return Google_Protobuf_UInt32Value(state.counter).wireBody()
+    }
+
+    func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        await self.gate.pass()
+        return Google_Protobuf_UInt32Value(engine.state(State.self).counter).wireBody()
+    }
+}
+
+/// A handler that tries to publish on a topic it does not own.
+struct RogueHandler: MentoryHandler {
+    var namespace: String { "rogue" }
+    var methods: [String] { ["hijack"] }
+    var topics: [String] { ["rogue"] }
+
+    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        var state = Mentory_V1_MentorState()
+        state.message.content = "hijacked"
+        engine.publish(state, on: WireNames.mentor)
+        return Mentory_V1_Empty().wireBody()
+    }
+}
+
+extension EngineFixture {
+    func bump(from client: ConnectionID) async throws {
+        _ = try await self.call(
+            GatedHandler.topic, "bump", Mentory_V1_Empty(), from: client, as: Google_Protobuf_UInt32Value.self)
+    }
+}
+
+@Suite("Subscription races and publishing scope", .timeLimit(.minutes(1)))
+struct SubscriptionRaceTests {
+    @Test("a connection detaching while subscribe awaits a snapshot leaves no id behind")
+    func detachDuringSubscribe() async throws {
+        let fixture = try await EngineFixture()
+        let gate = SnapshotGate(open: false)
+        try await fixture.engine.register(GatedHandler(gate: gate))
+        let (client, _) = await fixture.connect()
+
+        var request = Mentory_V1_SubscribeRequest()
+        request.topics = [GatedHandler.topic, WireNames.mentor, WireNames.diary].map { topic in
+            var subscription = Mentory_V1_TopicSubscription()
+            subscription.topic = topic
+            return subscription
+        }
+        let subscribing = Task { try await fixture.send(WireNames.session, "subscribe", request, from: client) }
+        #expect(await eventually { await gate.arrivals == 1 }, "the snapshot is being taken")
+        #expect(await fixture.engine.subscriberIDs(of: GatedHandler.topic) == [client])
+
+        await fixture.engine.detach(client)
+        await gate.open()
+        let response = try await subscribing.value
+        #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.handshakeRequired.rawValue))
+
+        for topic in [GatedHandler.topic, WireNames.mentor, WireNames.diary] {
+            #expect(await fixture.engine.subscriberIDs(of: topic).isEmpty, "\(topic) keeps no id")
+        }
+        #expect(await fixture.engine.subscribedTopics(of: client).isEmpty)
+        #expect(await fixture.engine.subscriberCount == 0)
+        #expect(await fixture.engine.subscriptionsAreConsistent)
+    }
+
+    @Test("two drains while a reset is being taken start one reset and duplicate no change")
+    func oneResetPerTopic() async throws {
+        let fixture = try await EngineFixture()
+        let gate = SnapshotGate(open: true)
+        try await fixture.engine.register(GatedHandler(gate: gate))
+        let (writer, _) = await fixture.connect()
+        let (reader, sink) = await fixture.connect()
+        _ = try await fixture.subscribe(reader, to: [GatedHandler.topic])
+        #expect(await sink.next().map(\.kind) == [.snapshot])
+
+        await gate.close()
+        sink.accepting.store(false, ordering: .relaxed)
+        try await fixture.bump(from: writer)
+        try await fixture.bump(from: writer)
+        sink.accepting.store(true, ordering: .relaxed)
+
+        let first = Task { await fixture.engine.sinkDrained(reader) }
+        #expect(await eventually { await gate.arrivals == 2 }, "the first drain is taking the reset's snapshot")
+        let secondDone = Atomic<Bool>(false)
+        let second = Task {
+            await fixture.engine.sinkDrained(reader)
+            secondDone.store(true, ordering: .relaxed)
+        }
+        // The second drain must return without a snapshot; should it take one, it would reach the gate.
+        let settled = await eventually {
+            if secondDone.load(ordering: .relaxed) { return true }
+            return await gate.arrivals > 2
+        }
+        #expect(settled)
+        #expect(await gate.arrivals == 2, "the second drain starts no second reset")
+        try await fixture.bump(from: writer)  // published while the reset is in flight: held back, then replayed
+        await gate.open()
+        await first.value
+        await second.value
+        try await fixture.bump(from: writer)
+
+        let events = await sink.next(3)
+        #expect(events.map(\.kind) == [.reset, .change, .change])
+        #expect(events.map(\.sequence) == [2, 3, 4])
+        try await fixture.bump(from: writer)
+        #expect(await sink.next().map(\.sequence) == [5], "nothing was sent twice before it")
+        #expect(await gate.arrivals == 2)
+        #expect(await fixture.engine.subscriptionsAreConsistent)
+    }
+
+    @Test("a publish on another handler's topic is refused and delivers nothing")
+    func foreignPublishRefused() async throws {
+        let fixture = try await EngineFixture()
+        try await fixture.engine.register(RogueHandler())
+        let (client, sink) = await fixture.connect()
+        _ = try await fixture.subscribe(client, to: [WireNames.mentor])
+        #expect(await sink.next().map(\.kind) == [.snapshot])
+
+        _ = try await fixture.call("rogue", "hijack", Mentory_V1_Empty(), from: client, as: Mentory_V1_Empty.self)
+        var outside = Mentory_V1_MentorState()
+        outside.message.content = "from outside any handler"
+        await fixture.engine.publish(outside, on: WireNames.mentor)
+        #expect(await fixture.engine.lastSequence(of: WireNames.mentor) == 0, "no event was logged")
+
+        _ = try await fixture.call(
+            WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("genuine"), from: client,
+            as: Mentory_V1_MentorState.self)
+        let event = try #require(await sink.next().first)
+        #expect(event.sequence == 1)
+        #expect(try Mentory_V1_MentorState(serializedBytes: event.body).message.content == "genuine")
+    }
+
+    @Test("a handler's own publishes work from every requirement, including connectionClosed")
+    func ownPublishAllowed() async throws {
+        let fixture = try await EngineFixture()
+        let (reporter, _) = await fixture.connect()
+        let (watcher, sink) = await fixture.connect()
+        _ = try await fixture.subscribe(watcher, to: [WireNames.reachability])
+        _ = await sink.next()
+        var peer = Mentory_V1_PeerState()
+        peer.peer = "watch"
+        peer.isReachable = true
+        _ = try await fixture.call(
+            WireNames.reachability, "report", peer, from: reporter, as: Mentory_V1_PeerState.self)
+        await fixture.engine.detach(reporter)
+        let events = await sink.next(2)
+        #expect(events.map(\.sequence) == [1, 2])
+        #expect(try Mentory_V1_PeerState(serializedBytes: events[1].body).isReachable == false)
+    }
+
+    @Test("an Empty request with a body gets INVALID_ARGUMENT", arguments: ["ping", "status"])
+    func emptyRequestWithBody(method: String) async throws {
+        let fixture = try await EngineFixture()
+        let (client, _) = await fixture.connect()
+        // 08 01 parses as an unknown varint field, FF FF FF does not parse at all: both are refused.
+        for garbage: [UInt8] in [[0x08, 0x01], [0xFF, 0xFF, 0xFF]] {
+            var request = Mentory_V1_Request()
+            request.id = 9
+            request.namespace = WireNames.session
+            request.method = method
+            request.body = Data(garbage)
+            let response = await fixture.engine.dispatch(request, from: client)
+            #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.invalidArgument.rawValue))
+            #expect(response.error.message.contains("empty body"))
+        }
+        let fine = try await fixture.send(WireNames.session, method, Mentory_V1_Empty(), from: client)
+        guard case .body = fine.result else {
+            Issue.record("\(method) with an empty body failed: \(fine.error.message)")
+            return
+        }
+    }
+
+    @Test("decoding Empty refuses a non-empty body")
+    func decodeEmptyIsStrict() throws {
+        let context = ConnectionContext(id: ConnectionID(1), clientName: "t")
+        #expect(throws: MentoryError.self) {
+            try HandlerCall(method: "get", body: Data([0x08, 0x01]), connection: context).decode(Mentory_V1_Empty.self)
+        }
+        _ = try HandlerCall(method: "get", body: Data(), connection: context).decode(Mentory_V1_Empty.self)
+    }
+}
