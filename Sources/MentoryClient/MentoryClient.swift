@@ -138,7 +138,12 @@ public final class MentoryClient: Sendable {
         let welcome: Mentory_V1_Welcome
         do {
             defer { handshakeTimeout?.cancel() }
-            welcome = try await welcomePromise.futureResult.get()
+            // A cancelled caller (e.g. ``MentoryConnection/close()``) stops waiting at once.
+            welcome = try await withTaskCancellationHandler {
+                try await welcomePromise.futureResult.get()
+            } onCancel: {
+                welcomePromise.fail(MentoryClientError.cancelled)
+            }
         } catch {
             try? await channel.close()
             throw Self.clientError(error)

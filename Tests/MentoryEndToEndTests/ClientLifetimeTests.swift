@@ -24,7 +24,7 @@ final class FakeDaemon: Sendable {
     var openConnections: Int { self.counter.open.load(ordering: .relaxed) }
     var acceptedConnections: Int { self.counter.accepted.load(ordering: .relaxed) }
 
-    init(socketPath: String, answersSubscribe: Bool) async throws {
+    init(socketPath: String, answersSubscribe: Bool, answersHello: Bool = true) async throws {
         self.socketPath = socketPath
         let counter = ConnectionCounter()
         self.counter = counter
@@ -34,7 +34,8 @@ final class FakeDaemon: Sendable {
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(LengthPrefixedFrameDecoder()),
                         MessageToByteHandler(EnvelopeFrameEncoder()),
-                        FakeDaemonHandler(counter: counter, answersSubscribe: answersSubscribe),
+                        FakeDaemonHandler(
+                            counter: counter, answersSubscribe: answersSubscribe, answersHello: answersHello),
                     ])
                 }
             }
@@ -53,10 +54,12 @@ final class FakeDaemonHandler: ChannelInboundHandler {
 
     let counter: FakeDaemon.ConnectionCounter
     let answersSubscribe: Bool
+    let answersHello: Bool
 
-    init(counter: FakeDaemon.ConnectionCounter, answersSubscribe: Bool) {
+    init(counter: FakeDaemon.ConnectionCounter, answersSubscribe: Bool, answersHello: Bool) {
         self.counter = counter
         self.answersSubscribe = answersSubscribe
+        self.answersHello = answersHello
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -74,7 +77,7 @@ final class FakeDaemonHandler: ChannelInboundHandler {
         guard let envelope = try? Mentory_V1_Envelope(frame: Self.unwrapInboundIn(data)) else { return }
         var reply = Mentory_V1_Envelope()
         switch envelope.kind {
-        case .hello:
+        case .hello where self.answersHello:
             var welcome = Mentory_V1_Welcome()
             welcome.protocolVersion = WireProtocol.version
             welcome.epoch = 7
@@ -138,6 +141,22 @@ struct ClientLifetimeTests {
         await connection.close()
         #expect(!second.isConnected)
         await daemon.stop()
+    }
+
+    @Test("MentoryConnection.close() abandons a connection attempt in progress and leaves nothing open")
+    func closeDuringConnect() async throws {
+        let sandbox = try TrustSandbox()
+        let directory = try sandbox.directory("fake", mode: 0o700)
+        let fake = try await FakeDaemon(
+            socketPath: directory + "/mentoryd.sock", answersSubscribe: false, answersHello: false)
+        let connection = MentoryConnection(socketPath: fake.socketPath, clientName: "tests")
+        let waiting = Task { try await connection.client() }
+        #expect(await eventually { fake.openConnections == 1 }, "the handshake is under way")
+        await connection.close()
+        await #expect(throws: MentoryClientError.self) { try await waiting.value }
+        #expect(await eventually { fake.openConnections == 0 }, "open: \(fake.openConnections)")
+        #expect(fake.acceptedConnections == 1, "no retry after close()")
+        await fake.stop()
     }
 
     @Test("a resumable subscription whose subscribe times out closes that connection before retrying")
