@@ -171,6 +171,10 @@ struct GlobalOptionTests {
                 #expect((try? result.json()) != nil, "\(arguments) prints JSON: \(result.stdout)")
             }
         }
+        // Moved options go before a `--`, after which words are arguments: here an entry id.
+        let terminated = try await ctl(as: nil, ["--socket", socket, "--json", "diary", "get", "--", "--no-such-id"])
+        #expect(terminated.status == 1, "the daemon answered (not a usage error): \(terminated.stderr)")
+        #expect(terminated.stderr.contains("--no-such-id"), "\(terminated.stderr)")
         let missing = try await ctl(as: nil, ["--socket", daemon.directory + "/nothing.sock", "ping"])
         #expect(missing.status == 69)
         #expect(missing.stderr.contains("nothing.sock"))
