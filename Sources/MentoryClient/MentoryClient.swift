@@ -14,10 +14,23 @@ import Synchronization
 /// Calls may be made concurrently from any task; they are pipelined on the one connection and
 /// matched to their responses by id. Events for this connection's subscriptions arrive on
 /// ``events``.
+///
+/// A client only talks to a socket that passes ``SocketTrust``: its directory, and the uid of the
+/// process serving it, checked before anything is sent.
 public final class MentoryClient: Sendable {
     /// The server's handshake answer: its version and its handlers.
     public let welcome: Mentory_V1_Welcome
-    /// Events pushed to this connection, in the order the daemon sent them. Finishes when the connection closes.
+    /// Events pushed to this connection, in the order the daemon sent them, without gaps.
+    ///
+    /// At most `eventBufferLimit` (``defaultEventBufferLimit`` unless given to `connect`)
+    /// events wait here unread. When one more arrives the buffer overflows: the events already
+    /// buffered are still delivered, then the stream ends, ``eventBufferOverflowed`` turns true,
+    /// the connection's subscriptions are ended and a new `subscribe` on it fails with
+    /// ``MentoryClientError/eventBufferOverflow(limit:)``. Nothing is lost silently: the end of
+    /// the stream with ``eventBufferOverflowed`` set is the marker that a reset is needed, i.e.
+    /// resubscribe on a new connection from the last event processed (the daemon then replays
+    /// what was missed or sends a `RESET`); `resumableSubscription`
+    /// does this by itself. Also finishes when the connection closes. Calls keep working after an overflow.
     public let events: AsyncStream<Mentory_V1_Event>
     /// The socket this client is connected to.
     public let socketPath: String
@@ -26,36 +39,61 @@ public final class MentoryClient: Sendable {
 
     private let channel: any Channel
     private let nextRequestID = Atomic<UInt64>(0)
+    private let overflow: EventOverflowFlag
 
     /// The largest frame a client accepts by default: snapshots of a long diary exceed the 1 MiB request limit.
     public static let defaultMaxInboundFrameLength = 64 << 20
+
+    /// How many unread events a client buffers by default before it overflows (see ``events``).
+    public static let defaultEventBufferLimit = 4096
+
+    /// Whether more than the buffer limit of events were left unread, which ended ``events``.
+    public var eventBufferOverflowed: Bool { self.overflow.isSet }
 
     private init(
         channel: any Channel,
         welcome: Mentory_V1_Welcome,
         events: AsyncStream<Mentory_V1_Event>,
+        overflow: EventOverflowFlag,
         socketPath: String,
         defaultTimeout: Duration?
     ) {
         self.channel = channel
         self.welcome = welcome
         self.events = events
+        self.overflow = overflow
         self.socketPath = socketPath
         self.defaultTimeout = defaultTimeout
     }
 
     /// Connects to the daemon at `socketPath` and performs the handshake.
+    ///
+    /// Throws ``MentoryClientError/untrustedSocket(path:reason:)`` without sending anything when
+    /// the socket fails `trust`'s checks. `eventBufferLimit` (at least 1) bounds ``events``.
     public static func connect(
         socketPath: String,
         clientName: String,
         defaultTimeout: Duration? = .seconds(30),
         maxFrameLength: Int = MentoryClient.defaultMaxInboundFrameLength,
+        eventBufferLimit: Int = MentoryClient.defaultEventBufferLimit,
+        trust: SocketTrust = .standard(),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(MentoryClientError) -> MentoryClient {
+        try trust.checkDirectory(ofSocket: socketPath)
+        let eventBufferLimit = max(1, eventBufferLimit)
         let (events, continuation) = AsyncStream.makeStream(
             of: Mentory_V1_Event.self,
-            bufferingPolicy: .unbounded
+            bufferingPolicy: .bufferingOldest(eventBufferLimit)
         )
+        let overflow = EventOverflowFlag()
+        let peerCheck: PeerCheck = { uid, pid in
+            do throws(MentoryClientError) {
+                try trust.checkPeer(uid: uid, pid: pid, path: socketPath)
+                return nil
+            } catch {
+                return error
+            }
+        }
         let hello = Mentory_V1_Hello.with {
             $0.protocolVersion = WireProtocol.version
             $0.clientName = clientName
@@ -72,7 +110,14 @@ public final class MentoryClient: Sendable {
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)),
                             MessageToByteHandler(EnvelopeFrameEncoder()),
-                            ClientChannelHandler(hello: hello, welcome: welcomePromise, events: continuation),
+                            ClientChannelHandler(
+                                hello: hello,
+                                welcome: welcomePromise,
+                                events: continuation,
+                                eventBufferLimit: eventBufferLimit,
+                                overflow: overflow,
+                                peerCheck: peerCheck
+                            ),
                         ])
                     }
                 }
@@ -93,7 +138,12 @@ public final class MentoryClient: Sendable {
         let welcome: Mentory_V1_Welcome
         do {
             defer { handshakeTimeout?.cancel() }
-            welcome = try await welcomePromise.futureResult.get()
+            // A cancelled caller (e.g. ``MentoryConnection/close()``) stops waiting at once.
+            welcome = try await withTaskCancellationHandler {
+                try await welcomePromise.futureResult.get()
+            } onCancel: {
+                welcomePromise.fail(MentoryClientError.cancelled)
+            }
         } catch {
             try? await channel.close()
             throw Self.clientError(error)
@@ -102,6 +152,7 @@ public final class MentoryClient: Sendable {
             channel: channel,
             welcome: welcome,
             events: events,
+            overflow: overflow,
             socketPath: socketPath,
             defaultTimeout: defaultTimeout
         )
@@ -167,6 +218,11 @@ public final class MentoryClient: Sendable {
     /// Closes the connection. Calls still waiting fail with ``MentoryClientError/connectionClosed(reason:)``.
     public func close() async {
         try? await self.channel.close()
+    }
+
+    /// Starts closing the connection without waiting, for places that cannot wait (deinit).
+    func closeSoon() {
+        self.channel.close(promise: nil)
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {

@@ -14,6 +14,13 @@ public enum MentoryClientError: Error, Sendable, Equatable {
     case timedOut(seconds: Double)
     /// The calling task was cancelled before the answer arrived; the answer will be ignored.
     case cancelled
+    /// The socket at `path` failed a ``SocketTrust`` check (its directory or the serving process);
+    /// `reason` says which and what to do. Nothing was sent to it.
+    case untrustedSocket(path: String, reason: String)
+    /// More than `limit` events waited unread in this client's event buffer. The buffer's events are
+    /// still delivered, then ``MentoryClient/events`` ends and the connection's subscriptions are
+    /// dropped: resubscribe (on a new connection) from the last event processed to get a replay or a reset.
+    case eventBufferOverflow(limit: Int)
 
     /// The daemon's error code, when the daemon reported one.
     public var remoteCode: Mentory_V1_ErrorCode? {
@@ -41,6 +48,10 @@ extension MentoryClientError: CustomStringConvertible {
             "mentoryd did not answer within \(seconds) seconds"
         case .cancelled:
             "the call was cancelled"
+        case .untrustedSocket(let path, let reason):
+            "refusing the socket \(path): \(reason)."
+        case .eventBufferOverflow(let limit):
+            "more than \(limit) events were left unread; the subscription must be resumed on a new connection"
         }
     }
 }

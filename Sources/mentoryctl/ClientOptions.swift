@@ -4,8 +4,10 @@ import MentoryClient
 import MentoryWire
 
 /// Options every `mentoryctl` command takes: where the daemon is and how to print.
+///
+/// They are global: they may be written before the subcommand too (see ``GlobalOptions``).
 struct ClientOptions: ParsableArguments {
-    @Option(help: "The daemon's socket (default: $MENTORY_SOCKET, else the first socket found).")
+    @Option(help: "The daemon's socket (default: $MENTORY_SOCKET, else the first trusted socket found).")
     var socket: String?
 
     @Flag(help: "Print machine-readable JSON instead of text.")
@@ -14,23 +16,55 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "Seconds to wait for each answer.")
     var timeout: Double = 30
 
-    /// The socket to use: `--socket`, then `$MENTORY_SOCKET`, then the first default path that exists.
-    func resolvedSocketPath() -> String {
-        if let socket { return socket }
-        let environment = ProcessInfo.processInfo.environment
-        if let fromEnvironment = environment["MENTORY_SOCKET"], !fromEnvironment.isEmpty {
-            return fromEnvironment
-        }
-        let candidates = DefaultPaths.clientSocketCandidates(environment: environment)
-        return candidates.first { FileManager.default.fileExists(atPath: $0) } ?? candidates[0]
+    /// The socket to use: `--socket`, then `$MENTORY_SOCKET`, then the first trusted default socket that exists.
+    func resolvedSocketPath() throws(MentoryClientError) -> String {
+        try SocketLocator.locate(explicit: self.socket, environment: ProcessInfo.processInfo.environment)
     }
 
-    /// Connects and performs the handshake.
+    /// Connects and performs the handshake; the socket must pass ``SocketTrust``.
     func connect() async throws -> MentoryClient {
         try await MentoryClient.connect(
             socketPath: self.resolvedSocketPath(),
             clientName: "mentoryctl",
             defaultTimeout: .milliseconds(Int64(self.timeout * 1000))
         )
+    }
+}
+
+/// Moves the global options written before the subcommand to after it, where the parser takes them.
+///
+/// `mentoryctl --socket PATH --json diary list` becomes `mentoryctl diary list --socket PATH --json`.
+/// Only the options of ``ClientOptions`` are moved, and only from before the first other word;
+/// they are put before a `--` terminator, if any, so they stay options.
+enum GlobalOptions {
+    /// Options that take a value (as `--name value` or `--name=value`).
+    static let valued: Set<String> = ["--socket", "--timeout"]
+    /// Options that take none.
+    static let flags: Set<String> = ["--json"]
+
+    static func reorder(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var index = arguments.startIndex
+        while index < arguments.endIndex {
+            let word = arguments[index]
+            let name = word.split(separator: "=", maxSplits: 1).first.map(String.init) ?? word
+            if self.flags.contains(word) {
+                leading.append(word)
+                index += 1
+            } else if self.valued.contains(name), word.contains("=") {
+                leading.append(word)
+                index += 1
+            } else if self.valued.contains(word), index + 1 < arguments.endIndex {
+                leading += [word, arguments[index + 1]]
+                index += 2
+            } else {
+                break
+            }
+        }
+        guard !leading.isEmpty else { return arguments }
+        var rest = Array(arguments[index...])
+        let end = rest.firstIndex(of: "--") ?? rest.endIndex
+        rest.insert(contentsOf: leading, at: end)
+        return rest
     }
 }

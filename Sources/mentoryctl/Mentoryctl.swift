@@ -7,9 +7,13 @@ struct Mentoryctl: AsyncParsableCommand {
         commandName: "mentoryctl",
         abstract: "Talk to mentoryd: mentor messages, reachability, diary entries and live events.",
         discussion: """
-            The daemon's socket is found without configuration; --socket or MENTORY_SOCKET override it. \
-            Every command takes --json for machine-readable output. Exit status: 0 on success, 1 when \
-            the daemon answers with an error, 69 when it cannot be reached, 64 for a usage error.
+            The daemon's socket is found without configuration (/run/mentoryd/mentoryd.sock, then \
+            $XDG_RUNTIME_DIR/mentoryd/mentoryd.sock, then /tmp/mentoryd-UID/mentoryd.sock); --socket or \
+            MENTORY_SOCKET override it. A socket is used only if its directory is owned by you, root or the \
+            daemon user (mentory, or $MENTORY_DAEMON_USER) and not writable by others, and the process \
+            serving it runs as one of them. --socket, --json and --timeout may come before or after the \
+            subcommand. Exit status: 0 on success, 1 when the daemon answers with an error, 69 when it \
+            cannot be reached or its socket is refused as untrusted, 64 for a usage error.
             """,
         version: "0.1.0",
         subcommands: [
@@ -22,4 +26,9 @@ struct Mentoryctl: AsyncParsableCommand {
             Backup.self,
         ]
     )
+
+    /// Parses with the global options allowed before the subcommand, then runs.
+    static func main() async {
+        await self.main(GlobalOptions.reorder(Array(CommandLine.arguments.dropFirst())))
+    }
 }

@@ -82,9 +82,9 @@ extension ClientOptions {
         case let error as MentoryClientError:
             Output.error(error.description)
             switch error {
-            case .cannotConnect: return ExitCode(69)
+            case .cannotConnect, .untrustedSocket: return ExitCode(69)
             case .connectionClosed, .timedOut: return ExitCode(69)
-            case .remote, .malformedReply, .cancelled: return ExitCode.failure
+            case .remote, .malformedReply, .cancelled, .eventBufferOverflow: return ExitCode.failure
             }
         case let error as ValidationError:
             return error

@@ -92,8 +92,15 @@ struct Watch: AsyncParsableCommand {
                 cursors[topic] = TopicCursor(epoch: epoch ?? 0, sequence: from)
             }
         }
+        let socketPath: String
+        do {
+            socketPath = try self.options.resolvedSocketPath()
+        } catch {
+            Output.error(error.description)
+            throw ExitCode(69)
+        }
         let updates = MentoryClient.resumableSubscription(
-            socketPath: self.options.resolvedSocketPath(),
+            socketPath: socketPath,
             clientName: "mentoryctl watch",
             topics: topics,
             from: cursors
@@ -111,8 +118,14 @@ struct Watch: AsyncParsableCommand {
                     Output.error("watching \(topics.joined(separator: ", ")) (epoch \(epoch))")
                 case .disconnected(let reason):
                     Output.error("disconnected (\(reason)); reconnecting")
+                case .overflowed(let limit):
+                    Output.error("fell more than \(limit) events behind; resuming (a reset may follow)")
                 }
             }
+        } catch let error as MentoryClientError {
+            Output.error(error.description)
+            if case .untrustedSocket = error { throw ExitCode(69) }
+            throw ExitCode.failure
         } catch {
             Output.error("\(error)")
             throw ExitCode.failure

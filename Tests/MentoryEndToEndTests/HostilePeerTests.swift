@@ -190,7 +190,11 @@ let hostileRows: [HostileRow] = [
         topic.topic = "mentor"
         subscribe.topics = [topic]
         raw.send(request(id: 1, "session", "subscribe", try subscribe.serializedData()))
-        let reader = try await daemon.client("reader")
+        // It reads only once the writers are done, so its client must buffer every event (the
+        // default bound, MentoryClient.defaultEventBufferLimit, would end its stream with an overflow).
+        let reader = try await MentoryClient.connect(
+            socketPath: daemon.socketPath, clientName: "reader", defaultTimeout: .seconds(10),
+            eventBufferLimit: 100_000 + 16)
         _ = try await reader.subscribe(topics: ["mentor"])
         let writers = 4
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -1,0 +1,213 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import MentoryWire
+
+/// Which sockets a client is willing to talk to.
+///
+/// A Unix socket is only as trustworthy as whoever can create it. A client therefore uses a socket
+/// only when both hold:
+///
+/// 1. **The directory.** The socket's directory (after resolving symbolic links) is owned by a
+///    trusted user and is not writable by group or others; the sticky bit does not make it
+///    acceptable, so `/tmp` itself is never accepted as the socket's directory. Every directory
+///    above it is owned by a trusted user and is either not writable by group or others, or
+///    sticky (like `/tmp`), so nobody else can rename it away and put their own in its place.
+/// 2. **The peer.** After connecting, and before anything is written, the `SO_PEERCRED` uid of
+///    the process listening on the socket is trusted. (With socket activation it is the uid
+///    that created the listening socket: root for systemd.)
+///
+/// The trusted users are root, the caller (real and effective uid) and the daemon user:
+/// `$MENTORY_DAEMON_USER` (a name or a numeric uid) if set, else ``defaultDaemonUser``, the
+/// account `systemd/sysusers.d` creates and `mentoryd.service` runs as, looked up with
+/// `getpwnam`. A user that does not exist on the machine is not trusted.
+///
+/// There is deliberately no switch that turns the checks off: a socket that fails them is either
+/// misplaced (move it to a directory only its owner can write) or someone else's.
+public struct SocketTrust: Sendable, Equatable {
+    /// The name of the account the packaged daemon runs as.
+    public static let defaultDaemonUser = "mentory"
+    /// The environment variable that names another daemon account.
+    public static let daemonUserEnvironmentKey = "MENTORY_DAEMON_USER"
+
+    /// The uids trusted to own the socket's directories and to serve on it.
+    public var trustedUIDs: Set<UInt32>
+    /// The daemon account's name as configured, for messages (it may not exist).
+    public var daemonUser: String
+
+    /// Trusts exactly `trustedUIDs`; `daemonUser` only names the daemon account in messages.
+    public init(trustedUIDs: Set<UInt32>, daemonUser: String = SocketTrust.defaultDaemonUser) {
+        self.trustedUIDs = trustedUIDs
+        self.daemonUser = daemonUser
+    }
+
+    /// Root, the caller and the daemon user, as described on the type; `daemonUser` (a name or
+    /// a uid) replaces `$MENTORY_DAEMON_USER` when given.
+    public static func standard(daemonUser: String? = nil) -> SocketTrust {
+        let configured = daemonUser ?? getenv(Self.daemonUserEnvironmentKey).map { String(cString: $0) } ?? ""
+        let daemonUser = configured.isEmpty ? Self.defaultDaemonUser : configured
+        var trusted: Set<UInt32> = [0, getuid(), geteuid()]
+        if let uid = UInt32(daemonUser) ?? Self.uid(ofUser: daemonUser) {
+            trusted.insert(uid)
+        }
+        return SocketTrust(trustedUIDs: trusted, daemonUser: daemonUser)
+    }
+
+    /// Checks the directories of the socket at `path` (rule 1); a directory that does not exist
+    /// passes, since nothing can be connected to there.
+    public func checkDirectory(ofSocket path: String) throws(MentoryClientError) {
+        if let reason = self.directoryProblem(ofSocket: path) {
+            throw .untrustedSocket(path: path, reason: reason)
+        }
+    }
+
+    /// Checks the uid of the process serving the socket at `path` (rule 2).
+    public func checkPeer(uid: UInt32, pid: Int32, path: String) throws(MentoryClientError) {
+        guard !self.trustedUIDs.contains(uid) else { return }
+        throw .untrustedSocket(
+            path: path,
+            reason: "the process serving it (pid \(pid)) runs as \(Self.describe(uid: uid)), which is not you, "
+                + "root or the daemon user (\(self.describeDaemonUser())); it may be impersonating mentoryd. "
+                + "Stop it or remove the socket, or pass --socket with the real daemon's socket"
+        )
+    }
+
+    /// Why the directories of the socket at `path` are not trustworthy, or `nil` when they are.
+    func directoryProblem(ofSocket path: String) -> String? {
+        let absolute = path.hasPrefix("/") ? path : Self.currentDirectory() + "/" + path
+        let directory = Self.parent(of: absolute)
+        guard let resolved = Self.realPath(directory) else { return nil }
+        var info = stat()
+        guard stat(resolved, &info) == 0 else { return nil }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            return "\(resolved) is not a directory"
+        }
+        let advice = "move the socket to a directory only its owner can write, or pass --socket with another path"
+        let mode = UInt32(info.st_mode) & 0o7777
+        guard self.trustedUIDs.contains(info.st_uid) else {
+            return "its directory \(resolved) is owned by \(Self.describe(uid: info.st_uid)), not by you, root or "
+                + "the daemon user (\(self.describeDaemonUser())), so that user could be impersonating mentoryd; "
+                + "remove the directory if you do not know it, or pass --socket with the real daemon's socket"
+        }
+        guard mode & 0o022 == 0 else {
+            return "its directory \(resolved) has mode \(Self.octal(mode)): group or others can write it, "
+                + "so anyone could put their own socket there; \(advice)"
+        }
+        var ancestor = resolved
+        while ancestor != "/" {
+            ancestor = Self.parent(of: ancestor)
+            guard stat(ancestor, &info) == 0 else { return "cannot inspect \(ancestor) above the socket" }
+            let mode = UInt32(info.st_mode) & 0o7777
+            guard self.trustedUIDs.contains(info.st_uid) else {
+                return "\(ancestor), above its directory, is owned by \(Self.describe(uid: info.st_uid)), who could "
+                    + "replace the directory; \(advice)"
+            }
+            guard mode & 0o022 == 0 || mode & UInt32(S_ISVTX) != 0 else {
+                return "\(ancestor), above its directory, has mode \(Self.octal(mode)) without the sticky bit, "
+                    + "so group or others could replace the directory; \(advice)"
+            }
+        }
+        return nil
+    }
+
+    private func describeDaemonUser() -> String {
+        if let uid = UInt32(self.daemonUser) ?? Self.uid(ofUser: self.daemonUser) {
+            return "\(self.daemonUser), uid \(uid)"
+        }
+        return "\(self.daemonUser), which does not exist here; set \(Self.daemonUserEnvironmentKey) to change it"
+    }
+
+    static func uid(ofUser name: String) -> UInt32? {
+        guard !name.isEmpty, let entry = getpwnam(name) else { return nil }
+        return entry.pointee.pw_uid
+    }
+
+    static func describe(uid: UInt32) -> String {
+        if let entry = getpwuid(uid), let name = entry.pointee.pw_name {
+            return "uid \(uid) (\(String(cString: name)))"
+        }
+        return "uid \(uid)"
+    }
+
+    private static func octal(_ mode: UInt32) -> String {
+        let digits = String(mode, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let parent = String(path[..<slash])
+        return parent.isEmpty ? "/" : parent
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    private static func currentDirectory() -> String {
+        guard let cwd = getcwd(nil, 0) else { return "." }
+        defer { free(cwd) }
+        return String(cString: cwd)
+    }
+}
+
+/// Where clients look for the daemon's socket when nobody says.
+public enum SocketLocator {
+    /// The environment variable that names the socket explicitly.
+    public static let socketEnvironmentKey = "MENTORY_SOCKET"
+
+    /// The sockets tried, in order: the system socket `/run/mentoryd/mentoryd.sock` first, then
+    /// `$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`, then `/tmp/mentoryd-UID/mentoryd.sock`.
+    public static func candidates(environment: [String: String], uid: UInt32 = getuid()) -> [String] {
+        var candidates = [DefaultPaths.systemSocketPath]
+        if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty {
+            candidates.append(xdg + "/mentoryd/" + DefaultPaths.socketFileName)
+        }
+        if uid != 0 {
+            candidates.append("/tmp/mentoryd-\(uid)/" + DefaultPaths.socketFileName)
+        }
+        return candidates
+    }
+
+    /// The socket to use: `explicit` (from `--socket`), else `$MENTORY_SOCKET`, else the first
+    /// candidate that exists and passes `trust`'s directory check.
+    ///
+    /// An explicit socket is returned as given (`MentoryClient.connect`
+    /// checks it). Candidates that exist but fail the check are skipped; when none passes and
+    /// some were skipped, this throws ``MentoryClientError/untrustedSocket(path:reason:)`` for
+    /// the first one. When none exists it returns the first candidate, so the connection
+    /// failure names the system socket.
+    public static func locate(
+        explicit: String? = nil,
+        environment: [String: String],
+        trust: SocketTrust = .standard()
+    ) throws(MentoryClientError) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let fromEnvironment = environment[Self.socketEnvironmentKey], !fromEnvironment.isEmpty {
+            return fromEnvironment
+        }
+        return try Self.firstTrusted(in: Self.candidates(environment: environment), trust: trust)
+    }
+
+    /// The first of `candidates` that exists and passes the directory check, as in `locate`.
+    public static func firstTrusted(in candidates: [String], trust: SocketTrust) throws(MentoryClientError)
+        -> String
+    {
+        var refused: MentoryClientError?
+        for candidate in candidates {
+            var info = stat()
+            guard lstat(candidate, &info) == 0 else { continue }
+            if let reason = trust.directoryProblem(ofSocket: candidate) {
+                refused = refused ?? .untrustedSocket(path: candidate, reason: reason)
+                continue
+            }
+            return candidate
+        }
+        if let refused { throw refused }
+        return candidates.first ?? DefaultPaths.systemSocketPath
+    }
+}
