@@ -194,7 +194,7 @@ let hostileRows: [HostileRow] = [
         // default bound, MentoryClient.defaultEventBufferLimit, would end its stream with an overflow).
         let reader = try await MentoryClient.connect(
             socketPath: daemon.socketPath, clientName: "reader", defaultTimeout: .seconds(10),
-            eventBufferLimit: 100_000 + 16)
+            eventBufferLimit: events + 16)
         _ = try await reader.subscribe(topics: ["mentor"])
         let writers = 4
         try await withThrowingTaskGroup(of: Void.self) { group in
