@@ -25,15 +25,8 @@ public enum DefaultPaths {
         return self.userSocketCandidates(environment: environment)[0]
     }
 
-    /// The sockets a client tries, in order, when neither `--socket` nor `MENTORY_SOCKET` is given.
-    public static func clientSocketCandidates(environment: [String: String]) -> [String] {
-        var candidates = self.userSocketCandidates(environment: environment)
-        if !candidates.contains(systemSocketPath) {
-            candidates.insert(systemSocketPath, at: min(1, candidates.count))
-        }
-        return candidates
-    }
-
+    /// The daemon's own defaults for this user, most specific first. Clients search in their own
+    /// order, with `/run/mentoryd` first (`SocketLocator` in MentoryClient).
     private static func userSocketCandidates(environment: [String: String]) -> [String] {
         var candidates: [String] = []
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty {
