@@ -93,13 +93,17 @@ class Connection:
                     "Pass socket_path or set MENTORY_SOCKET."
                 ) from error
             discovery.check_peer(sock, path, trusted_uids)
-            reader, writer = await asyncio.open_unix_connection(sock=sock)
+            # The handshake runs on the raw socket, reading exactly one frame, so that a daemon that
+            # refuses the connection (e.g. TOO_MANY_CONNECTIONS) is heard even when our Hello
+            # cannot be written any more.
             hello = pb.Envelope(hello=pb.Hello(protocol_version=PROTOCOL_VERSION, client_name=client_name))
-            writer.write(frame(hello))
             try:
-                welcome = await asyncio.wait_for(cls._read_welcome(reader, path, max_incoming_frame), timeout)
+                welcome = await asyncio.wait_for(
+                    cls._handshake(loop, sock, frame(hello), path, max_incoming_frame), timeout
+                )
             except asyncio.TimeoutError:
                 raise Timeout(f"mentoryd at {path} sent no Welcome within {timeout} s") from None
+            reader, writer = await asyncio.open_unix_connection(sock=sock)
         except BaseException:
             if writer is not None:
                 writer.close()
@@ -109,10 +113,18 @@ class Connection:
         return cls(path, reader, writer, welcome, max_incoming_frame, on_event, on_close)
 
     @staticmethod
-    async def _read_welcome(reader: asyncio.StreamReader, path: str, max_incoming_frame: int) -> pb.Welcome:
+    async def _handshake(
+        loop: asyncio.AbstractEventLoop, sock: socket.socket, hello: bytes, path: str, max_incoming_frame: int
+    ) -> pb.Welcome:
         try:
-            envelope = await _read_envelope(reader, max_incoming_frame)
-        except asyncio.IncompleteReadError:
+            await loop.sock_sendall(sock, hello)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon may already have refused us; read why
+        try:
+            (length,) = _HEADER.unpack(await _sock_read_exactly(loop, sock, _HEADER.size))
+            _check_length(length, max_incoming_frame)
+            envelope = _parse_envelope(await _sock_read_exactly(loop, sock, length))
+        except (EOFError, ConnectionResetError):
             raise ConnectionClosed(f"mentoryd at {path} closed the connection during the handshake") from None
         kind = envelope.WhichOneof("kind")
         if kind == "welcome":
@@ -247,15 +259,31 @@ class Connection:
 
 
 async def _read_envelope(reader: asyncio.StreamReader, max_incoming_frame: int) -> pb.Envelope:
-    header = await reader.readexactly(_HEADER.size)
-    (length,) = _HEADER.unpack(header)
+    (length,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    _check_length(length, max_incoming_frame)
+    return _parse_envelope(await reader.readexactly(length))
+
+
+async def _sock_read_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = await loop.sock_recv(sock, count - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def _check_length(length: int, max_incoming_frame: int) -> None:
     if length > max_incoming_frame:
         raise ProtocolError(
             f"mentoryd announced a {length}-byte frame, more than this client's limit of {max_incoming_frame} "
             "bytes (max_incoming_frame)",
             ErrorCode.FRAME_TOO_LARGE,  # type: ignore[attr-defined]
         )
-    payload = await reader.readexactly(length)
+
+
+def _parse_envelope(payload: bytes) -> pb.Envelope:
     envelope = pb.Envelope()
     try:
         envelope.ParseFromString(payload)
