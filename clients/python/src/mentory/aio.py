@@ -478,6 +478,8 @@ class AsyncSubscription:
             on_event=lambda event: self._on_event(generation, event),
             on_close=lambda error: self._on_close(generation, error),
         )
+        # Current before the first event can arrive, so that an overflow closes this connection.
+        self._connection = connection
         try:
             request = pb.SubscribeRequest()
             for topic in self.topics:
@@ -492,7 +494,6 @@ class AsyncSubscription:
             raise
         reply = pb.SubscribeReply()
         reply.ParseFromString(body)
-        self._connection = connection
         self._lost_error = None
         return reply
 
@@ -583,6 +584,8 @@ class AsyncSubscription:
                 self.reconnects += 1
                 return
             except Exception as error:  # noqa: BLE001 - classified below
+                if self._overflowed and self._buffer:
+                    return  # the replay overflowed the buffer already: deliver it, then resume at once
                 attempt += 1
                 if not _retryable(error):
                     self._failure = error

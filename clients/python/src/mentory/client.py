@@ -23,7 +23,7 @@ from ._codec import RequestLike
 from ._connection import DEFAULT_MAX_INCOMING_FRAME
 from ._proto import mentory_pb2 as pb
 from ._requests import ActionItemLike, DayLike
-from .errors import Timeout
+from .errors import ConnectionClosed, Timeout
 from .events import Backoff, Event, Position
 
 __all__ = ["connect", "Client", "Subscription"]
@@ -46,6 +46,10 @@ class _LoopThread:
     def run(self, coroutine: Awaitable[T], timeout: Optional[float] = None) -> T:
         if threading.current_thread() is self._thread:
             raise RuntimeError("a mentory.Client cannot be used from its own callbacks")
+        if self.loop.is_closed():
+            if asyncio.iscoroutine(coroutine):
+                coroutine.close()
+            raise ConnectionClosed("the client is closed")
         future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
         try:
             return future.result(timeout)
