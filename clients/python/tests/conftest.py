@@ -6,7 +6,6 @@ with the test: the fixture's finalizer stops it, and ``PR_SET_PDEATHSIG`` kills 
 itself dies.
 """
 
-import ctypes
 import json
 import os
 import signal
@@ -19,11 +18,11 @@ from typing import Callable, Dict, Iterator, List, Optional
 import pytest
 
 import mentory
+from support import die_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 START_DEADLINE_SECONDS = 30.0
 STOP_DEADLINE_SECONDS = 15.0
-PR_SET_PDEATHSIG = 1
 
 
 def daemon_binary() -> Path:
@@ -32,15 +31,6 @@ def daemon_binary() -> Path:
         return Path(explicit)
     directory = os.environ.get("MENTORYD_BIN_DIR") or str(REPO_ROOT / ".build" / "debug")
     return Path(directory) / "mentoryd"
-
-
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: SIGKILL it when the process that started it dies."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        os._exit(127)
-    if os.getppid() == 1:  # the parent already died before prctl took effect
-        os._exit(127)
 
 
 class Daemon:
@@ -88,7 +78,7 @@ class Daemon:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=environment,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         self._wait_until_serving()
         return self

@@ -1,5 +1,8 @@
 """Helpers shared by the tests."""
 
+import ctypes
+import os
+import signal
 import socket
 import struct
 import threading
@@ -8,8 +11,19 @@ from typing import Callable, List, Optional
 
 from mentory import pb
 
+PR_SET_PDEATHSIG = 1
+
 #: Generous: the machine may be busy; waits return as soon as the condition holds.
 DEADLINE_SECONDS = 30.0
+
+
+def die_with_parent() -> None:
+    """A ``preexec_fn``: the child gets SIGKILL when the process that started it dies (even by SIGKILL)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        os._exit(127)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(127)
 
 
 def wait_until(condition: Callable[[], bool], what: str, deadline: float = DEADLINE_SECONDS) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import mentory
 from mentory import ErrorCode, pb
-from support import FakeServer, read_envelope, send_envelope, welcome
+from support import FakeServer, read_envelope, send_envelope, wait_until, welcome
 
 
 def _code(call) -> int:  # type: ignore[no-untyped-def]
@@ -89,10 +89,24 @@ def test_frame_above_client_limit_is_not_read(client: mentory.Client, daemon) ->
 
 def test_connection_error_frame_raises_with_its_code(make_daemon) -> None:  # type: ignore[no-untyped-def]
     daemon = make_daemon(config={"limits": {"maxConnections": 1}})
-    with daemon.connect():
+    clients = []
+
+    def first_connects() -> bool:
+        # The fixture's readiness probe may still count as a connection for a moment.
+        try:
+            clients.append(daemon.connect())
+            return True
+        except mentory.ConnectionClosed as error:
+            assert error.code == ErrorCode.TOO_MANY_CONNECTIONS
+            return False
+
+    wait_until(first_connects, "the only connection slot to be free")
+    with clients[0]:
         with pytest.raises(mentory.ConnectionClosed) as raised:
             daemon.connect()
         assert raised.value.code == ErrorCode.TOO_MANY_CONNECTIONS == 18
+        assert "connection" in raised.value.message
+        clients[0].ping()
 
 
 def test_daemon_stopping_closes_the_client(daemon) -> None:  # type: ignore[no-untyped-def]
