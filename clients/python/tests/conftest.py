@@ -52,7 +52,7 @@ class Daemon:
         self.config_path.write_text(json.dumps(config or {}))
         self.backend = backend
         self.arguments = list(arguments or [])
-        self.process: Optional[subprocess.Popen] = None
+        self.process: Optional["subprocess.Popen[bytes]"] = None
 
     def start(self) -> "Daemon":
         binary = daemon_binary()
@@ -174,7 +174,7 @@ def client(daemon: Daemon) -> Iterator[mentory.Client]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: "pytest.CallInfo[None]") -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     setattr(item, "rep_" + report.when, report)

@@ -159,7 +159,7 @@ class Connection:
             raise ProtocolError(
                 f"the {namespace}.{method} request is {len(data) - _HEADER.size} bytes, more than the "
                 f"{limit} bytes mentoryd accepts in one frame (Welcome.max_frame_length)",
-                ErrorCode.FRAME_TOO_LARGE,  # type: ignore[attr-defined]
+                ErrorCode.FRAME_TOO_LARGE,
             )
         future: "asyncio.Future[pb.Response]" = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
@@ -220,7 +220,7 @@ class Connection:
                     raise ProtocolError(f"mentoryd sent an unexpected {kind or 'empty envelope'} frame")
         except asyncio.IncompleteReadError as incomplete:
             if incomplete.partial:
-                error = ConnectionClosed("mentoryd closed the connection inside a frame", ErrorCode.TRUNCATED_FRAME)  # type: ignore[attr-defined]
+                error = ConnectionClosed("mentoryd closed the connection inside a frame", ErrorCode.TRUNCATED_FRAME)
             else:
                 error = ConnectionClosed("mentoryd closed the connection")
         except MentoryError as raised:
@@ -279,7 +279,7 @@ def _check_length(length: int, max_incoming_frame: int) -> None:
         raise ProtocolError(
             f"mentoryd announced a {length}-byte frame, more than this client's limit of {max_incoming_frame} "
             "bytes (max_incoming_frame)",
-            ErrorCode.FRAME_TOO_LARGE,  # type: ignore[attr-defined]
+            ErrorCode.FRAME_TOO_LARGE,
         )
 
 

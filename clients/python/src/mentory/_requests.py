@@ -7,7 +7,7 @@ added to the schema later is usable after regenerating the protobuf code alone.
 """
 
 import datetime
-from typing import Any, Dict, Iterable, Mapping, Optional, Type, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Type, Union
 
 from google.protobuf.message import Message
 
@@ -27,11 +27,11 @@ def build(namespace: str, method: str, fields: Mapping[str, Any]) -> Message:
     return request_type(**{key: value for key, value in fields.items() if value is not None})
 
 
-def action_items(items: Optional[Iterable[ActionItemLike]]) -> Optional[list]:
+def action_items(items: Optional[Iterable[ActionItemLike]]) -> Optional[List[pb.ActionItem]]:
     """Normalises action items: a string is an item with that text (the daemon assigns its id)."""
     if items is None:
         return None
-    result = []
+    result: List[pb.ActionItem] = []
     for item in items:
         if isinstance(item, str):
             result.append(pb.ActionItem(text=item))

@@ -309,6 +309,7 @@ class AsyncClient:
         See :class:`AsyncSubscription`. It starts on the first iteration or ``await sub.start()``.
         """
         subscription = AsyncSubscription(self._options, topics, resume, buffer_size=buffer_size, backoff=backoff)
+        self._subscriptions = [s for s in self._subscriptions if not s.closed]
         self._subscriptions.append(subscription)
         return subscription
 
@@ -376,13 +377,13 @@ def connect(
 _RETRYABLE_CODES = frozenset(
     int(code)
     for code in (
-        ErrorCode.UNSPECIFIED,  # type: ignore[attr-defined]
-        ErrorCode.TRUNCATED_FRAME,  # type: ignore[attr-defined]
-        ErrorCode.SHUTTING_DOWN,  # type: ignore[attr-defined]
-        ErrorCode.TOO_MANY_CONNECTIONS,  # type: ignore[attr-defined]
-        ErrorCode.TOO_MANY_REQUESTS,  # type: ignore[attr-defined]
-        ErrorCode.STORAGE_FAILURE,  # type: ignore[attr-defined]
-        ErrorCode.HANDSHAKE_TIMEOUT,  # type: ignore[attr-defined]
+        ErrorCode.UNSPECIFIED,
+        ErrorCode.TRUNCATED_FRAME,
+        ErrorCode.SHUTTING_DOWN,
+        ErrorCode.TOO_MANY_CONNECTIONS,
+        ErrorCode.TOO_MANY_REQUESTS,
+        ErrorCode.STORAGE_FAILURE,
+        ErrorCode.HANDSHAKE_TIMEOUT,
     )
 )
 
@@ -453,6 +454,10 @@ class AsyncSubscription:
         self.reconnects = 0
         #: How many times the buffer overflowed.
         self.overflows = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def position(self) -> Position:

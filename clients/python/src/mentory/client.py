@@ -50,7 +50,7 @@ class _LoopThread:
             if asyncio.iscoroutine(coroutine):
                 coroutine.close()
             raise ConnectionClosed("the client is closed")
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
+        future: "concurrent.futures.Future[T]" = asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -80,6 +80,8 @@ class _Namespace:
 class Mentor(_Namespace):
     """Namespace ``mentor``: the day's mentor message."""
 
+    _async: "aio.AsyncMentor"
+
     def get(self) -> pb.MentorState:
         """The current state; ``HasField("message")`` is false until the first ``set``."""
         return self._run(self._async.get())
@@ -103,6 +105,8 @@ class Mentor(_Namespace):
 class Reachability(_Namespace):
     """Namespace ``reachability``: companion devices' state."""
 
+    _async: "aio.AsyncReachability"
+
     def get(self) -> pb.ReachabilitySnapshot:
         """Every peer, sorted by name."""
         return self._run(self._async.get())
@@ -121,6 +125,8 @@ class Reachability(_Namespace):
 
 class Diary(_Namespace):
     """Namespace ``diary``: one entry per day."""
+
+    _async: "aio.AsyncDiary"
 
     def add(
         self,
@@ -156,6 +162,8 @@ class Diary(_Namespace):
 class Storage(_Namespace):
     """Namespace ``storage`` (SQLite store only; root or the daemon's user)."""
 
+    _async: "aio.AsyncStorage"
+
     def backup(self, destination: str, **fields: Any) -> pb.StorageBackupReply:
         """Writes a consistent copy of the database to ``destination`` (absolute, must not exist)."""
         return self._run(self._async.backup(destination, **fields))
@@ -163,6 +171,8 @@ class Storage(_Namespace):
 
 class Debug(_Namespace):
     """Namespace ``debug`` (only with ``debug.faultInjection``; root only). Never use in production."""
+
+    _async: "aio.AsyncDebug"
 
     def freeze_engine(self, seconds: int) -> pb.Empty:
         """Blocks the daemon's engine for ``seconds`` (at most 600)."""

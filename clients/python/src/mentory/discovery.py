@@ -79,12 +79,13 @@ def check_directory(path: str, uid: Optional[int] = None) -> None:
             f"its directory {directory} is owned by uid {info.st_uid} ({_user_name(info.st_uid)}), "
             f"not by you (uid {uid}) or root",
         )
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
+    if writers:
         raise SocketTrustError(
             path,
             f"its directory {directory} has mode {stat.S_IMODE(info.st_mode):04o}, writable by "
-            f"{'group and others' if info.st_mode & stat.S_IWGRP and info.st_mode & stat.S_IWOTH else 'group' if info.st_mode & stat.S_IWGRP else 'others'}; "
-            "anyone who can write there can replace the socket (use a directory with mode 0700 or 0755)",
+            f"{' and '.join(writers)}: anyone who can write there can replace the socket "
+            "(use a directory with mode 0700 or 0755)",
         )
 
 

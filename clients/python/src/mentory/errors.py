@@ -26,7 +26,7 @@ class MentoryError(Exception):
     connection stays usable after such an error.
     """
 
-    def __init__(self, code: Union[int, ErrorCode], message: str) -> None:  # type: ignore[valid-type]
+    def __init__(self, code: int, message: str) -> None:
         self.code = code_of(int(code))
         self.message = message
         super().__init__(message)
@@ -44,7 +44,7 @@ class ConnectionClosed(MentoryError):
     the socket failed, or the client was closed. ``code`` is ``UNSPECIFIED`` (0) when the daemon
     said nothing."""
 
-    def __init__(self, message: str, code: Union[int, ErrorCode] = 0) -> None:  # type: ignore[valid-type]
+    def __init__(self, message: str, code: int = 0) -> None:
         super().__init__(code, message)
 
 
@@ -52,7 +52,7 @@ class ProtocolError(MentoryError):
     """The peer broke the protocol (an unreadable or oversized frame, no ``Welcome``), or a frame
     this client would send exceeds the daemon's ``Welcome.max_frame_length``."""
 
-    def __init__(self, message: str, code: Union[int, ErrorCode] = ErrorCode.MALFORMED_MESSAGE) -> None:  # type: ignore
+    def __init__(self, message: str, code: int = ErrorCode.MALFORMED_MESSAGE) -> None:
         super().__init__(code, message)
 
 

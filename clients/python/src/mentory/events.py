@@ -3,9 +3,7 @@
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Dict, Mapping, Optional, Tuple, Union
-
-from google.protobuf.message import Message
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ._enums import EventKind
 
@@ -16,10 +14,13 @@ __all__ = ["Event", "Position", "Backoff"]
 class Event:
     """One event of a subscription.
 
+    ``kind`` is a :data:`mentory.EventKind` member (``CHANGE``, ``SNAPSHOT`` or ``RESET``).
+
     ``body`` is decoded with the topic's message type (``mentor``: ``MentorState``;
     ``reachability``: ``PeerState`` for a change, ``ReachabilitySnapshot`` otherwise; ``diary``:
     ``DiaryChange`` for a change, ``DiarySnapshot`` otherwise). For a topic this client does not
-    know, ``body`` is the raw bytes.
+    know, ``body`` is the raw bytes. (It is typed ``Any`` because its type follows ``topic`` and
+    ``kind``; :data:`mentory.TOPICS` lists the types.)
 
     A ``SNAPSHOT`` (first event after subscribing) and a ``RESET`` (sent instead of changes that
     were missed, e.g. after the daemon restarted) both carry the topic's whole state: replace
@@ -27,22 +28,22 @@ class Event:
     """
 
     topic: str
-    kind: EventKind  # type: ignore[valid-type]
+    kind: int
     sequence: int
     epoch: int
-    body: Union[Message, bytes]
+    body: Any
 
     @property
     def is_change(self) -> bool:
-        return int(self.kind) == int(EventKind.CHANGE)  # type: ignore[attr-defined]
+        return int(self.kind) == int(EventKind.CHANGE)
 
     @property
     def is_snapshot(self) -> bool:
-        return int(self.kind) == int(EventKind.SNAPSHOT)  # type: ignore[attr-defined]
+        return int(self.kind) == int(EventKind.SNAPSHOT)
 
     @property
     def is_reset(self) -> bool:
-        return int(self.kind) == int(EventKind.RESET)  # type: ignore[attr-defined]
+        return int(self.kind) == int(EventKind.RESET)
 
 
 _TOKEN_VERSION = 1
