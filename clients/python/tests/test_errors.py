@@ -193,3 +193,27 @@ def test_oversized_and_truncated_frames_from_the_server(tmp_path: Path) -> None:
             assert raised.value.code == ErrorCode.TRUNCATED_FRAME
     finally:
         server.close()
+
+
+def test_unknown_namespace_replies_are_raw_bytes_or_the_given_type(tmp_path: Path) -> None:
+    """A namespace the client's table does not know (a daemon newer than the client): the reply body
+    comes back as bytes, or decoded with reply_type."""
+    reply = pb.PeerState(peer="weather-station", is_reachable=True).SerializeToString()
+
+    def respond(connection: socket.socket, hello: pb.Envelope) -> None:
+        send_envelope(connection, welcome())
+        for _ in range(2):
+            request = read_envelope(connection)
+            assert request is not None
+            assert (request.request.namespace, request.request.method) == ("weather", "now")
+            assert request.request.body == b"\x08\x01"
+            send_envelope(connection, pb.Envelope(response=pb.Response(id=request.request.id, body=reply)))
+
+    server = FakeServer(str(tmp_path / "fake.sock"), respond)
+    try:
+        with mentory.connect(server.path) as client:
+            assert client.call("weather", "now", b"\x08\x01") == reply
+            decoded = client.call("weather", "now", {"code": 1}, request_type=pb.Error, reply_type=pb.PeerState)
+            assert decoded == pb.PeerState(peer="weather-station", is_reachable=True)
+    finally:
+        server.close()
