@@ -54,6 +54,7 @@ def test_snapshot_then_changes_async(daemon) -> None:  # type: ignore[no-untyped
         async with daemon.aconnect() as client:
             seen: List[mentory.Event] = []
             async with client.subscribe(["mentor"]) as subscription:
+                assert (await subscription.start()).epoch == client.welcome.epoch  # idempotent
                 async for event in subscription:
                     seen.append(event)
                     if event.is_snapshot:

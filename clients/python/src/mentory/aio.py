@@ -446,6 +446,7 @@ class AsyncSubscription:
         self._overflowed = False
         self._wakeup: Optional[asyncio.Event] = None
         self._started = False
+        self._first_reply: Optional[pb.SubscribeReply] = None
         self._closed = False
         self._failure: Optional[BaseException] = None
         self._lost_error: Optional[MentoryError] = None
@@ -465,15 +466,18 @@ class AsyncSubscription:
         return self._position
 
     async def start(self) -> pb.SubscribeReply:
-        """Connects and subscribes, if not done yet; raises what the first attempt raises."""
+        """Connects and subscribes, if not done yet (a second call returns the first reply); raises
+        what the first attempt raises."""
         if self._lock is None:
             self._lock = asyncio.Lock()
             self._wakeup = asyncio.Event()
         async with self._lock:
             if self._closed:
                 raise ConnectionClosed("the subscription is closed")
-            self._started = True
-            return await self._subscribe_once()
+            if self._first_reply is None:
+                self._first_reply = await self._subscribe_once()
+                self._started = True
+            return self._first_reply
 
     async def _subscribe_once(self) -> pb.SubscribeReply:
         self._generation += 1
