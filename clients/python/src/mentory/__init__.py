@@ -1,0 +1,52 @@
+"""The official Python client for mentoryd.
+
+Synchronous::
+
+    import mentory
+
+    with mentory.connect() as client:
+        client.ping()
+        client.mentor.set("Ship it.", character="cool", todos=["write tests"])
+        for event in client.subscribe(["mentor"]):
+            print(event.kind.name, event.body)
+
+asyncio: :func:`mentory.aio.connect` with the same methods, awaited.
+
+The generated protobuf messages are available as :mod:`mentory.pb` (``mentory.pb.DiaryEntry``, …).
+"""
+
+from . import aio, discovery
+from ._connection import DEFAULT_MAX_INCOMING_FRAME, PROTOCOL_VERSION
+from ._enums import Emotion, ErrorCode, EventKind, MentorCharacter
+from ._proto import mentory_pb2 as pb
+from ._schema import METHODS, TOPICS
+from .client import Client, Subscription, connect
+from .errors import ConnectionClosed, MentoryError, ProtocolError, SocketTrustError, Timeout
+from .events import Backoff, Event, Position
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "aio",
+    "discovery",
+    "pb",
+    "connect",
+    "Client",
+    "Subscription",
+    "Event",
+    "Position",
+    "Backoff",
+    "ErrorCode",
+    "EventKind",
+    "Emotion",
+    "MentorCharacter",
+    "METHODS",
+    "TOPICS",
+    "MentoryError",
+    "ConnectionClosed",
+    "ProtocolError",
+    "Timeout",
+    "SocketTrustError",
+    "PROTOCOL_VERSION",
+    "DEFAULT_MAX_INCOMING_FRAME",
+]

@@ -1,0 +1,385 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+EMOTION_NEUTRAL: Emotion
+EMOTION_PLEASANT: Emotion
+EMOTION_SLIGHTLY_PLEASANT: Emotion
+EMOTION_SLIGHTLY_UNPLEASANT: Emotion
+EMOTION_UNPLEASANT: Emotion
+EMOTION_UNSPECIFIED: Emotion
+EMOTION_VERY_PLEASANT: Emotion
+EMOTION_VERY_UNPLEASANT: Emotion
+ERROR_CODE_ALREADY_HANDSHAKEN: ErrorCode
+ERROR_CODE_CONFLICT: ErrorCode
+ERROR_CODE_DUPLICATE_REQUEST_ID: ErrorCode
+ERROR_CODE_FRAME_TOO_LARGE: ErrorCode
+ERROR_CODE_HANDSHAKE_REQUIRED: ErrorCode
+ERROR_CODE_HANDSHAKE_TIMEOUT: ErrorCode
+ERROR_CODE_INTERNAL: ErrorCode
+ERROR_CODE_INVALID_ARGUMENT: ErrorCode
+ERROR_CODE_MALFORMED_MESSAGE: ErrorCode
+ERROR_CODE_NOT_FOUND: ErrorCode
+ERROR_CODE_PERMISSION_DENIED: ErrorCode
+ERROR_CODE_SHUTTING_DOWN: ErrorCode
+ERROR_CODE_STORAGE_FAILURE: ErrorCode
+ERROR_CODE_TOO_MANY_CONNECTIONS: ErrorCode
+ERROR_CODE_TOO_MANY_REQUESTS: ErrorCode
+ERROR_CODE_TRUNCATED_FRAME: ErrorCode
+ERROR_CODE_UNKNOWN_METHOD: ErrorCode
+ERROR_CODE_UNKNOWN_NAMESPACE: ErrorCode
+ERROR_CODE_UNSPECIFIED: ErrorCode
+ERROR_CODE_UNSUPPORTED_VERSION: ErrorCode
+EVENT_KIND_CHANGE: EventKind
+EVENT_KIND_RESET: EventKind
+EVENT_KIND_SNAPSHOT: EventKind
+MENTOR_CHARACTER_COOL: MentorCharacter
+MENTOR_CHARACTER_UNSPECIFIED: MentorCharacter
+MENTOR_CHARACTER_WARM: MentorCharacter
+
+class ActionItem(_message.Message):
+    __slots__ = ["done", "id", "text"]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    done: bool
+    id: str
+    text: str
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., done: bool = ...) -> None: ...
+
+class ConnectionError(_message.Message):
+    __slots__ = ["closing", "error"]
+    CLOSING_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    closing: bool
+    error: Error
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., closing: bool = ...) -> None: ...
+
+class DiaryAddRequest(_message.Message):
+    __slots__ = ["action_items", "analysis", "created_at_unix_ms", "emotion", "id", "record_date", "text", "title"]
+    ACTION_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSIS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    EMOTION_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_DATE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    action_items: _containers.RepeatedCompositeFieldContainer[ActionItem]
+    analysis: str
+    created_at_unix_ms: int
+    emotion: Emotion
+    id: str
+    record_date: str
+    text: str
+    title: str
+    def __init__(self, record_date: _Optional[str] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., emotion: _Optional[_Union[Emotion, str]] = ..., analysis: _Optional[str] = ..., action_items: _Optional[_Iterable[_Union[ActionItem, _Mapping]]] = ..., id: _Optional[str] = ..., created_at_unix_ms: _Optional[int] = ...) -> None: ...
+
+class DiaryChange(_message.Message):
+    __slots__ = ["added", "deleted_id", "updated"]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    DELETED_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_FIELD_NUMBER: _ClassVar[int]
+    added: DiaryEntry
+    deleted_id: str
+    updated: DiaryEntry
+    def __init__(self, added: _Optional[_Union[DiaryEntry, _Mapping]] = ..., updated: _Optional[_Union[DiaryEntry, _Mapping]] = ..., deleted_id: _Optional[str] = ...) -> None: ...
+
+class DiaryDeleteRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DiaryEntry(_message.Message):
+    __slots__ = ["action_items", "analysis", "created_at_unix_ms", "emotion", "id", "record_date", "text", "title"]
+    ACTION_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSIS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    EMOTION_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_DATE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    action_items: _containers.RepeatedCompositeFieldContainer[ActionItem]
+    analysis: str
+    created_at_unix_ms: int
+    emotion: Emotion
+    id: str
+    record_date: str
+    text: str
+    title: str
+    def __init__(self, id: _Optional[str] = ..., record_date: _Optional[str] = ..., created_at_unix_ms: _Optional[int] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., emotion: _Optional[_Union[Emotion, str]] = ..., analysis: _Optional[str] = ..., action_items: _Optional[_Iterable[_Union[ActionItem, _Mapping]]] = ...) -> None: ...
+
+class DiaryGetRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DiaryListReply(_message.Message):
+    __slots__ = ["entries"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[DiaryEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[DiaryEntry, _Mapping]]] = ...) -> None: ...
+
+class DiaryListRequest(_message.Message):
+    __slots__ = ["before", "limit"]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    before: str
+    limit: int
+    def __init__(self, limit: _Optional[int] = ..., before: _Optional[str] = ...) -> None: ...
+
+class DiarySnapshot(_message.Message):
+    __slots__ = ["entries"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[DiaryEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[DiaryEntry, _Mapping]]] = ...) -> None: ...
+
+class DiarySuggestionDoneRequest(_message.Message):
+    __slots__ = ["done", "entry_id", "suggestion_id"]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    SUGGESTION_ID_FIELD_NUMBER: _ClassVar[int]
+    done: bool
+    entry_id: str
+    suggestion_id: str
+    def __init__(self, entry_id: _Optional[str] = ..., suggestion_id: _Optional[str] = ..., done: bool = ...) -> None: ...
+
+class Empty(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class Envelope(_message.Message):
+    __slots__ = ["connection_error", "event", "hello", "request", "response", "welcome"]
+    CONNECTION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    connection_error: ConnectionError
+    event: Event
+    hello: Hello
+    request: Request
+    response: Response
+    welcome: Welcome
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ..., request: _Optional[_Union[Request, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., connection_error: _Optional[_Union[ConnectionError, _Mapping]] = ...) -> None: ...
+
+class Error(_message.Message):
+    __slots__ = ["code", "message"]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ["body", "epoch", "kind", "sequence", "topic"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    epoch: int
+    kind: EventKind
+    sequence: int
+    topic: str
+    def __init__(self, topic: _Optional[str] = ..., sequence: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., body: _Optional[bytes] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class HandlerDescription(_message.Message):
+    __slots__ = ["methods", "namespace", "topics"]
+    METHODS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    methods: _containers.RepeatedScalarFieldContainer[str]
+    namespace: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespace: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ["client_name", "protocol_version"]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    client_name: str
+    protocol_version: int
+    def __init__(self, protocol_version: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
+
+class MentorCompleteTodoRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class MentorMessage(_message.Message):
+    __slots__ = ["action_items", "character", "content", "updated_at_unix_ms"]
+    ACTION_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    CHARACTER_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    action_items: _containers.RepeatedCompositeFieldContainer[ActionItem]
+    character: MentorCharacter
+    content: str
+    updated_at_unix_ms: int
+    def __init__(self, content: _Optional[str] = ..., character: _Optional[_Union[MentorCharacter, str]] = ..., action_items: _Optional[_Iterable[_Union[ActionItem, _Mapping]]] = ..., updated_at_unix_ms: _Optional[int] = ...) -> None: ...
+
+class MentorSetRequest(_message.Message):
+    __slots__ = ["action_items", "character", "content"]
+    ACTION_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    CHARACTER_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    action_items: _containers.RepeatedCompositeFieldContainer[ActionItem]
+    character: MentorCharacter
+    content: str
+    def __init__(self, content: _Optional[str] = ..., character: _Optional[_Union[MentorCharacter, str]] = ..., action_items: _Optional[_Iterable[_Union[ActionItem, _Mapping]]] = ...) -> None: ...
+
+class MentorState(_message.Message):
+    __slots__ = ["message"]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    message: MentorMessage
+    def __init__(self, message: _Optional[_Union[MentorMessage, _Mapping]] = ...) -> None: ...
+
+class PeerState(_message.Message):
+    __slots__ = ["is_app_installed", "is_paired", "is_reachable", "peer", "updated_at_unix_ms"]
+    IS_APP_INSTALLED_FIELD_NUMBER: _ClassVar[int]
+    IS_PAIRED_FIELD_NUMBER: _ClassVar[int]
+    IS_REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    is_app_installed: bool
+    is_paired: bool
+    is_reachable: bool
+    peer: str
+    updated_at_unix_ms: int
+    def __init__(self, peer: _Optional[str] = ..., is_paired: bool = ..., is_app_installed: bool = ..., is_reachable: bool = ..., updated_at_unix_ms: _Optional[int] = ...) -> None: ...
+
+class ReachabilitySnapshot(_message.Message):
+    __slots__ = ["peers"]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    peers: _containers.RepeatedCompositeFieldContainer[PeerState]
+    def __init__(self, peers: _Optional[_Iterable[_Union[PeerState, _Mapping]]] = ...) -> None: ...
+
+class Request(_message.Message):
+    __slots__ = ["body", "id", "method", "namespace"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    id: int
+    method: str
+    namespace: str
+    def __init__(self, id: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class Response(_message.Message):
+    __slots__ = ["body", "error", "id"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    error: Error
+    id: int
+    def __init__(self, id: _Optional[int] = ..., body: _Optional[bytes] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ["connections", "epoch", "handlers", "server_version", "subscribers", "topics", "uptime_seconds"]
+    CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HANDLERS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    connections: int
+    epoch: int
+    handlers: _containers.RepeatedCompositeFieldContainer[HandlerDescription]
+    server_version: str
+    subscribers: int
+    topics: _containers.RepeatedCompositeFieldContainer[TopicPosition]
+    uptime_seconds: float
+    def __init__(self, server_version: _Optional[str] = ..., uptime_seconds: _Optional[float] = ..., connections: _Optional[int] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., subscribers: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicPosition, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class StorageBackupReply(_message.Message):
+    __slots__ = ["bytes", "destination", "diary_entries"]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    DIARY_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    destination: str
+    diary_entries: int
+    def __init__(self, destination: _Optional[str] = ..., bytes: _Optional[int] = ..., diary_entries: _Optional[int] = ...) -> None: ...
+
+class StorageBackupRequest(_message.Message):
+    __slots__ = ["destination"]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    def __init__(self, destination: _Optional[str] = ...) -> None: ...
+
+class SubscribeReply(_message.Message):
+    __slots__ = ["epoch", "topics"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    topics: _containers.RepeatedCompositeFieldContainer[TopicPosition]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicPosition, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ["topics"]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicSubscription]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicSubscription, _Mapping]]] = ...) -> None: ...
+
+class TopicPosition(_message.Message):
+    __slots__ = ["sequence", "topic"]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    topic: str
+    def __init__(self, topic: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+
+class TopicSubscription(_message.Message):
+    __slots__ = ["epoch", "resume_after", "topic"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    resume_after: int
+    topic: str
+    def __init__(self, topic: _Optional[str] = ..., resume_after: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class UnsubscribeRequest(_message.Message):
+    __slots__ = ["topics"]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ["epoch", "handlers", "max_frame_length", "protocol_version", "server_version"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HANDLERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_FRAME_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    handlers: _containers.RepeatedCompositeFieldContainer[HandlerDescription]
+    max_frame_length: int
+    protocol_version: int
+    server_version: str
+    def __init__(self, protocol_version: _Optional[int] = ..., server_version: _Optional[str] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., max_frame_length: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MentorCharacter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Emotion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

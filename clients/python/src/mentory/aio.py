@@ -1,0 +1,622 @@
+"""The asyncio client.
+
+::
+
+    async with mentory.aio.connect() as client:
+        await client.ping()
+        entries = await client.diary.list(limit=10)
+        async for event in client.subscribe(["diary"]):
+            ...
+
+Requests may be pipelined: any number of coroutines can call methods of one client at the same
+time (``asyncio.gather`` of many calls); each waits for its own response, matched by request id.
+"""
+
+import asyncio
+import collections
+import logging
+from dataclasses import dataclass
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Deque,
+    Dict,
+    FrozenSet,
+    Generator,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Type,
+    Union,
+    cast,
+)
+
+from google.protobuf.message import Message
+from google.protobuf.wrappers_pb2 import UInt32Value
+
+from . import _requests as build
+from ._codec import RequestLike, decode_event, decode_reply, encode_request
+from ._connection import DEFAULT_MAX_INCOMING_FRAME, Connection
+from ._enums import ErrorCode
+from ._proto import mentory_pb2 as pb
+from ._requests import ActionItemLike, DayLike
+from .discovery import resolve_socket_path
+from .errors import ConnectionClosed, MentoryError, ProtocolError, SocketTrustError, Timeout
+from .events import Backoff, Event, Position
+
+__all__ = ["connect", "AsyncClient", "AsyncSubscription", "DEFAULT_BUFFER_SIZE"]
+
+logger = logging.getLogger("mentory")
+
+#: Events a subscription holds for its consumer before it treats the consumer as too slow.
+DEFAULT_BUFFER_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """How to reach the daemon; shared by a client and the subscriptions it starts."""
+
+    socket_path: str
+    client_name: str
+    timeout: float
+    max_incoming_frame: int
+    trusted_uids: Optional[FrozenSet[int]]
+
+    async def open(
+        self,
+        on_event: Optional[Callable[[pb.Event], None]] = None,
+        on_close: Optional[Callable[[MentoryError], None]] = None,
+    ) -> Connection:
+        return await Connection.open(
+            self.socket_path,
+            self.client_name,
+            self.timeout,
+            self.max_incoming_frame,
+            self.trusted_uids,
+            on_event,
+            on_close,
+        )
+
+
+def make_options(
+    socket_path: Optional[str],
+    client_name: str,
+    timeout: float,
+    max_incoming_frame: int,
+    trusted_uids: Optional[Iterable[int]],
+) -> ConnectOptions:
+    return ConnectOptions(
+        socket_path=resolve_socket_path(socket_path),
+        client_name=client_name,
+        timeout=timeout,
+        max_incoming_frame=max_incoming_frame,
+        trusted_uids=frozenset(trusted_uids) if trusted_uids is not None else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed namespaces
+# ---------------------------------------------------------------------------------------------
+
+
+class _AsyncNamespace:
+    _name = ""
+
+    def __init__(self, client: "AsyncClient") -> None:
+        self._client = client
+
+    async def _invoke(self, method: str, request: Message) -> Any:
+        return await self._client.call(self._name, method, request)
+
+
+class AsyncMentor(_AsyncNamespace):
+    """Namespace ``mentor``: the day's mentor message."""
+
+    _name = "mentor"
+
+    async def get(self) -> pb.MentorState:
+        """The current state; ``HasField("message")`` is false until the first ``set``."""
+        return cast(pb.MentorState, await self._invoke("get", pb.Empty()))
+
+    async def set(
+        self,
+        content: str,
+        character: Union[str, int] = "warm",
+        todos: Optional[Iterable[ActionItemLike]] = None,
+        **fields: Any,
+    ) -> pb.MentorState:
+        """Replaces the mentor message. ``character`` is ``"warm"`` or ``"cool"``; ``todos`` are action
+        items (strings get a fresh id from the daemon)."""
+        return cast(pb.MentorState, await self._invoke("set", build.mentor_set(content, character, todos, fields)))
+
+    async def complete_todo(self, id: str, **fields: Any) -> pb.MentorState:
+        """Marks the action item ``id`` done (``NOT_FOUND`` if there is none)."""
+        return cast(pb.MentorState, await self._invoke("completeTodo", build.build("mentor", "completeTodo", dict(fields, id=id))))
+
+
+class AsyncReachability(_AsyncNamespace):
+    """Namespace ``reachability``: companion devices' state."""
+
+    _name = "reachability"
+
+    async def get(self) -> pb.ReachabilitySnapshot:
+        """Every peer, sorted by name."""
+        return cast(pb.ReachabilitySnapshot, await self._invoke("get", pb.Empty()))
+
+    async def report(
+        self,
+        peer: str,
+        is_paired: bool = False,
+        is_app_installed: bool = False,
+        is_reachable: bool = False,
+        **fields: Any,
+    ) -> pb.PeerState:
+        """Reports a peer's state; it becomes unreachable when this connection closes."""
+        request = build.build(
+            "reachability",
+            "report",
+            dict(fields, peer=peer, is_paired=is_paired, is_app_installed=is_app_installed, is_reachable=is_reachable),
+        )
+        return cast(pb.PeerState, await self._invoke("report", request))
+
+
+class AsyncDiary(_AsyncNamespace):
+    """Namespace ``diary``: one entry per day."""
+
+    _name = "diary"
+
+    async def add(
+        self,
+        record_date: DayLike,
+        title: str,
+        text: str,
+        emotion: Union[str, int],
+        analysis: Optional[str] = None,
+        suggestions: Optional[Iterable[ActionItemLike]] = None,
+        **fields: Any,
+    ) -> pb.DiaryEntry:
+        """Adds the entry for ``record_date`` (``CONFLICT`` if that day has one). ``emotion`` is a name
+        such as ``"pleasant"`` or a number 1-7."""
+        request = build.diary_add(record_date, title, text, emotion, analysis, suggestions, fields)
+        return cast(pb.DiaryEntry, await self._invoke("add", request))
+
+    async def get(self, id: str, **fields: Any) -> pb.DiaryEntry:
+        """The entry with this id (``NOT_FOUND`` if there is none)."""
+        return cast(pb.DiaryEntry, await self._invoke("get", build.build("diary", "get", dict(fields, id=id))))
+
+    async def list(self, limit: int = 0, before: Optional[DayLike] = None, **fields: Any) -> pb.DiaryListReply:
+        """Entries newest day first; ``limit`` 0 means 50, ``before`` (exclusive) pages backwards."""
+        return cast(pb.DiaryListReply, await self._invoke("list", build.diary_list(limit, before, fields)))
+
+    async def delete(self, id: str, **fields: Any) -> pb.DiaryEntry:
+        """Deletes the entry and returns it (``NOT_FOUND`` if there is none)."""
+        return cast(pb.DiaryEntry, await self._invoke("delete", build.build("diary", "delete", dict(fields, id=id))))
+
+    async def set_suggestion_done(self, entry_id: str, suggestion_id: str, done: bool = True, **fields: Any) -> pb.DiaryEntry:
+        """Ticks (or unticks) one of an entry's suggested action items."""
+        request = build.build(
+            "diary", "setSuggestionDone", dict(fields, entry_id=entry_id, suggestion_id=suggestion_id, done=done)
+        )
+        return cast(pb.DiaryEntry, await self._invoke("setSuggestionDone", request))
+
+
+class AsyncStorage(_AsyncNamespace):
+    """Namespace ``storage`` (SQLite store only; root or the daemon's user)."""
+
+    _name = "storage"
+
+    async def backup(self, destination: str, **fields: Any) -> pb.StorageBackupReply:
+        """Writes a consistent copy of the database to ``destination`` (absolute, must not exist)."""
+        request = build.build("storage", "backup", dict(fields, destination=destination))
+        return cast(pb.StorageBackupReply, await self._invoke("backup", request))
+
+
+class AsyncDebug(_AsyncNamespace):
+    """Namespace ``debug`` (only with ``debug.faultInjection``; root only). Never use in production."""
+
+    _name = "debug"
+
+    async def freeze_engine(self, seconds: int) -> pb.Empty:
+        """Blocks the daemon's engine for ``seconds`` (at most 600)."""
+        return cast(pb.Empty, await self._invoke("freezeEngine", UInt32Value(value=seconds)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Client
+# ---------------------------------------------------------------------------------------------
+
+
+class AsyncClient:
+    """A connection to mentoryd for asyncio code. Make one with :func:`connect`.
+
+    Calls may run concurrently on one client; ``timeout`` bounds each call. A request the daemon
+    refuses raises :class:`~mentory.MentoryError` with the wire code; the client stays usable.
+    """
+
+    def __init__(self, connection: Connection, options: ConnectOptions) -> None:
+        self._connection = connection
+        self._options = options
+        self._subscriptions: "List[AsyncSubscription]" = []
+        #: Namespace ``mentor``.
+        self.mentor = AsyncMentor(self)
+        #: Namespace ``diary``.
+        self.diary = AsyncDiary(self)
+        #: Namespace ``reachability``.
+        self.reachability = AsyncReachability(self)
+        #: Namespace ``storage``.
+        self.storage = AsyncStorage(self)
+        #: Namespace ``debug``.
+        self.debug = AsyncDebug(self)
+
+    @property
+    def welcome(self) -> pb.Welcome:
+        """The daemon's ``Welcome``: version, handlers, frame limit, epoch."""
+        return self._connection.welcome
+
+    @property
+    def socket_path(self) -> str:
+        return self._options.socket_path
+
+    @property
+    def max_frame_length(self) -> int:
+        """The largest request frame the daemon accepts; larger ones are refused before sending."""
+        return self._connection.max_frame_length
+
+    @property
+    def closed(self) -> bool:
+        return self._connection.closed
+
+    async def call(
+        self,
+        namespace: str,
+        method: str,
+        request: RequestLike = None,
+        *,
+        request_type: Optional[Type[Message]] = None,
+        reply_type: Optional[Type[Message]] = None,
+        timeout: Optional[float] = None,
+    ) -> Union[Message, bytes]:
+        """Calls any method. ``request`` is a message, a dict (decoded with the method's registered type
+        or ``request_type``), raw bytes, or ``None`` for an empty body. Returns the reply decoded with
+        the registered type (or ``reply_type``), or raw bytes for a method not in the table."""
+        body = encode_request(namespace, method, request, request_type)
+        reply = await self._connection.request(
+            namespace, method, body, self._options.timeout if timeout is None else timeout
+        )
+        return decode_reply(namespace, method, reply, reply_type)
+
+    async def ping(self) -> None:
+        """Round trip to the daemon."""
+        await self.call("session", "ping")
+
+    async def status(self) -> pb.StatusReply:
+        """Version, uptime, connections, handlers, subscribers, per-topic sequence numbers and epoch."""
+        return cast(pb.StatusReply, await self.call("session", "status"))
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        resume: Union[Position, str, None] = None,
+        *,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        backoff: Optional[Backoff] = None,
+    ) -> "AsyncSubscription":
+        """Subscribes to ``topics`` on a connection of its own; iterate it with ``async for``.
+
+        See :class:`AsyncSubscription`. It starts on the first iteration or ``await sub.start()``.
+        """
+        subscription = AsyncSubscription(self._options, topics, resume, buffer_size=buffer_size, backoff=backoff)
+        self._subscriptions = [s for s in self._subscriptions if not s.closed]
+        self._subscriptions.append(subscription)
+        return subscription
+
+    async def close(self) -> None:
+        """Closes the connection and every subscription started from this client."""
+        for subscription in self._subscriptions:
+            await subscription.close()
+        self._subscriptions.clear()
+        await self._connection.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+
+class _Connect:
+    """What :func:`connect` returns: use with ``async with`` or ``await`` it."""
+
+    def __init__(self, options: ConnectOptions) -> None:
+        self._options = options
+        self._client: Optional[AsyncClient] = None
+
+    async def _open(self) -> AsyncClient:
+        connection = await self._options.open()
+        return AsyncClient(connection, self._options)
+
+    def __await__(self) -> Generator[Any, None, AsyncClient]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> AsyncClient:
+        self._client = await self._open()
+        return self._client
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def connect(
+    socket_path: Optional[str] = None,
+    client_name: str = "python",
+    timeout: float = 10.0,
+    *,
+    max_incoming_frame: int = DEFAULT_MAX_INCOMING_FRAME,
+    trusted_uids: Optional[Iterable[int]] = None,
+) -> _Connect:
+    """Connects to mentoryd: ``async with mentory.aio.connect() as client`` or ``client = await mentory.aio.connect()``.
+
+    ``socket_path`` defaults to ``$MENTORY_SOCKET``, then the standard paths (see
+    :mod:`mentory.discovery`). ``timeout`` bounds connecting, the handshake and each call.
+    ``max_incoming_frame`` is the largest frame this client reads. ``trusted_uids`` replaces the
+    uids the server may run as (default: root, you, and the daemon user). Raises
+    :class:`~mentory.SocketTrustError` for an untrusted socket, :class:`~mentory.ConnectionClosed`
+    when nothing answers.
+    """
+    return _Connect(make_options(socket_path, client_name, timeout, max_incoming_frame, trusted_uids))
+
+
+# ---------------------------------------------------------------------------------------------
+# Subscriptions
+# ---------------------------------------------------------------------------------------------
+
+_RETRYABLE_CODES = frozenset(
+    int(code)
+    for code in (
+        ErrorCode.UNSPECIFIED,
+        ErrorCode.TRUNCATED_FRAME,
+        ErrorCode.SHUTTING_DOWN,
+        ErrorCode.TOO_MANY_CONNECTIONS,
+        ErrorCode.TOO_MANY_REQUESTS,
+        ErrorCode.STORAGE_FAILURE,
+        ErrorCode.HANDSHAKE_TIMEOUT,
+    )
+)
+
+
+def _retryable(error: BaseException) -> bool:
+    if isinstance(error, SocketTrustError):
+        return False
+    if isinstance(error, (Timeout, OSError)):
+        return True
+    if isinstance(error, (ConnectionClosed, MentoryError)) and not isinstance(error, ProtocolError):
+        return int(error.code) in _RETRYABLE_CODES
+    return False
+
+
+class AsyncSubscription:
+    """Events of some topics, as an async iterator, surviving disconnects.
+
+    - The first event per topic is a ``SNAPSHOT`` (or, with ``resume=``, the missed changes or a
+      ``RESET``); then ``CHANGE`` events in sequence order.
+    - :attr:`position` is where the consumer is: the last event handed over per topic. Store its
+      :meth:`~mentory.Position.token` to resume later.
+    - When the connection is lost, the subscription reconnects after ``backoff`` delays (1 s
+      initial, doubling, jittered, capped at 30 s by default) and resubscribes from
+      :attr:`position`: the daemon replays what was missed, or sends a ``RESET`` (e.g. after a
+      restart, when the epoch changes). A reset is handed over as an event of kind ``RESET``;
+      nothing is dropped silently.
+    - At most ``buffer_size`` received events wait for the consumer. When a new event finds the
+      buffer full, the subscription drops its connection; the consumer still gets every buffered
+      event, then the subscription reconnects at once and resumes from the last delivered
+      position, so the daemon replays the rest or sends a ``RESET``. Memory stays bounded and a
+      slow consumer never loses events silently.
+    - Errors that retrying cannot fix (an unknown topic, permission denied, an untrusted socket)
+      are raised from the iteration.
+    """
+
+    def __init__(
+        self,
+        options: ConnectOptions,
+        topics: Sequence[str],
+        resume: Union[Position, str, None] = None,
+        *,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        backoff: Optional[Backoff] = None,
+    ) -> None:
+        if isinstance(topics, str):
+            raise TypeError("topics must be a list of topic names, e.g. ['diary']")
+        if not topics:
+            raise ValueError("subscribe to at least one topic")
+        if buffer_size < 1:
+            raise ValueError("buffer_size must be at least 1")
+        self._options = options
+        self.topics: List[str] = list(dict.fromkeys(topics))
+        self._position = Position.from_token(resume) if isinstance(resume, str) else (resume or Position())
+        self._received = self._position
+        self._buffer: Deque[Event] = collections.deque()
+        self.buffer_size = buffer_size
+        self.backoff = backoff or Backoff()
+        self._connection: Optional[Connection] = None
+        self._generation = 0
+        self._overflowed = False
+        self._wakeup: Optional[asyncio.Event] = None
+        self._started = False
+        self._first_reply: Optional[pb.SubscribeReply] = None
+        self._closed = False
+        self._failure: Optional[BaseException] = None
+        self._lost_error: Optional[MentoryError] = None
+        self._lock: Optional[asyncio.Lock] = None
+        #: How many times the subscription reconnected (after a loss or an overflow).
+        self.reconnects = 0
+        #: How many times the buffer overflowed.
+        self.overflows = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def position(self) -> Position:
+        """The last event handed to the consumer, per topic (pass as ``resume=`` later)."""
+        return self._position
+
+    async def start(self) -> pb.SubscribeReply:
+        """Connects and subscribes, if not done yet (a second call returns the first reply); raises
+        what the first attempt raises."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+            self._wakeup = asyncio.Event()
+        async with self._lock:
+            if self._closed:
+                raise ConnectionClosed("the subscription is closed")
+            if self._first_reply is None:
+                self._first_reply = await self._subscribe_once()
+                self._started = True
+            return self._first_reply
+
+    async def _subscribe_once(self) -> pb.SubscribeReply:
+        self._generation += 1
+        generation = self._generation
+        self._overflowed = False
+        connection = await self._options.open(
+            on_event=lambda event: self._on_event(generation, event),
+            on_close=lambda error: self._on_close(generation, error),
+        )
+        # Current before the first event can arrive, so that an overflow closes this connection.
+        self._connection = connection
+        try:
+            request = pb.SubscribeRequest()
+            for topic in self.topics:
+                known = self._position.topics.get(topic)
+                if known is None:
+                    request.topics.add(topic=topic)
+                else:
+                    request.topics.add(topic=topic, epoch=known[0], resume_after=known[1])
+            body = await connection.request("session", "subscribe", request.SerializeToString(), self._options.timeout)
+        except BaseException:
+            await connection.close()
+            raise
+        reply = pb.SubscribeReply()
+        reply.ParseFromString(body)
+        self._lost_error = None
+        return reply
+
+    def _on_event(self, generation: int, raw: pb.Event) -> None:
+        if generation != self._generation or self._overflowed:
+            return
+        try:
+            event = decode_event(raw)
+        except ProtocolError as error:
+            logger.warning("dropping the connection of a subscription: %s", error)
+            self._drop_connection()
+            return
+        if self._received.includes(event):
+            logger.debug("ignoring %s change %d: already received", event.topic, event.sequence)
+            return
+        if len(self._buffer) >= self.buffer_size:
+            self._overflowed = True
+            self.overflows += 1
+            logger.warning(
+                "subscription buffer full (%d events): reconnecting from the last delivered position once it is read",
+                self.buffer_size,
+            )
+            self._drop_connection()
+            return
+        self._buffer.append(event)
+        self._received = self._received.advanced(event)
+        self._wake()
+
+    def _on_close(self, generation: int, error: MentoryError) -> None:
+        if generation != self._generation:
+            return
+        self._lost_error = error
+        self._wake()
+
+    def _drop_connection(self) -> None:
+        connection = self._connection
+        if connection is not None:
+            asyncio.ensure_future(connection.close())
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __anext__(self) -> Event:
+        if not self._started:
+            await self.start()
+        assert self._wakeup is not None
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if self._buffer:
+                event = self._buffer.popleft()
+                self._position = self._position.advanced(event)
+                return event
+            if self._failure is not None:
+                raise self._failure
+            connection = self._connection
+            if connection is None or connection.closed:
+                await self._reconnect()
+                continue
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    async def _reconnect(self) -> None:
+        # Every received event has been delivered here (the buffer is empty), so resuming from
+        # the delivered position neither skips nor repeats anything.
+        self._received = self._position
+        immediate = self._overflowed
+        attempt = 0
+        while not self._closed:
+            if not immediate:
+                delay = self.backoff.delay(attempt)
+                logger.info(
+                    "subscription to %s lost (%s); reconnecting in %.1f s",
+                    ",".join(self.topics),
+                    self._lost_error,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+            immediate = False
+            if self._closed:
+                return
+            try:
+                await self._subscribe_once()
+                self.reconnects += 1
+                return
+            except Exception as error:  # noqa: BLE001 - classified below
+                if self._overflowed and self._buffer:
+                    return  # the replay overflowed the buffer already: deliver it, then resume at once
+                attempt += 1
+                if not _retryable(error):
+                    self._failure = error
+                    raise
+                if self.backoff.max_attempts is not None and attempt >= self.backoff.max_attempts:
+                    self._failure = error
+                    raise
+                self._lost_error = error if isinstance(error, MentoryError) else ConnectionClosed(str(error))
+
+    async def close(self) -> None:
+        """Ends the subscription: its connection closes and iteration stops."""
+        self._closed = True
+        self._wake()
+        connection = self._connection
+        self._connection = None
+        self._generation += 1
+        if connection is not None:
+            await connection.close()
+
+    async def __aenter__(self) -> "AsyncSubscription":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()

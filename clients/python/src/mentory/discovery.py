@@ -1,0 +1,130 @@
+"""Finding the daemon's socket and deciding whether to trust it.
+
+The rules are mentoryctl's:
+
+1. the ``socket_path`` argument, else ``$MENTORY_SOCKET``;
+2. otherwise the first of these that exists: ``/run/mentoryd/mentoryd.sock`` (the system daemon
+   comes first, so a per-user path cannot shadow it), ``$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock``,
+   ``/tmp/mentoryd-$UID/mentoryd.sock``.
+
+Whichever path is chosen is used only if its directory is owned by the caller or root and is not
+writable by group or others (otherwise someone else could put their own socket there). After
+connecting, the peer's ``SO_PEERCRED`` uid must be root, the caller, or the daemon user
+(``mentory``, or ``$MENTORY_DAEMON_USER``). Anything else raises :class:`SocketTrustError`.
+"""
+
+import os
+import pwd
+import socket
+import stat
+import struct
+from typing import AbstractSet, Iterable, List, Mapping, Optional, Tuple
+
+from .errors import SocketTrustError
+
+SOCKET_FILE_NAME = "mentoryd.sock"
+SYSTEM_SOCKET_PATH = "/run/mentoryd/mentoryd.sock"
+DEFAULT_DAEMON_USER = "mentory"
+
+
+def candidate_paths(environment: Optional[Mapping[str, str]] = None, uid: Optional[int] = None) -> List[str]:
+    """The default socket paths, in the order they are tried."""
+    env = os.environ if environment is None else environment
+    uid = os.getuid() if uid is None else uid
+    paths = [SYSTEM_SOCKET_PATH]
+    xdg = env.get("XDG_RUNTIME_DIR", "")
+    if xdg:
+        paths.append(os.path.join(xdg, "mentoryd", SOCKET_FILE_NAME))
+    paths.append(f"/tmp/mentoryd-{uid}/{SOCKET_FILE_NAME}")
+    return paths
+
+
+def resolve_socket_path(socket_path: Optional[str] = None, environment: Optional[Mapping[str, str]] = None) -> str:
+    """The socket to connect to: ``socket_path``, ``$MENTORY_SOCKET``, else the first default that exists.
+
+    When none exists, the first default is returned, so the connection error names it.
+    """
+    if socket_path:
+        return os.fspath(socket_path)
+    env = os.environ if environment is None else environment
+    from_env = env.get("MENTORY_SOCKET", "")
+    if from_env:
+        return from_env
+    candidates = candidate_paths(env)
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    return candidates[0]
+
+
+def check_directory(path: str, uid: Optional[int] = None) -> None:
+    """Raises :class:`SocketTrustError` unless the socket's directory is safe.
+
+    Safe means owned by ``uid`` (default: the caller) or root, and without group or other write
+    permission. A missing directory is left to the connection attempt to report.
+    """
+    uid = os.getuid() if uid is None else uid
+    directory = os.path.dirname(os.path.abspath(path)) or "/"
+    try:
+        info = os.stat(directory)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise SocketTrustError(path, f"cannot inspect its directory {directory}: {error.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise SocketTrustError(path, f"{directory} is not a directory")
+    if info.st_uid not in (0, uid):
+        raise SocketTrustError(
+            path,
+            f"its directory {directory} is owned by uid {info.st_uid} ({_user_name(info.st_uid)}), "
+            f"not by you (uid {uid}) or root",
+        )
+    writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
+    if writers:
+        raise SocketTrustError(
+            path,
+            f"its directory {directory} has mode {stat.S_IMODE(info.st_mode):04o}, writable by "
+            f"{' and '.join(writers)}: anyone who can write there can replace the socket "
+            "(use a directory with mode 0700 or 0755)",
+        )
+
+
+def default_trusted_uids(environment: Optional[Mapping[str, str]] = None) -> AbstractSet[int]:
+    """Root, the caller, and the daemon user (``$MENTORY_DAEMON_USER``, default ``mentory``) if it exists."""
+    env = os.environ if environment is None else environment
+    uids = {0, os.getuid()}
+    name = env.get("MENTORY_DAEMON_USER", "") or DEFAULT_DAEMON_USER
+    try:
+        uids.add(pwd.getpwnam(name).pw_uid)
+    except KeyError:
+        pass
+    return frozenset(uids)
+
+
+def peer_credentials(sock: socket.socket) -> Tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a connected Unix socket (``SO_PEERCRED``)."""
+    size = struct.calcsize("3i")
+    data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size)
+    pid, uid, gid = struct.unpack("3i", data)
+    return pid, uid, gid
+
+
+def check_peer(sock: socket.socket, path: str, trusted_uids: Optional[Iterable[int]] = None) -> None:
+    """Raises :class:`SocketTrustError` unless the server's uid is in ``trusted_uids``
+    (default :func:`default_trusted_uids`)."""
+    allowed = frozenset(trusted_uids) if trusted_uids is not None else default_trusted_uids()
+    pid, uid, _ = peer_credentials(sock)
+    if uid not in allowed:
+        names = ", ".join(f"{u} ({_user_name(u)})" for u in sorted(allowed))
+        raise SocketTrustError(
+            path,
+            f"it is served by pid {pid} running as uid {uid} ({_user_name(uid)}), which is none of the "
+            f"trusted uids {names}; set MENTORY_DAEMON_USER if the daemon runs as another user",
+        )
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return "no such user"
