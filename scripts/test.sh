@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
 #   1. unit and end-to-end tests (debug build)
-#   2. the same suite under ThreadSanitizer (its own build folder, .build-tsan)
-#   3. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
-#   4. the real-systemd harness (scripts/systemd-test.sh), when running as root
+#   2. the Python client's pytest suite against the real daemon (scripts/test-python.sh)
+#   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
+#   4. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
+#   5. the real-systemd harness (scripts/systemd-test.sh), when running as root
 #
 # Usage: scripts/test.sh [--quick]
 #   --quick   only step 1, for a fast local loop
@@ -21,6 +22,9 @@ section "unit and end-to-end tests"
 swift build --build-tests
 swift test --skip-build
 [ $quick -eq 1 ] && exit 0
+
+section "Python client"
+scripts/test-python.sh --bin-dir "$(swift build --show-bin-path)"
 
 section "ThreadSanitizer"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan

@@ -77,7 +77,7 @@ class Connection:
         on_close: Optional[Callable[[MentoryError], None]] = None,
     ) -> "Connection":
         """Checks the socket's trust, connects, and performs the handshake, all within ``timeout``."""
-        discovery.check_directory(path)
+        discovery.check_directory(path, trusted_uids)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         writer: Optional[asyncio.StreamWriter] = None

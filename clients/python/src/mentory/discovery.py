@@ -57,14 +57,17 @@ def resolve_socket_path(socket_path: Optional[str] = None, environment: Optional
     return candidates[0]
 
 
-def check_directory(path: str, uid: Optional[int] = None) -> None:
-    """Raises :class:`SocketTrustError` unless the socket's directory is safe.
+def check_directory(path: str, trusted_uids: Optional[Iterable[int]] = None) -> None:
+    """Raises :class:`SocketTrustError` unless the socket's directory is safe, with the rules
+    mentoryctl applies (``SocketTrust`` in the Swift client library).
 
-    Safe means owned by ``uid`` (default: the caller) or root, and without group or other write
-    permission. A missing directory is left to the connection attempt to report.
+    Safe means: after resolving symbolic links, the directory is owned by a trusted uid (default
+    :func:`default_trusted_uids`: root, the caller and the daemon user) and nobody else may write
+    it (root and the caller are always trusted); every directory above it is owned by a trusted uid and is either not writable by group
+    and others or sticky (like ``/tmp``). A missing directory is left to the connection attempt.
     """
-    uid = os.getuid() if uid is None else uid
-    directory = os.path.dirname(os.path.abspath(path)) or "/"
+    allowed = frozenset(trusted_uids if trusted_uids is not None else default_trusted_uids()) | {0, os.getuid()}
+    directory = os.path.realpath(os.path.dirname(os.path.abspath(path)) or "/")
     try:
         info = os.stat(directory)
     except FileNotFoundError:
@@ -73,11 +76,11 @@ def check_directory(path: str, uid: Optional[int] = None) -> None:
         raise SocketTrustError(path, f"cannot inspect its directory {directory}: {error.strerror}") from None
     if not stat.S_ISDIR(info.st_mode):
         raise SocketTrustError(path, f"{directory} is not a directory")
-    if info.st_uid not in (0, uid):
+    if info.st_uid not in allowed:
         raise SocketTrustError(
             path,
             f"its directory {directory} is owned by uid {info.st_uid} ({_user_name(info.st_uid)}), "
-            f"not by you (uid {uid}) or root",
+            "not by you, root or the daemon user, so that user could be impersonating mentoryd",
         )
     writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
     if writers:
@@ -87,6 +90,25 @@ def check_directory(path: str, uid: Optional[int] = None) -> None:
             f"{' and '.join(writers)}: anyone who can write there can replace the socket "
             "(use a directory with mode 0700 or 0755)",
         )
+    ancestor = directory
+    while ancestor != "/":
+        ancestor = os.path.dirname(ancestor) or "/"
+        try:
+            above = os.stat(ancestor)
+        except OSError as error:
+            raise SocketTrustError(path, f"cannot inspect {ancestor} above the socket: {error.strerror}") from None
+        if above.st_uid not in allowed:
+            raise SocketTrustError(
+                path,
+                f"{ancestor}, above its directory, is owned by uid {above.st_uid} ({_user_name(above.st_uid)}), "
+                "who could replace the directory",
+            )
+        if above.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not above.st_mode & stat.S_ISVTX:
+            raise SocketTrustError(
+                path,
+                f"{ancestor}, above its directory, has mode {stat.S_IMODE(above.st_mode):04o} without the "
+                "sticky bit, so group or others could replace the directory",
+            )
 
 
 def default_trusted_uids(environment: Optional[Mapping[str, str]] = None) -> AbstractSet[int]:
