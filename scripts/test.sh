@@ -8,7 +8,7 @@
 #
 # Usage: scripts/test.sh [--quick]
 #   --quick   only step 1, for a fast local loop
-# Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 3's time per target.
+# Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 4's time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
