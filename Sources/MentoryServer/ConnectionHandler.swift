@@ -416,19 +416,17 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let written = context.eventLoop.makePromise(of: Void.self)
         let channel = context.channel
         let seconds = self.configuration.shutdownDrainSeconds
-        let deadline = context.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
-            channel.close(promise: nil)
-        }
         let logger = self.logger
-        written.futureResult.assumeIsolated().whenComplete { _ in
-            deadline.cancel()
-            channel.close(promise: nil)
-        }
-        deadline.futureResult.assumeIsolated().whenSuccess {
+        let deadline = context.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
             logger.notice(
                 "closed a connection that did not take its last frames in time",
                 metadata: ["drainSeconds": "\(seconds)"]
             )
+            channel.close(promise: nil)
+        }
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            deadline.cancel()
+            channel.close(promise: nil)
         }
         self.write(frame, promise: written)
         self.flushIfNeeded()

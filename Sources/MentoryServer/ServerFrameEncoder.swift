@@ -3,7 +3,7 @@ import NIOCore
 
 /// A frame the server refused to send because its payload is over the announced `max_frame_length`.
 struct OversizedFrame: Error {
-    /// The payload's size in bytes.
+    /// The payload's size in bytes (or the body's alone, when that is already over the limit).
     var length: Int
     /// The announced limit in bytes.
     var maximum: Int
@@ -15,6 +15,16 @@ enum ServerFrameEncoder {
 
     /// The envelope as one frame, or ``OversizedFrame`` if its payload exceeds `maxFrameLength`.
     static func encode(_ envelope: Mentory_V1_Envelope, maxFrameLength: Int) -> Result<ByteBuffer, OversizedFrame> {
+        // A body over the limit makes the frame over the limit: refuse it without serializing megabytes.
+        let bodyLength =
+            switch envelope.kind {
+            case .response(let response): response.body.count
+            case .event(let event): event.body.count
+            default: 0
+            }
+        guard bodyLength <= maxFrameLength else {
+            return .failure(OversizedFrame(length: bodyLength, maximum: maxFrameLength))
+        }
         // Serializing a message built in memory cannot fail: it has no required fields.
         let bytes: [UInt8] = (try? envelope.serializedBytes()) ?? []
         guard bytes.count <= maxFrameLength else {

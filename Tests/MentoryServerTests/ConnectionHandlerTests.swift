@@ -269,7 +269,7 @@ struct ConnectionHandlerTests {
         #expect(failed.error.message.contains("blob.get"))
         #expect(failed.error.message.contains("4096"))
         let numbers = failed.error.message.split { !$0.isNumber }.compactMap { Int($0) }
-        #expect(numbers.contains { $0 > 10_000 }, "the size: \(failed.error.message)")
+        #expect(numbers.contains { $0 >= 10_000 }, "the size: \(failed.error.message)")
         #expect(replies[1].response.id == 8 && replies[1].response.body.count == 100, "the connection goes on")
         _ = try await harness.channel.finish()
     }
