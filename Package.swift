@@ -206,6 +206,19 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .testTarget(
+            name: "MentoryServerTests",
+            dependencies: [
+                "MentoryServer",
+                "MentoryEngine",
+                "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
             name: "MentoryEngineTests",
             dependencies: [
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",

@@ -4,17 +4,14 @@ import NIOCore
 
 /// Delivers a subscriber's events into its connection.
 ///
-/// The channel's write buffer is the subscriber's bounded queue: once more than
-/// ``ServerConfiguration/subscriberQueueBytes`` are waiting for the socket, the channel stops
-/// being writable and events are refused, so the engine falls back to a reset.
+/// The connection's outbound bytes are the subscriber's bounded queue: replies and events count
+/// together, and once an event would take them past ``ServerConfiguration/subscriberQueueBytes`` (or
+/// the event would not fit in one frame) it is refused, so the engine falls back to a reset once the
+/// queue has drained to half.
 struct ChannelEventSink: EventSink {
-    let channel: any Channel
+    let handler: NIOLoopBound<ConnectionHandler>
 
     func deliver(_ event: Mentory_V1_Event) -> Bool {
-        guard self.channel.isWritable, self.channel.isActive else { return false }
-        var envelope = Mentory_V1_Envelope()
-        envelope.event = event
-        self.channel.writeAndFlush(envelope, promise: nil)
-        return true
+        self.handler.value.deliver(event)
     }
 }

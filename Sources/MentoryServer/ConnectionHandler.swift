@@ -5,12 +5,24 @@ import NIOCore
 
 /// Speaks the protocol on one connection: handshake, request routing, errors and back-pressure.
 ///
-/// It holds only I/O state (the handshake phase and the ids in flight); every request goes to
-/// the engine, which runs on this channel's event loop, so a request costs no thread hop.
+/// It holds only I/O state (the handshake phase, the ids in flight, the outbound byte count); every
+/// request goes to the engine, which runs on this channel's event loop, so a request costs no thread hop.
+///
+/// Back-pressure, both ways:
+/// - Every reply and event is encoded here and counted in ``outboundBytes`` until the kernel has taken
+///   it. At ``ServerConfiguration/maxOutboundBytes`` the handler stops dispatching requests and stops
+///   reading the socket; it resumes once half of that has been written. Nothing is dropped.
+/// - Events are refused (the engine sends a reset later) once the connection's outbound bytes would
+///   pass ``ServerConfiguration/subscriberQueueBytes``.
+/// - Frames the decoder has already split off wait here, in order, while more than
+///   ``ServerConfiguration/maxRequestsInFlight`` requests are in flight or the outbound bound holds.
+///
+/// Writes are coalesced: nothing is flushed per message. One flush follows each read batch and one
+/// follows the engine work of an event-loop tick.
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
-    typealias OutboundIn = Mentory_V1_Envelope
-    typealias OutboundOut = Mentory_V1_Envelope
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private enum Phase {
         case awaitingHello
@@ -24,8 +36,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let logger: Logger
     private let credentials: PeerCredentials?
     private var phase = Phase.awaitingHello
-    private var inFlight: Set<UInt64> = []
+    /// Whether the engine knows this connection (from the handshake until it is detached).
+    private var attached = false
+    /// Request ids in flight, each with its `namespace.method` for error messages.
+    private var inFlight: [UInt64: String] = [:]
+    /// Frames decoded but not yet handled, waiting for room.
+    private var pendingFrames = CircularBuffer<ByteBuffer>()
     private var readHeldBack = false
+    /// Bytes written into the pipeline that the kernel has not taken yet.
+    private(set) var outboundBytes = 0
+    private var outboundPaused = false
+    private var eventsRefused = false
+    private var unflushed = false
+    private var flushScheduled = false
     private var handshakeTimeout: Scheduled<Void>?
     private var context: ChannelHandlerContext?
 
@@ -47,49 +70,59 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if context.channel.isActive {
+            self.startHandshakeTimer(context: context)
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.handshakeTimeout?.cancel()
         self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        self.startHandshakeTimer(context: context)
+        context.fireChannelActive()
+    }
+
+    private func startHandshakeTimer(context: ChannelHandlerContext) {
+        guard self.handshakeTimeout == nil, self.phase == .awaitingHello else { return }
         let seconds = self.configuration.handshakeTimeoutSeconds
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.handshakeTimeout = context.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
             handler.value.failConnection(.handshakeTimeout(seconds: seconds))
         }
-        context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         self.handshakeTimeout?.cancel()
-        if self.phase == .open {
-            let id = self.id
-            self.onEngine { engine in engine.detach(id) }
-        }
+        self.detach()
         self.phase = .closing
+        self.pendingFrames.removeAll()
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard self.phase != .closing else { return }
-        let frame = Self.unwrapInboundIn(data)
-        let envelope: Mentory_V1_Envelope
-        do {
-            envelope = try Mentory_V1_Envelope(frame: frame)
-        } catch {
-            self.sendConnectionError(.malformedMessage(error.reason), closing: false)
-            return
+        self.pendingFrames.append(Self.unwrapInboundIn(data))
+        self.handlePendingFrames()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.flushIfNeeded()
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // With remote half-closure allowed, the decoder has already reported a frame cut short
+        // (TRUNCATED_FRAME, then close); EOF at a frame boundary just closes.
+        if event as? ChannelEvent == .some(.inputClosed), self.phase != .closing {
+            self.logger.debug("peer closed its side")
+            self.phase = .closing
+            self.flushIfNeeded()
+            context.close(promise: nil)
         }
-        switch envelope.kind {
-        case .hello(let hello):
-            self.handleHello(hello, context: context)
-        case .request(let request):
-            self.handleRequest(request, context: context)
-        default:
-            self.sendConnectionError(.malformedMessage("clients send only Hello and Request"), closing: false)
-        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -103,29 +136,64 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
         default:
             self.logger.debug("connection error", metadata: ["error": "\(error)"])
+            self.phase = .closing
             context.close(promise: nil)
         }
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, self.phase == .open {
-            let id = self.id
-            self.onEngine { engine in await engine.sinkDrained(id) }
+    func read(context: ChannelHandlerContext) {
+        if self.canHandleFrames, self.pendingFrames.isEmpty {
+            context.read()
+        } else {
+            self.readHeldBack = true
         }
-        context.fireChannelWritabilityChanged()
     }
 
-    func read(context: ChannelHandlerContext) {
-        if self.inFlight.count >= self.configuration.maxRequestsInFlight {
-            self.readHeldBack = true
-        } else {
+    // MARK: Inbound flow control
+
+    /// Whether another frame may be handled now: requests in flight and outbound bytes are under their bounds.
+    private var canHandleFrames: Bool {
+        self.phase != .closing && !self.outboundPaused
+            && self.inFlight.count < self.configuration.maxRequestsInFlight
+    }
+
+    private func handlePendingFrames() {
+        while self.canHandleFrames, let frame = self.pendingFrames.popFirst() {
+            self.handle(frame)
+        }
+    }
+
+    /// Handles what waited, then reads again if a read was held back and nothing waits any more.
+    private func resume() {
+        self.handlePendingFrames()
+        if self.readHeldBack, self.canHandleFrames, self.pendingFrames.isEmpty, let context = self.context {
+            self.readHeldBack = false
             context.read()
+        }
+    }
+
+    private func handle(_ frame: ByteBuffer) {
+        let envelope: Mentory_V1_Envelope
+        do {
+            envelope = try Mentory_V1_Envelope(frame: frame)
+        } catch {
+            self.sendConnectionError(.malformedMessage(error.reason), closing: false)
+            return
+        }
+        switch envelope.kind {
+        case .hello(let hello):
+            self.handleHello(hello)
+        case .request(let request):
+            self.handleRequest(request)
+        default:
+            self.sendConnectionError(.malformedMessage("clients send only Hello and Request"), closing: false)
         }
     }
 
     // MARK: Protocol
 
-    private func handleHello(_ hello: Mentory_V1_Hello, context: ChannelHandlerContext) {
+    private func handleHello(_ hello: Mentory_V1_Hello) {
+        guard let context = self.context else { return }
         guard self.phase == .awaitingHello else {
             self.sendConnectionError(.alreadyHandshaken, closing: false)
             return
@@ -136,29 +204,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         self.handshakeTimeout?.cancel()
         self.phase = .open
+        self.attached = true
         let connection = ConnectionContext(id: self.id, clientName: hello.clientName, credentials: self.credentials)
-        let sink = ChannelEventSink(channel: context.channel)
-        let maxFrameLength = UInt32(clamping: self.configuration.maxFrameLength)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let sink = ChannelEventSink(handler: handler)
+        let maxFrameLength = UInt32(clamping: self.configuration.maxFrameLength)
         self.logger.debug("handshake", metadata: ["client": "\(hello.clientName)"])
         self.onEngine { engine in
             var welcome = engine.attach(connection, sink: sink)
             welcome.maxFrameLength = maxFrameLength
-            var envelope = Mentory_V1_Envelope()
-            envelope.welcome = welcome
-            handler.value.send(envelope)
+            handler.value.sendWelcome(welcome)
         }
     }
 
-    private func handleRequest(_ request: Mentory_V1_Request, context: ChannelHandlerContext) {
-        guard self.phase == .open else {
+    private func handleRequest(_ request: Mentory_V1_Request) {
+        guard self.phase == .open, let context = self.context else {
             self.send(response: .failure(id: request.id, error: MentoryError.handshakeRequired.wireError))
             return
         }
-        guard self.inFlight.insert(request.id).inserted else {
+        guard self.inFlight[request.id] == nil else {
             self.send(response: .failure(id: request.id, error: MentoryError.duplicateRequestID(request.id).wireError))
             return
         }
+        self.inFlight[request.id] = "\(request.namespace).\(request.method)"
         let id = self.id
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.onEngine { engine in
@@ -168,49 +236,210 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func finish(_ response: Mentory_V1_Response) {
-        self.inFlight.remove(response.id)
-        self.send(response: response)
-        if self.readHeldBack, self.inFlight.count < self.configuration.maxRequestsInFlight {
-            self.readHeldBack = false
-            self.context?.read()
+        let method = self.inFlight.removeValue(forKey: response.id) ?? "?"
+        if self.phase != .closing {
+            self.send(response: response, method: method)
         }
+        self.resume()
+    }
+
+    /// Delivers an event to the peer, or refuses it (`false`) when the subscriber's queue is full or the
+    /// event would not fit in a frame; the engine then sends a reset once ``outboundBytes`` drain.
+    func deliver(_ event: Mentory_V1_Event) -> Bool {
+        guard self.phase == .open else { return false }
+        var envelope = Mentory_V1_Envelope()
+        envelope.event = event
+        let frame: ByteBuffer
+        switch ServerFrameEncoder.encode(envelope, maxFrameLength: self.configuration.maxFrameLength) {
+        case .success(let encoded):
+            frame = encoded
+        case .failure(let oversized):
+            self.logger.error(
+                "event too large for a frame; the subscriber gets a reset instead",
+                metadata: [
+                    "topic": "\(event.topic)", "kind": "\(event.kind)", "bytes": "\(oversized.length)",
+                    "maxFrameLength": "\(oversized.maximum)",
+                ]
+            )
+            self.eventsRefused = true
+            // A change is followed by a reset soon; a reset or snapshot too large waits for the next drain
+            // so an unsendable snapshot cannot loop.
+            if event.kind == .change { self.checkDrained(soon: true) }
+            return false
+        }
+        if self.outboundBytes > 0, self.outboundBytes + frame.readableBytes > self.configuration.subscriberQueueBytes {
+            self.eventsRefused = true
+            return false
+        }
+        self.write(frame)
+        return true
     }
 
     // MARK: Output
 
-    private func send(response: Mentory_V1_Response) {
+    private func sendWelcome(_ welcome: Mentory_V1_Welcome) {
+        guard self.phase == .open else { return }
         var envelope = Mentory_V1_Envelope()
-        envelope.response = response
-        self.send(envelope)
+        envelope.welcome = welcome
+        switch ServerFrameEncoder.encode(envelope, maxFrameLength: self.configuration.maxFrameLength) {
+        case .success(let frame):
+            self.write(frame)
+        case .failure(let oversized):
+            self.failConnection(
+                .internal(
+                    "the Welcome is \(oversized.length) bytes, over the frame limit of \(oversized.maximum) bytes;"
+                        + " raise limits.maxFrameLength"
+                )
+            )
+        }
     }
 
-    private func send(_ envelope: Mentory_V1_Envelope) {
-        self.context?.writeAndFlush(Self.wrapOutboundOut(envelope), promise: nil)
+    private func send(response: Mentory_V1_Response, method: String = "?") {
+        var envelope = Mentory_V1_Envelope()
+        envelope.response = response
+        switch ServerFrameEncoder.encode(envelope, maxFrameLength: self.configuration.maxFrameLength) {
+        case .success(let frame):
+            self.write(frame)
+        case .failure(let oversized):
+            let message =
+                "the reply to \(method) is \(oversized.length) bytes, over the frame limit of \(oversized.maximum)"
+                + " bytes; the handler must page its replies"
+            self.logger.error(
+                "reply too large for a frame; sent an error instead",
+                metadata: [
+                    "method": "\(method)", "bytes": "\(oversized.length)", "maxFrameLength": "\(oversized.maximum)",
+                ]
+            )
+            var replacement = Mentory_V1_Envelope()
+            replacement.response = .failure(id: response.id, error: MentoryError.internal(message).wireError)
+            self.write(ServerFrameEncoder.encodeBounded(replacement, maxFrameLength: self.configuration.maxFrameLength))
+        }
     }
 
     private func sendConnectionError(_ error: MentoryError, closing: Bool) {
+        self.write(
+            Self.connectionErrorFrame(error, closing: closing, maxFrameLength: self.configuration.maxFrameLength))
+    }
+
+    static func connectionErrorFrame(_ error: MentoryError, closing: Bool, maxFrameLength: Int) -> ByteBuffer {
         var connectionError = Mentory_V1_ConnectionError()
         connectionError.error = error.wireError
         connectionError.closing = closing
         var envelope = Mentory_V1_Envelope()
         envelope.connectionError = connectionError
-        self.send(envelope)
+        return ServerFrameEncoder.encodeBounded(envelope, maxFrameLength: maxFrameLength)
     }
 
-    /// Tells the peer why, then closes the connection.
-    func failConnection(_ error: MentoryError) {
-        guard self.phase != .closing, let context = self.context else { return }
-        self.logger.debug("closing connection", metadata: ["reason": "\(error.message)"])
-        self.sendConnectionError(error, closing: true)
-        if self.phase == .open {
-            let id = self.id
-            self.onEngine { engine in engine.detach(id) }
+    /// Writes one frame without flushing, counts it until the kernel has taken it, and makes sure a flush follows.
+    private func write(_ frame: ByteBuffer, promise: EventLoopPromise<Void>? = nil) {
+        guard let context = self.context else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
         }
+        let bytes = frame.readableBytes
+        self.outboundBytes += bytes
+        let written = promise ?? context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            self.outboundBytes -= bytes
+            self.checkDrained(soon: false)
+        }
+        context.write(Self.wrapOutboundOut(frame), promise: written)
+        self.unflushed = true
+        if !self.outboundPaused, self.outboundBytes >= self.configuration.maxOutboundBytes {
+            self.outboundPaused = true
+            self.logger.debug(
+                "outbound bound reached; no longer reading this connection",
+                metadata: ["outboundBytes": "\(self.outboundBytes)"]
+            )
+        }
+        self.scheduleFlush()
+    }
+
+    /// Resumes reading and tells the engine about room for events once enough has been written.
+    private func checkDrained(soon: Bool) {
+        if soon, let context = self.context {
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.execute { handler.value.checkDrained(soon: false) }
+            return
+        }
+        if self.outboundPaused, self.outboundBytes <= self.configuration.maxOutboundBytes / 2 {
+            self.outboundPaused = false
+            self.logger.debug("outbound drained; reading again")
+            self.resume()
+        }
+        if self.eventsRefused, self.phase == .open,
+            self.outboundBytes <= self.configuration.subscriberQueueBytes / 2
+        {
+            self.eventsRefused = false
+            let id = self.id
+            self.onEngine { engine in await engine.sinkDrained(id) }
+        }
+    }
+
+    /// Flushes once at the end of this event-loop tick, after the engine work queued before it.
+    private func scheduleFlush() {
+        guard !self.flushScheduled, let context = self.context else { return }
+        self.flushScheduled = true
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            handler.value.flushScheduled = false
+            handler.value.flushIfNeeded()
+        }
+    }
+
+    private func flushIfNeeded() {
+        guard self.unflushed, let context = self.context else { return }
+        self.unflushed = false
+        context.flush()
+    }
+
+    // MARK: Closing
+
+    /// Tells the peer why, then closes the connection once that is written or the drain deadline passes.
+    func failConnection(_ error: MentoryError) {
+        guard self.phase != .closing else { return }
+        self.logger.debug("closing connection", metadata: ["reason": "\(error.message)"])
+        self.detach()
         self.phase = .closing
-        context.close(promise: nil)
+        self.pendingFrames.removeAll()
+        self.closeAfter(error)
+    }
+
+    /// The server is stopping: a closing `SHUTTING_DOWN` error, then close within the drain deadline.
+    func shutDown() {
+        self.failConnection(.shuttingDown)
+    }
+
+    private func closeAfter(_ error: MentoryError) {
+        guard let context = self.context else { return }
+        let frame = Self.connectionErrorFrame(error, closing: true, maxFrameLength: self.configuration.maxFrameLength)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let channel = context.channel
+        let seconds = self.configuration.shutdownDrainSeconds
+        let logger = self.logger
+        let deadline = context.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
+            logger.notice(
+                "closed a connection that did not take its last frames in time",
+                metadata: ["drainSeconds": "\(seconds)"]
+            )
+            channel.close(promise: nil)
+        }
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            deadline.cancel()
+            channel.close(promise: nil)
+        }
+        self.write(frame, promise: written)
+        self.flushIfNeeded()
     }
 
     // MARK: Engine
+
+    private func detach() {
+        guard self.attached else { return }
+        self.attached = false
+        let id = self.id
+        self.onEngine { engine in engine.detach(id) }
+    }
 
     /// Runs `operation` isolated to the engine without leaving this event loop.
     ///

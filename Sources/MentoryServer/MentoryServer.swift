@@ -102,29 +102,38 @@ public final class MentoryServer: Service {
         let engine = self.engine
         let logger = self.logger
         let tracker = self.tracker
-        let highWater = max(configuration.subscriberQueueBytes, 2)
         return ServerBootstrap(group: self.eventLoop)
             .serverChannelOption(.backlog, value: 512)
             .childChannelOption(.autoRead, value: true)
-            .childChannelOption(
-                .writeBufferWaterMark,
-                value: .init(low: highWater / 2, high: highWater)
-            )
+            // A peer that shuts down its writing half mid-frame still gets TRUNCATED_FRAME before the close.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                PeerCredentialsReader.read(channel).flatMapThrowing { credentials in
+                PeerCredentialsReader.read(channel, logger: logger).map {
+                    Result<PeerCredentials?, any Error>.success($0)
+                }.recover { .failure($0) }.flatMapThrowing { read in
+                    // Fail closed: a peer whose credentials the kernel does not report is not served.
+                    guard case .success(let credentials) = read else {
+                        if case .failure(let error) = read {
+                            logger.warning("refused a connection", metadata: ["reason": "\(error)"])
+                            Self.refuse(channel, error: .internal("\(error); the connection is refused"))
+                        }
+                        return
+                    }
                     let connections = tracker.value
                     if connections.open.count >= connections.maxConnections {
                         Self.refuse(
                             channel,
-                            reason:
-                                "the daemon already has \(connections.maxConnections) connections; try again later")
+                            error: .tooManyConnections(
+                                "the daemon already has \(connections.maxConnections) connections; try again later"
+                            )
+                        )
                         return
                     }
-                    if let uid = credentials?.uid, connections.count(for: uid) >= connections.maxConnectionsPerUID {
+                    let perUID = connections.maxConnectionsPerUID
+                    if let uid = credentials?.uid, connections.count(for: uid) >= perUID {
                         Self.refuse(
                             channel,
-                            reason:
-                                "uid \(uid) already has \(connections.maxConnectionsPerUID) connections; close some first"
+                            error: .tooManyConnections("uid \(uid) already has \(perUID) connections; close some first")
                         )
                         return
                     }
@@ -139,7 +148,6 @@ public final class MentoryServer: Service {
                     )
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)),
-                        MessageToByteHandler(EnvelopeFrameEncoder()),
                         handler,
                     ])
                 }
@@ -159,30 +167,38 @@ public final class MentoryServer: Service {
     }
 
     /// Writes a closing connection error straight to a channel that gets no pipeline, then closes it.
-    private static func refuse(_ channel: any Channel, reason: String) {
-        var connectionError = Mentory_V1_ConnectionError()
-        connectionError.error = MentoryError.tooManyConnections(reason).wireError
-        connectionError.closing = true
-        var envelope = Mentory_V1_Envelope()
-        envelope.connectionError = connectionError
-        var buffer = channel.allocator.buffer(capacity: 128)
-        buffer.writeFrame(envelope)
-        channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
+    ///
+    /// The frame is small and the socket new, so the write completes at once; the close follows it.
+    private static func refuse(_ channel: any Channel, error: MentoryError) {
+        let frame = ConnectionHandler.connectionErrorFrame(
+            error,
+            closing: true,
+            maxFrameLength: WireProtocol.defaultMaxFrameLength
+        )
+        channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
     }
 
+    /// Sends every connection a closing `SHUTTING_DOWN` error and closes it once that is written, or
+    /// after `limits.shutdownDrainSeconds` for a peer that does not read.
     private func closeConnections() -> EventLoopFuture<Void> {
         let tracker = self.tracker
         let eventLoop = self.eventLoop
+        let drain = TimeAmount.seconds(Int64(self.configuration.shutdownDrainSeconds))
         return eventLoop.flatSubmit {
             for channel in tracker.value.open.values {
-                var connectionError = Mentory_V1_ConnectionError()
-                connectionError.error = MentoryError.shuttingDown.wireError
-                connectionError.closing = true
-                var envelope = Mentory_V1_Envelope()
-                envelope.connectionError = connectionError
-                channel.writeAndFlush(envelope).whenComplete { _ in channel.close(promise: nil) }
+                if let handler = try? channel.pipeline.syncOperations.handler(type: ConnectionHandler.self) {
+                    handler.shutDown()
+                } else {
+                    channel.close(promise: nil)
+                }
             }
-            return tracker.value.allClosed(on: eventLoop)
+            // Each handler closes its own connection by the deadline; this is the backstop.
+            let backstop = eventLoop.scheduleTask(in: drain + .seconds(1)) {
+                for channel in tracker.value.open.values { channel.close(promise: nil) }
+            }
+            let closed = tracker.value.allClosed(on: eventLoop)
+            closed.whenComplete { _ in backstop.cancel() }
+            return closed
         }
     }
 }

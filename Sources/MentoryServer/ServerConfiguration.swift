@@ -26,6 +26,12 @@ public struct ServerConfiguration: Sendable {
     public var maxConnectionsPerUID: Int
     /// Seconds a new connection has to send its `Hello`.
     public var handshakeTimeoutSeconds: Int
+    /// Bytes of replies and events one connection may have waiting for its socket before the server
+    /// stops reading its requests; reading resumes once half of them have been written.
+    public var maxOutboundBytes: Int
+    /// Seconds a connection has on shutdown (or after a closing connection error) to take what is
+    /// queued for it before it is closed regardless.
+    public var shutdownDrainSeconds: Int
 
     public init(
         listener: Listener,
@@ -35,7 +41,9 @@ public struct ServerConfiguration: Sendable {
         maxRequestsInFlight: Int = 128,
         maxConnections: Int = 1024,
         maxConnectionsPerUID: Int = 256,
-        handshakeTimeoutSeconds: Int = 10
+        handshakeTimeoutSeconds: Int = 10,
+        maxOutboundBytes: Int = 4 << 20,
+        shutdownDrainSeconds: Int = 5
     ) {
         self.listener = listener
         self.socketMode = socketMode
@@ -45,6 +53,8 @@ public struct ServerConfiguration: Sendable {
         self.maxConnections = maxConnections
         self.maxConnectionsPerUID = maxConnectionsPerUID
         self.handshakeTimeoutSeconds = handshakeTimeoutSeconds
+        self.maxOutboundBytes = maxOutboundBytes
+        self.shutdownDrainSeconds = shutdownDrainSeconds
     }
 
     /// The socket path clients use, when known.

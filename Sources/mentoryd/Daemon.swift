@@ -126,7 +126,9 @@ struct Daemon {
                 maxRequestsInFlight: self.settings.maxRequestsInFlight,
                 maxConnections: self.settings.maxConnections,
                 maxConnectionsPerUID: self.settings.maxConnectionsPerUID,
-                handshakeTimeoutSeconds: self.settings.handshakeTimeoutSeconds
+                handshakeTimeoutSeconds: self.settings.handshakeTimeoutSeconds,
+                maxOutboundBytes: self.settings.maxOutboundBytes,
+                shutdownDrainSeconds: self.settings.shutdownDrainSeconds
             ),
             engine: engine,
             eventLoop: eventLoop,
@@ -248,6 +250,10 @@ struct Daemon {
         }
         if reloaded.handshakeTimeoutSeconds != current.handshakeTimeoutSeconds {
             needRestart.append("limits.handshakeTimeoutSeconds")
+        }
+        if reloaded.maxOutboundBytes != current.maxOutboundBytes { needRestart.append("limits.maxOutboundBytes") }
+        if reloaded.shutdownDrainSeconds != current.shutdownDrainSeconds {
+            needRestart.append("limits.shutdownDrainSeconds")
         }
         if reloaded.eventRingCapacity != current.eventRingCapacity { needRestart.append("events.ringCapacity") }
         if reloaded.faultInjection != current.faultInjection { needRestart.append("debug.faultInjection") }

@@ -16,6 +16,12 @@ struct DaemonSettings: Sendable {
     var maxConnectionsPerUID: Int
     var accessPolicy: AccessPolicy
     var handshakeTimeoutSeconds: Int
+    /// Bytes of replies and events one connection may have waiting for its socket before the daemon stops
+    /// reading it (`limits.maxOutboundBytes`).
+    var maxOutboundBytes: Int
+    /// Seconds a connection has on shutdown to take its last frames before it is closed regardless
+    /// (`limits.shutdownDrainSeconds`).
+    var shutdownDrainSeconds: Int
     var eventRingCapacity: Int
     /// Whether the `debug` fault-injection handler is registered (`debug.faultInjection`; never in production).
     var faultInjection: Bool
@@ -60,6 +66,8 @@ struct DaemonSettings: Sendable {
             throw .invalid(key: "access.rules", reason: error.message)
         }
         self.handshakeTimeoutSeconds = try Self.positive(config, "limits.handshakeTimeoutSeconds", 10)
+        self.maxOutboundBytes = try Self.positive(config, "limits.maxOutboundBytes", 4 << 20)
+        self.shutdownDrainSeconds = try Self.positive(config, "limits.shutdownDrainSeconds", 5)
         self.eventRingCapacity = try Self.positive(config, "events.ringCapacity", 4096)
         self.faultInjection = config.bool(forKey: "debug.faultInjection", default: false)
         let backend = config.string(forKey: "storage.backend", default: StorageBackend.sqlite.rawValue)

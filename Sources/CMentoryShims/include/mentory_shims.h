@@ -11,7 +11,19 @@ struct mentory_ucred {
     gid_t gid;
 };
 
+/// How many supplementary groups one SO_PEERGROUPS read returns at most.
+#define MENTORY_PEER_GROUPS_CAPACITY 1024
+
+/// A buffer for the SO_PEERGROUPS socket option (Linux >= 4.13): the peer's supplementary groups,
+/// sorted ascending by the kernel; the slots after the last group are left as the caller zeroed them.
+struct mentory_peer_groups {
+    gid_t groups[MENTORY_PEER_GROUPS_CAPACITY];
+};
+
 /// The SO_PEERCRED option name (17 on Linux).
 int mentory_so_peercred(void);
+
+/// The SO_PEERGROUPS option name (59 on Linux).
+int mentory_so_peergroups(void);
 
 #endif

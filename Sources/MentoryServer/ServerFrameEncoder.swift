@@ -1,0 +1,70 @@
+import MentoryWire
+import NIOCore
+
+/// A frame the server refused to send because its payload is over the announced `max_frame_length`.
+struct OversizedFrame: Error {
+    /// The payload's size in bytes (or the body's alone, when that is already over the limit).
+    var length: Int
+    /// The announced limit in bytes.
+    var maximum: Int
+}
+
+/// Encodes the server's envelopes as length-prefixed frames, never over the announced frame limit.
+enum ServerFrameEncoder {
+    private static let allocator = ByteBufferAllocator()
+
+    /// The envelope as one frame, or ``OversizedFrame`` if its payload exceeds `maxFrameLength`.
+    static func encode(_ envelope: Mentory_V1_Envelope, maxFrameLength: Int) -> Result<ByteBuffer, OversizedFrame> {
+        // A body over the limit makes the frame over the limit: refuse it without serializing megabytes.
+        let bodyLength =
+            switch envelope.kind {
+            case .response(let response): response.body.count
+            case .event(let event): event.body.count
+            default: 0
+            }
+        guard bodyLength <= maxFrameLength else {
+            return .failure(OversizedFrame(length: bodyLength, maximum: maxFrameLength))
+        }
+        // Serializing a message built in memory cannot fail: it has no required fields.
+        let bytes: [UInt8] = (try? envelope.serializedBytes()) ?? []
+        guard bytes.count <= maxFrameLength else {
+            return .failure(OversizedFrame(length: bytes.count, maximum: maxFrameLength))
+        }
+        var buffer = Self.allocator.buffer(capacity: WireProtocol.lengthPrefixSize + bytes.count)
+        buffer.writeInteger(UInt32(bytes.count))
+        buffer.writeBytes(bytes)
+        return .success(buffer)
+    }
+
+    /// Encodes a small server message (an error response or connection error), shortening its error
+    /// message until it fits when the frame limit is very small.
+    static func encodeBounded(_ envelope: Mentory_V1_Envelope, maxFrameLength: Int) -> ByteBuffer {
+        var envelope = envelope
+        while true {
+            switch Self.encode(envelope, maxFrameLength: maxFrameLength) {
+            case .success(let frame):
+                return frame
+            case .failure(let oversized):
+                let excess = oversized.length - oversized.maximum
+                switch envelope.kind {
+                case .response(var response) where !response.error.message.isEmpty:
+                    response.error.message = Self.shortened(response.error.message, by: excess)
+                    envelope.response = response
+                case .connectionError(var connectionError) where !connectionError.error.message.isEmpty:
+                    connectionError.error.message = Self.shortened(connectionError.error.message, by: excess)
+                    envelope.connectionError = connectionError
+                default:
+                    // Nothing left to shorten: an empty frame still tells the peer something is wrong
+                    // without breaking the limit.
+                    var buffer = Self.allocator.buffer(capacity: WireProtocol.lengthPrefixSize)
+                    buffer.writeInteger(UInt32(0))
+                    return buffer
+                }
+            }
+        }
+    }
+
+    private static func shortened(_ message: String, by excess: Int) -> String {
+        String(decoding: message.utf8.dropLast(max(excess, 1)), as: UTF8.self)
+    }
+}

@@ -1,0 +1,324 @@
+import Foundation
+import Logging
+import MentoryEngine
+import MentoryWire
+import NIOCore
+import NIOEmbedded
+import SwiftProtobuf
+import Testing
+
+@testable import MentoryServer
+
+/// Sits next to the socket: counts flushes and reads, and can hold writes back like a peer that does
+/// not read, until released.
+final class PeerSimulator: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+
+    var flushes = 0
+    var reads = 0
+    var holding = false
+    private var held: [(NIOAny, EventLoopPromise<Void>?)] = []
+    private var context: ChannelHandlerContext?
+
+    var heldCount: Int { self.held.count }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if self.holding {
+            self.held.append((data, promise))
+        } else {
+            context.write(data, promise: promise)
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        self.flushes += 1
+        if !self.holding { context.flush() }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        self.reads += 1
+        context.read()
+    }
+
+    /// The peer takes everything held so far.
+    func release() {
+        guard let context = self.context else { return }
+        let held = self.held
+        self.held.removeAll()
+        for (data, promise) in held { context.write(data, promise: promise) }
+        context.flush()
+    }
+}
+
+/// A handler whose replies and events are as large as asked.
+struct BlobHandler: MentoryHandler {
+    let namespace = "blob"
+    let methods = ["get", "publish"]
+    let topics = ["blob"]
+
+    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        let size = Int(String(decoding: call.body, as: UTF8.self)) ?? 0
+        switch call.method {
+        case "get":
+            return Data(repeating: 0x42, count: size)
+        case "publish":
+            var body = Mentory_V1_Hello()
+            body.clientName = String(repeating: "e", count: size)
+            engine.publish(body, on: "blob")
+            return Data()
+        default:
+            throw .unknownMethod(namespace: self.namespace, method: call.method)
+        }
+    }
+
+    func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        Data("snapshot".utf8)
+    }
+}
+
+/// One connection handler on an in-process channel, with a real engine on the channel's event loop.
+struct Harness {
+    let channel: NIOAsyncTestingChannel
+    let engine: MentoryEngine
+
+    init(configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+        var configuration = ServerConfiguration(listener: .path("/unused"))
+        configure(&configuration)
+        let loop = NIOAsyncTestingEventLoop()
+        let engine = MentoryEngine(configuration: .init(serverVersion: "test"), executor: loop.executor)
+        try await engine.register(BlobHandler())
+        let channel = NIOAsyncTestingChannel(loop: loop)
+        let handler = ConnectionHandler(
+            engine: engine,
+            id: ConnectionID(1),
+            configuration: configuration,
+            credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
+            logger: Logger(label: "test")
+        )
+        let maxFrameLength = configuration.maxFrameLength
+        try await channel.pipeline.addHandlers([
+            PeerSimulator(),
+            ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)),
+            handler,
+        ])
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
+        self.channel = channel
+        self.engine = engine
+    }
+
+    /// Runs `body` on the event loop with the peer simulator.
+    func peer<Result: Sendable>(_ body: @escaping @Sendable (PeerSimulator) -> Result) async throws -> Result {
+        let channel = self.channel
+        return try await self.channel.testingEventLoop.executeInContext {
+            body(try channel.pipeline.syncOperations.handler(type: PeerSimulator.self))
+        }
+    }
+
+    /// Delivers `envelopes` as one read batch: one buffer, several frames.
+    func send(_ envelopes: [Mentory_V1_Envelope]) async throws {
+        var buffer = ByteBuffer()
+        for envelope in envelopes { buffer.writeFrame(envelope) }
+        try await self.channel.writeInbound(buffer)
+        await self.channel.testingEventLoop.run()
+    }
+
+    /// Every frame the handler has sent to the socket so far, checked against `maxFrameLength`.
+    func received(maxFrameLength: Int = WireProtocol.defaultMaxFrameLength) async throws -> [Mentory_V1_Envelope] {
+        var envelopes: [Mentory_V1_Envelope] = []
+        while var frame = try await self.channel.readOutbound(as: ByteBuffer.self) {
+            while frame.readableBytes > 0 {
+                let length = Int(frame.readInteger(as: UInt32.self)!)
+                #expect(length <= maxFrameLength, "no frame over the announced limit")
+                envelopes.append(try Mentory_V1_Envelope(frame: frame.readSlice(length: length)!))
+            }
+        }
+        return envelopes
+    }
+
+    func handshake() async throws {
+        var hello = Mentory_V1_Hello()
+        hello.protocolVersion = WireProtocol.version
+        hello.clientName = "test"
+        var envelope = Mentory_V1_Envelope()
+        envelope.hello = hello
+        try await self.send([envelope])
+        let welcome = try await self.received()
+        #expect(welcome.count == 1)
+        guard case .welcome = welcome.first?.kind else {
+            Issue.record("expected a Welcome, got \(welcome)")
+            return
+        }
+    }
+
+    static func request(_ id: UInt64, _ namespace: String, _ method: String, _ body: Data = Data())
+        -> Mentory_V1_Envelope
+    {
+        var request = Mentory_V1_Request()
+        request.id = id
+        request.namespace = namespace
+        request.method = method
+        request.body = body
+        var envelope = Mentory_V1_Envelope()
+        envelope.request = request
+        return envelope
+    }
+
+    static func blob(_ id: UInt64, bytes: Int, method: String = "get") -> Mentory_V1_Envelope {
+        Self.request(id, "blob", method, Data("\(bytes)".utf8))
+    }
+}
+
+extension [Mentory_V1_Envelope] {
+    /// The events among these frames.
+    var events: [Mentory_V1_Event] {
+        self.compactMap { envelope in
+            if case .event(let event) = envelope.kind { event } else { nil }
+        }
+    }
+}
+
+private func code(_ code: Mentory_V1_ErrorCode) -> UInt32 { UInt32(code.rawValue) }
+
+@Suite("ConnectionHandler: back-pressure, framing and timeouts")
+struct ConnectionHandlerTests {
+    @Test("past maxOutboundBytes the handler stops dispatching and reading; it resumes once the peer drains")
+    func outboundBackPressure() async throws {
+        let harness = try await Harness {
+            $0.maxOutboundBytes = 4096
+            $0.maxRequestsInFlight = 16
+        }
+        try await harness.handshake()
+        try await harness.peer { $0.holding = true }
+        try await harness.send((1...40).map { Harness.blob($0, bytes: 1000) })
+        // 16 in flight, plus one more for each reply that finished while under the 4096-byte bound:
+        // the window is bounded by both limits, far below the 40 requests sent.
+        let window = 16 + 4096 / 1000 + 1
+        let firstRound = try await harness.peer { $0.heldCount }
+        #expect(firstRound >= 16 && firstRound <= window, "dispatch stops at the bounds: \(firstRound)")
+
+        let readsBefore = try await harness.peer { $0.reads }
+        harness.channel.read()
+        await harness.channel.testingEventLoop.run()
+        #expect(try await harness.peer { $0.reads } == readsBefore, "read() is not forwarded past the bound")
+        try await harness.send((41...50).map { Harness.blob($0, bytes: 1000) })
+        #expect(
+            try await harness.peer { $0.heldCount } == firstRound,
+            "frames already read wait; nothing more is dispatched"
+        )
+
+        var answered: [UInt64] = []
+        var rounds = 0
+        while answered.count < 50, rounds < 20 {
+            rounds += 1
+            try await harness.peer { $0.release() }
+            await harness.channel.testingEventLoop.run()
+            answered += try await harness.received().map(\.response.id)
+            let held = try await harness.peer { $0.heldCount }
+            #expect(held <= window, "round \(rounds) dispatches at most one window: \(held)")
+            if answered.count + held < 50 {
+                #expect(try await harness.peer { $0.reads } == readsBefore, "no read while requests wait")
+            }
+        }
+        #expect(answered == Array(1...50), "nothing dropped, in order")
+        #expect(rounds >= 3, "the drain took several windows")
+        #expect(
+            try await harness.peer { $0.reads } == readsBefore + 1, "the held-back read is forwarded after the drain")
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("a connection that sends no Hello is closed with HANDSHAKE_TIMEOUT")
+    func handshakeTimeout() async throws {
+        let harness = try await Harness { $0.handshakeTimeoutSeconds = 3 }
+        await harness.channel.testingEventLoop.advanceTime(by: .seconds(2))
+        #expect(try await harness.received().isEmpty)
+        #expect(harness.channel.isActive)
+        await harness.channel.testingEventLoop.advanceTime(by: .seconds(1))
+        let frames = try await harness.received()
+        #expect(frames.count == 1)
+        #expect(frames.first?.connectionError.error.code == code(.handshakeTimeout))
+        #expect(frames.first?.connectionError.closing == true)
+        try await harness.channel.closeFuture.get()
+    }
+
+    @Test("N pipelined pings in one read batch are flushed once", arguments: [1, 10, 100])
+    func flushCoalescing(pings: Int) async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        let flushesBefore = try await harness.peer { $0.flushes }
+        try await harness.send((1...UInt64(pings)).map { Harness.request($0, "session", "ping") })
+        let replies = try await harness.received()
+        #expect(replies.map(\.response.id) == Array(1...UInt64(pings)))
+        #expect(try await harness.peer { $0.flushes } - flushesBefore == 1)
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("a reply over max_frame_length becomes an INTERNAL error naming the size, the limit and the method")
+    func oversizedReply() async throws {
+        let harness = try await Harness { $0.maxFrameLength = 4096 }
+        try await harness.handshake()
+        try await harness.send([Harness.blob(7, bytes: 10_000), Harness.blob(8, bytes: 100)])
+        let replies = try await harness.received(maxFrameLength: 4096)
+        #expect(replies.count == 2)
+        let failed = replies[0].response
+        #expect(failed.id == 7)
+        #expect(failed.error.code == code(.internal))
+        #expect(failed.error.message.contains("blob.get"))
+        #expect(failed.error.message.contains("4096"))
+        let numbers = failed.error.message.split { !$0.isNumber }.compactMap { Int($0) }
+        #expect(numbers.contains { $0 >= 10_000 }, "the size: \(failed.error.message)")
+        #expect(replies[1].response.id == 8 && replies[1].response.body.count == 100, "the connection goes on")
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("an event over max_frame_length is refused and the subscriber gets a reset instead")
+    func oversizedEvent() async throws {
+        let harness = try await Harness { $0.maxFrameLength = 4096 }
+        try await harness.handshake()
+        var subscribe = Mentory_V1_SubscribeRequest()
+        var topic = Mentory_V1_TopicSubscription()
+        topic.topic = "blob"
+        subscribe.topics = [topic]
+        try await harness.send([Harness.request(1, "session", "subscribe", try subscribe.serializedData())])
+        _ = try await harness.received(maxFrameLength: 4096)
+        try await harness.send([Harness.blob(2, bytes: 10_000, method: "publish")])
+        await harness.channel.testingEventLoop.run()
+        let frames = try await harness.received(maxFrameLength: 4096)
+        #expect(frames.contains { $0.response.id == 2 })
+        #expect(!frames.events.contains { $0.kind == .change }, "the oversized change is not sent")
+        #expect(frames.events.map(\.kind) == [.reset], "a reset takes its place")
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("events stop at subscriberQueueBytes while the peer does not read, then a reset follows the drain")
+    func subscriberQueueBound() async throws {
+        let harness = try await Harness {
+            $0.subscriberQueueBytes = 8192
+            $0.maxOutboundBytes = 1 << 20
+        }
+        try await harness.handshake()
+        var subscribe = Mentory_V1_SubscribeRequest()
+        var topic = Mentory_V1_TopicSubscription()
+        topic.topic = "blob"
+        subscribe.topics = [topic]
+        try await harness.send([Harness.request(1, "session", "subscribe", try subscribe.serializedData())])
+        _ = try await harness.received()
+        try await harness.peer { $0.holding = true }
+        try await harness.send((2...41).map { Harness.blob($0, bytes: 1000, method: "publish") })
+        try await harness.peer {
+            $0.holding = false
+            $0.release()
+        }
+        await harness.channel.testingEventLoop.run()
+        let frames = try await harness.received()
+        let changes = frames.events.filter { $0.kind == .change }.count
+        #expect(changes > 0 && changes <= 8, "about subscriberQueueBytes of events, not all 40: \(changes)")
+        #expect(frames.filter { $0.response.id >= 2 }.count == 40, "every reply is sent")
+        #expect(frames.events.last?.kind == .reset, "the drain brings a reset with the current state")
+        #expect(frames.events.last?.sequence == 40, "carrying the newest sequence number")
+        _ = try await harness.channel.finish()
+    }
+}
