@@ -92,15 +92,53 @@ extension MentoryClient {
         return try await self.call(WireNames.diary, "get", request)
     }
 
-    /// Up to `limit` entries before `before` (YYYY-MM-DD), newest first.
-    public func diaryList(limit: UInt32 = 0, before: String? = nil) async throws(MentoryClientError)
-        -> [Mentory_V1_DiaryEntry]
+    /// One `list` call: at most `limit` entries (0: the daemon's default, 50) before `before`
+    /// (YYYY-MM-DD), newest first, and no more than fit one frame. When the reply's `nextBefore` is
+    /// set, more entries follow: pass it as `before` for the next page.
+    public func diaryListPage(limit: UInt32 = 0, before: String? = nil) async throws(MentoryClientError)
+        -> Mentory_V1_DiaryListReply
     {
         var request = Mentory_V1_DiaryListRequest()
         request.limit = limit
         if let before { request.before = before }
-        let reply: Mentory_V1_DiaryListReply = try await self.call(WireNames.diary, "list", request)
-        return reply.entries
+        return try await self.call(WireNames.diary, "list", request)
+    }
+
+    /// Up to `limit` entries (1-1000; 0 means 50) before `before` (YYYY-MM-DD), newest first.
+    ///
+    /// Pages with the daemon's cursor until it has `limit` entries or there are no more, so large
+    /// entries that do not all fit one frame still arrive.
+    public func diaryList(limit: UInt32 = 0, before: String? = nil) async throws(MentoryClientError)
+        -> [Mentory_V1_DiaryEntry]
+    {
+        let wanted = limit == 0 ? 50 : Int(limit)
+        var entries: [Mentory_V1_DiaryEntry] = []
+        var cursor = before
+        while entries.count < wanted {
+            let page = try await self.diaryListPage(limit: UInt32(wanted - entries.count), before: cursor)
+            entries += page.entries
+            guard page.hasNextBefore, !page.entries.isEmpty else { break }
+            cursor = page.nextBefore
+        }
+        return entries
+    }
+
+    /// Every entry before `before` (all when `nil`), newest first, paging through `list`.
+    ///
+    /// Each call asks for `pageSize` entries (at most 1000) and the daemon's cursor says where the
+    /// next page starts; every entry arrives exactly once as long as no entry is added meanwhile
+    /// (one added later than the cursor's day does not appear).
+    public func diaryListAll(before: String? = nil, pageSize: UInt32 = 1000) async throws(MentoryClientError)
+        -> [Mentory_V1_DiaryEntry]
+    {
+        var entries: [Mentory_V1_DiaryEntry] = []
+        var cursor = before
+        while true {
+            let page = try await self.diaryListPage(limit: pageSize, before: cursor)
+            entries += page.entries
+            guard page.hasNextBefore, !page.entries.isEmpty else { return entries }
+            cursor = page.nextBefore
+        }
     }
 
     /// Deletes the entry with `id` and returns it.

@@ -1,14 +1,11 @@
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 import MentoryWire
 
 /// Rules shared by every list of action items on the wire.
 public enum ActionItems {
-    /// Gives items without an id a fresh UUID and rejects empty texts and repeated ids.
+    /// Checks the items against ``FieldLimits``, gives items without an id a fresh UUID, writes
+    /// UUID ids in their canonical lowercase form, and rejects empty texts and repeated ids.
     public static func normalized(_ items: [Mentory_V1_ActionItem]) throws(MentoryError) -> [Mentory_V1_ActionItem] {
+        try FieldLimits.actionItemCount.check(count: items.count)
         var seen = Set<String>()
         var result: [Mentory_V1_ActionItem] = []
         result.reserveCapacity(items.count)
@@ -17,11 +14,11 @@ public enum ActionItems {
             guard !item.text.allSatisfy(\.isWhitespace) else {
                 throw .invalidArgument("action item \(index + 1) has no text")
             }
-            if item.id.isEmpty {
-                item.id = UUID().uuidString.lowercased()
-            }
+            try FieldLimits.actionItemText.check(item.text, field: "the text of action item \(index + 1)")
+            try FieldLimits.id.check(item.id, field: "the id of action item \(index + 1)")
+            item.id = item.id.isEmpty ? EntityID.random() : EntityID.normalized(item.id)
             guard seen.insert(item.id).inserted else {
-                throw .invalidArgument("action item id '\(item.id)' appears twice")
+                throw .invalidArgument("action item id \(FieldLimits.quoted(item.id)) appears twice")
             }
             result.append(item)
         }

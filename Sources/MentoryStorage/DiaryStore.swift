@@ -1,11 +1,37 @@
 import MentoryWire
 
+/// What ``DiaryStore/insert(_:)`` did.
+public enum DiaryInsertOutcome: Sendable, Equatable {
+    /// The entry was stored.
+    case inserted
+    /// An identical entry with the same id was already stored; nothing changed.
+    case alreadyPresent
+}
+
+/// What ``DiaryStore/setActionItemDone(entryID:itemID:done:)`` did.
+public struct DiaryActionItemUpdate: Sendable, Equatable {
+    /// The entry as stored afterwards.
+    public var entry: Mentory_V1_DiaryEntry
+    /// Whether the flag changed; `false` when the item already had it.
+    public var changed: Bool
+
+    public init(entry: Mentory_V1_DiaryEntry, changed: Bool) {
+        self.entry = entry
+        self.changed = changed
+    }
+}
+
 /// Where diary entries live. The diary handler reaches entries only through this protocol.
+///
+/// Ids are compared exactly: callers pass them in canonical form (``EntityID/normalized(_:)``).
 public protocol DiaryStore: Sendable {
-    /// Stores a new entry.
+    /// Stores a new entry, deciding in one step (one transaction) whether it may.
     ///
-    /// Throws ``MentoryError/conflict(_:)`` when an entry with the same id or the same record date exists.
-    func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError)
+    /// An entry identical to the stored one with the same id is ``DiaryInsertOutcome/alreadyPresent``,
+    /// so that repeating an import, even concurrently, succeeds. Throws ``MentoryError/conflict(_:)``
+    /// when a different entry has the same id, or another entry has the same record date.
+    @discardableResult
+    func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError) -> DiaryInsertOutcome
 
     /// The entry with `id`, or `nil`.
     func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry?
@@ -16,12 +42,12 @@ public protocol DiaryStore: Sendable {
     /// Removes and returns the entry with `id`, or returns `nil` when there is none.
     func delete(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry?
 
-    /// Sets the done flag of one action item and returns the updated entry.
+    /// Sets the done flag of one action item; writes nothing when it already has that value.
     func setActionItemDone(
         entryID: String,
         itemID: String,
         done: Bool
-    ) async throws(MentoryError) -> Mentory_V1_DiaryEntry
+    ) async throws(MentoryError) -> DiaryActionItemUpdate
 }
 
 /// Where the mentor's latest message lives between restarts.

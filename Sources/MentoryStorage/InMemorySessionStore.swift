@@ -5,18 +5,35 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
     private var entriesByID: [String: Mentory_V1_DiaryEntry] = [:]
     private var idsByRecordDate: [String: String] = [:]
     private var mentorState = Mentory_V1_MentorState()
+    private var writeFailure: MentoryError?
 
     public init() {}
 
-    public func insert(_ entry: Mentory_V1_DiaryEntry) throws(MentoryError) {
-        if self.entriesByID[entry.id] != nil {
-            throw .conflict("an entry with id \(entry.id) already exists")
+    /// Makes every later write fail with `failure` and change nothing, until called with `nil`:
+    /// for tests of what a failed write must not do.
+    public func failWrites(with failure: MentoryError?) {
+        self.writeFailure = failure
+    }
+
+    private func checkWritable() throws(MentoryError) {
+        if let failure = self.writeFailure { throw failure }
+    }
+
+    @discardableResult
+    public func insert(_ entry: Mentory_V1_DiaryEntry) throws(MentoryError) -> DiaryInsertOutcome {
+        try self.checkWritable()
+        if let existing = self.entriesByID[entry.id] {
+            guard existing == entry else {
+                throw .conflict("a different entry with id \(entry.id) already exists; delete it first to replace it")
+            }
+            return .alreadyPresent
         }
         if let existing = self.idsByRecordDate[entry.recordDate] {
             throw .conflict("there is already an entry for \(entry.recordDate) (id \(existing)); delete it first")
         }
         self.entriesByID[entry.id] = entry
         self.idsByRecordDate[entry.recordDate] = entry.id
+        return .inserted
     }
 
     public func entry(id: String) -> Mentory_V1_DiaryEntry? {
@@ -31,7 +48,8 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         return dates.map { self.entriesByID[self.idsByRecordDate[$0]!]! }
     }
 
-    public func delete(id: String) -> Mentory_V1_DiaryEntry? {
+    public func delete(id: String) throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+        try self.checkWritable()
         guard let entry = self.entriesByID.removeValue(forKey: id) else { return nil }
         self.idsByRecordDate[entry.recordDate] = nil
         return entry
@@ -41,23 +59,28 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         entryID: String,
         itemID: String,
         done: Bool
-    ) throws(MentoryError) -> Mentory_V1_DiaryEntry {
+    ) throws(MentoryError) -> DiaryActionItemUpdate {
+        try self.checkWritable()
         guard var entry = self.entriesByID[entryID] else {
             throw .notFound("diary entry \(entryID)")
         }
         guard let index = entry.actionItems.firstIndex(where: { $0.id == itemID }) else {
             throw .notFound("action item \(itemID) of diary entry \(entryID)")
         }
+        guard entry.actionItems[index].done != done else {
+            return DiaryActionItemUpdate(entry: entry, changed: false)
+        }
         entry.actionItems[index].done = done
         self.entriesByID[entryID] = entry
-        return entry
+        return DiaryActionItemUpdate(entry: entry, changed: true)
     }
 
     public func loadMentorState() -> Mentory_V1_MentorState {
         self.mentorState
     }
 
-    public func saveMentorState(_ state: Mentory_V1_MentorState) {
+    public func saveMentorState(_ state: Mentory_V1_MentorState) throws(MentoryError) {
+        try self.checkWritable()
         self.mentorState = state
     }
 }

@@ -34,11 +34,6 @@ enum DiaryRows {
         try String.fetchOne(db, sql: "SELECT id FROM diary_entry WHERE record_date = ?", arguments: [recordDate])
     }
 
-    /// Whether an entry with `id` exists.
-    static func exists(id: String, in db: Database) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM diary_entry WHERE id = ?)", arguments: [id]) ?? false
-    }
-
     /// The entry with `id`, with its action items, or `nil`.
     static func entry(id: String, in db: Database) throws -> Mentory_V1_DiaryEntry? {
         try self.entries(sql: "WHERE id = ?", arguments: [id], in: db).first

@@ -5,6 +5,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Foundation
 import GRDB
 import MentoryStorage
 import MentoryWire
@@ -57,7 +58,31 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// of a file drops the process's POSIX locks on it, which SQLite relies on.
     private let lockDescriptor: Int32
 
+    /// Opens the store like ``init(configuration:)``, on a thread of its own.
+    ///
+    /// Opening blocks: it may wait up to ``Configuration/busyTimeout`` for another mentoryd to let
+    /// go of the database's lock, then reads and checks the whole file. Async code calls this, so
+    /// that no thread of Swift's cooperative pool is held while it waits.
+    public static func opened(configuration: Configuration) async throws(MentoryError) -> SQLiteSessionStore {
+        let result: Result<SQLiteSessionStore, MentoryError> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                do throws(MentoryError) {
+                    continuation.resume(returning: .success(try SQLiteSessionStore(configuration: configuration)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            thread.name = "mentoryd.store-open"
+            thread.start()
+        }
+        return try result.get()
+    }
+
     /// Opens (creating if needed) the database, checks it, and migrates it to the current schema.
+    ///
+    /// This blocks the calling thread while it waits for the database's lock (up to
+    /// ``Configuration/busyTimeout``) and checks the file: from async code, call
+    /// ``opened(configuration:)`` instead.
     ///
     /// Throws ``MentoryError/storageFailure(_:)`` saying why the database cannot be used and what to do.
     public init(configuration: Configuration) throws(MentoryError) {
@@ -178,10 +203,17 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     // MARK: DiaryStore
 
-    public func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError) {
+    @discardableResult
+    public func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError) -> DiaryInsertOutcome {
+        // The check and the insert share the write's transaction: two identical imports, even
+        // concurrent ones, both succeed, and exactly one of them writes.
         try await self.commits.submit { db in
-            if try DiaryRows.exists(id: entry.id, in: db) {
-                throw MentoryError.conflict("an entry with id \(entry.id) already exists")
+            if let existing = try DiaryRows.entry(id: entry.id, in: db) {
+                guard existing == entry else {
+                    throw MentoryError.conflict(
+                        "a different entry with id \(entry.id) already exists; delete it first to replace it")
+                }
+                return DiaryInsertOutcome.alreadyPresent
             }
             if let existing = try DiaryRows.id(forRecordDate: entry.recordDate, in: db) {
                 throw MentoryError.conflict(
@@ -189,6 +221,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                 )
             }
             try DiaryRows.insert(entry, into: db)
+            return DiaryInsertOutcome.inserted
         }
     }
 
@@ -212,7 +245,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         entryID: String,
         itemID: String,
         done: Bool
-    ) async throws(MentoryError) -> Mentory_V1_DiaryEntry {
+    ) async throws(MentoryError) -> DiaryActionItemUpdate {
         try await self.commits.submit { db in
             guard var entry = try DiaryRows.entry(id: entryID, in: db) else {
                 throw MentoryError.notFound("diary entry \(entryID)")
@@ -220,9 +253,12 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             guard let index = entry.actionItems.firstIndex(where: { $0.id == itemID }) else {
                 throw MentoryError.notFound("action item \(itemID) of diary entry \(entryID)")
             }
+            guard entry.actionItems[index].done != done else {
+                return DiaryActionItemUpdate(entry: entry, changed: false)
+            }
             _ = try DiaryRows.setActionItemDone(entryID: entryID, itemID: itemID, done: done, in: db)
             entry.actionItems[index].done = done
-            return entry
+            return DiaryActionItemUpdate(entry: entry, changed: true)
         }
     }
 

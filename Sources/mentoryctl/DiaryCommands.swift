@@ -84,15 +84,25 @@ struct DiaryCommand: AsyncParsableCommand {
         @Option(help: "At most this many entries (1-1000).")
         var limit: UInt32 = 50
 
+        func validate() throws {
+            guard (1...1000).contains(self.limit) else {
+                throw ValidationError("--limit must be between 1 and 1000")
+            }
+        }
+
         @Option(help: "Only days before this one, YYYY-MM-DD.")
         var before: String?
 
         func run() async throws {
             try await self.options.withClient { client in
+                // Pages through the daemon's cursor: large entries may not all fit one reply.
                 let entries = try await client.diaryList(limit: self.limit, before: self.before)
                 if self.options.json {
                     var reply = Mentory_V1_DiaryListReply()
                     reply.entries = entries
+                    if entries.count == Int(self.limit), let last = entries.last {
+                        reply.nextBefore = last.recordDate
+                    }
                     Output.printJSON(reply)
                 } else if entries.isEmpty {
                     print("No entries.")

@@ -30,16 +30,18 @@ struct DiaryExport: AsyncParsableCommand {
             do {
                 var before: String?
                 while true {
-                    let page = try await client.diaryList(limit: UInt32(Self.pageSize), before: before)
+                    // A page holds at most pageSize entries and no more than fit one frame; the
+                    // daemon's cursor says where the next one starts.
+                    let page = try await client.diaryListPage(limit: UInt32(Self.pageSize), before: before)
                     var chunk = ""
-                    for entry in page {
+                    for entry in page.entries {
                         chunk += try entry.jsonString(options: Output.jsonOptions)
                         chunk += "\n"
                     }
                     try sink.write(chunk)
-                    count += page.count
-                    guard page.count == Self.pageSize, let last = page.last else { break }
-                    before = last.recordDate
+                    count += page.entries.count
+                    guard page.hasNextBefore, !page.entries.isEmpty else { break }
+                    before = page.nextBefore
                 }
                 try sink.finish()
             } catch {
@@ -50,7 +52,7 @@ struct DiaryExport: AsyncParsableCommand {
         }
     }
 
-    /// The most entries the daemon returns per `list`.
+    /// The most entries asked for per `list`.
     static let pageSize = 1000
 
     private static func report(count: Int, output: String?, json: Bool) {
@@ -211,7 +213,7 @@ struct DiaryImport: AsyncParsableCommand {
             existing = nil
         }
         if let existing {
-            return existing == entry
+            return existing == Self.canonical(entry)
                 ? .unchanged
                 : .failed("a different entry with this id exists in the diary; delete it first to replace it")
         }
@@ -235,6 +237,16 @@ struct DiaryImport: AsyncParsableCommand {
                 throw error
             }
         }
+    }
+
+    /// `entry` as the daemon stores it: its id and its action items' UUID ids in lowercase.
+    static func canonical(_ entry: Mentory_V1_DiaryEntry) -> Mentory_V1_DiaryEntry {
+        var entry = entry
+        entry.id = EntityID.normalized(entry.id)
+        for index in entry.actionItems.indices {
+            entry.actionItems[index].id = EntityID.normalized(entry.actionItems[index].id)
+        }
+        return entry
     }
 
     private static func remoteMessage(_ error: MentoryClientError) -> String {
@@ -271,7 +283,7 @@ struct DiaryImport: AsyncParsableCommand {
                     problems.append("line \(index + 1): the entry has no id")
                     continue
                 }
-                guard ids.insert(entry.id).inserted else {
+                guard ids.insert(EntityID.normalized(entry.id)).inserted else {
                     problems.append("line \(index + 1): id \(entry.id) appears twice in the input")
                     continue
                 }

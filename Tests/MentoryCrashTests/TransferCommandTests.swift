@@ -80,3 +80,63 @@ private func addEntryJSON(_ id: String) throws -> String {
     entry.emotion = .neutral
     return try entry.jsonString()
 }
+
+@Suite("mentoryctl and the client page through large diaries", .serialized, .timeLimit(.minutes(10)))
+struct LargeDiaryTransferTests {
+    /// An entry with every field at its limit (about 100 KB), its action item ids UUIDs.
+    static func maximalAdd(_ index: Int) -> Mentory_V1_DiaryAddRequest {
+        var request = addRequest(index, client: 9)
+        request.title = String(repeating: "t", count: FieldLimits.diaryTitle.maximum)
+        request.text = String(repeating: "x", count: FieldLimits.diaryText.maximum)
+        request.analysis = String(repeating: "a", count: FieldLimits.diaryAnalysis.maximum)
+        request.actionItems = (0..<FieldLimits.actionItemCount.maximum).map { _ in
+            var item = Mentory_V1_ActionItem()
+            item.id = EntityID.random()
+            item.text = String(repeating: "s", count: FieldLimits.actionItemText.maximum)
+            return item
+        }
+        return request
+    }
+
+    @Test("entries too large for one frame are all listed and exported; an uppercased export re-imports unchanged")
+    func largeEntries() async throws {
+        try await withScratchDirectory { directory in
+            let socket = directory + "/mentoryd.sock"
+            let daemon = try await DaemonProcess.start(
+                socketPath: socket, stateDirectory: directory + "/state", logPath: directory + "/mentoryd.log")
+            let client = try await MentoryClient.connect(socketPath: socket, clientName: "large-diary-test")
+            let count = 14  // about 1.4 MB: more than one 1 MiB frame holds
+            for index in 0..<count {
+                _ = try await client.diaryAdd(Self.maximalAdd(index * 2 + 1))
+            }
+            let first = try await client.diaryListPage(limit: 1000)
+            #expect(first.entries.count < count, "one reply holds what fits a frame")
+            #expect(first.hasNextBefore)
+            let listed = try await client.diaryList(limit: 1000)
+            #expect(listed.count == count)
+            #expect(Set(listed.map(\.id)).count == count)
+            #expect(try await client.diaryListAll() == listed)
+
+            let file = directory + "/diary.jsonl"
+            try await DiaryExport.parse(["--socket", socket, "--output", file]).run()
+            let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+            #expect(try lines.map { try Mentory_V1_DiaryEntry(jsonString: String($0)) } == listed)
+
+            // The same export with its ids in uppercase imports as "already present", changing nothing.
+            let upper = try lines.map { line in
+                var entry = try Mentory_V1_DiaryEntry(jsonString: String(line))
+                entry.id = entry.id.uppercased()
+                for index in entry.actionItems.indices {
+                    entry.actionItems[index].id = entry.actionItems[index].id.uppercased()
+                }
+                return try entry.jsonString()
+            }
+            let upperFile = directory + "/upper.jsonl"
+            try upper.joined(separator: "\n").write(toFile: upperFile, atomically: true, encoding: .utf8)
+            try await DiaryImport.parse(["--socket", socket, "--input", upperFile]).run()
+            #expect(try await client.diaryList(limit: 1000) == listed)
+            await client.close()
+            #expect(await daemon.stop(with: SIGTERM) == 0)
+        }
+    }
+}

@@ -144,6 +144,20 @@ struct ResumeEndToEndTests {
             }
             for await event in client.events {
                 try model.apply(event)
+                // A diary snapshot holds the newest entries; the older ones are paged with `list`.
+                if event.topic == WireNames.diary, event.kind != .change,
+                    let snapshot = try? Mentory_V1_DiarySnapshot(serializedBytes: event.body), snapshot.hasNextBefore
+                {
+                    do {
+                        for entry in try await client.diaryListAll(before: snapshot.nextBefore) {
+                            model.diary[entry.id] = entry
+                        }
+                    } catch {
+                        // Cut off mid-way: the next session starts over with a fresh snapshot.
+                        model.cursors[WireNames.diary] = nil
+                        break
+                    }
+                }
                 if lifetime == nil, target.allSatisfy({ model.cursors[$0.key]?.sequence == $0.value }) {
                     break
                 }

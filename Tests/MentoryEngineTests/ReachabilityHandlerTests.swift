@@ -57,4 +57,41 @@ struct ReachabilityHandlerTests {
             try await fixture.failure(WireNames.reachability, "report", self.peer(name), from: client)
                 == .invalidArgument)
     }
+
+    @Test("reporting the same state again succeeds and publishes nothing")
+    func noOpReport() async throws {
+        let fixture = try await EngineFixture()
+        let (phone, sink) = await fixture.connect()
+        let first = try await fixture.call(
+            WireNames.reachability, "report", self.peer("phone"), from: phone, as: Mentory_V1_PeerState.self)
+        _ = try await fixture.subscribe(phone, to: [WireNames.reachability])
+        let snapshot = try #require(await sink.next().first)
+        #expect(
+            try await fixture.call(
+                WireNames.reachability, "report", self.peer("phone"), from: phone, as: Mentory_V1_PeerState.self)
+                == first)
+        let away = try await fixture.call(
+            WireNames.reachability, "report", self.peer("phone", reachable: false), from: phone,
+            as: Mentory_V1_PeerState.self)
+        let event = try #require(await sink.next().first)
+        #expect(event.sequence == snapshot.sequence + 1)
+        #expect(try Mentory_V1_PeerState(serializedBytes: event.body) == away)
+    }
+
+    @Test("at most 64 peers are kept: a new 65th is refused, known peers still report")
+    func peerCount() async throws {
+        let fixture = try await EngineFixture()
+        let (client, _) = await fixture.connect()
+        for index in 0..<FieldLimits.peerCount.maximum {
+            _ = try await fixture.call(
+                WireNames.reachability, "report", self.peer("peer-\(index)"), from: client,
+                as: Mentory_V1_PeerState.self)
+        }
+        let response = try await fixture.send(WireNames.reachability, "report", self.peer("one-too-many"), from: client)
+        #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.invalidArgument.rawValue))
+        #expect(response.error.message.contains("\(FieldLimits.peerCount.maximum)"))
+        _ = try await fixture.call(
+            WireNames.reachability, "report", self.peer("peer-0", reachable: false), from: client,
+            as: Mentory_V1_PeerState.self)
+    }
 }

@@ -150,7 +150,7 @@ struct SemanticsTests {
         }
     }
 
-    @Test("the same id or the same record date is a conflict, exactly as in memory")
+    @Test("a different entry with the same id, or the same record date, is a conflict, exactly as in memory")
     func conflictRules() async throws {
         try await withTemporaryDirectory { directory in
             let sqlite = try openStore(directory)
@@ -163,7 +163,10 @@ struct SemanticsTests {
             for store in [sqlite as any DiaryStore, memory] {
                 try await store.insert(first)
             }
-            for attempt in [sameID, sameDate, first] {
+            // The identical entry again is no change, in both stores.
+            #expect(try await sqlite.insert(first) == .alreadyPresent)
+            #expect(try await memory.insert(first) == .alreadyPresent)
+            for attempt in [sameID, sameDate] {
                 let sqliteError = await storageError { () throws(MentoryError) in try await sqlite.insert(attempt) }
                 let memoryError = await storageError { () throws(MentoryError) in try await memory.insert(attempt) }
                 #expect(sqliteError != nil)
@@ -212,12 +215,14 @@ struct SemanticsTests {
             var expected = entry
             let updated = try await store.setActionItemDone(entryID: entry.id, itemID: "item-2", done: true)
             expected.actionItems[2].done = true
-            #expect(updated == expected)
+            #expect(updated == DiaryActionItemUpdate(entry: expected, changed: true))
             let cleared = try await store.setActionItemDone(entryID: entry.id, itemID: "item-1", done: false)
             expected.actionItems[1].done = false
-            #expect(cleared == expected)
-            // Setting a flag to its current value is fine.
-            #expect(try await store.setActionItemDone(entryID: entry.id, itemID: "item-1", done: false) == expected)
+            #expect(cleared == DiaryActionItemUpdate(entry: expected, changed: true))
+            // Setting a flag to its current value is fine, and reported as no change.
+            #expect(
+                try await store.setActionItemDone(entryID: entry.id, itemID: "item-1", done: false)
+                    == DiaryActionItemUpdate(entry: expected, changed: false))
 
             let unknownEntry = await storageError { () throws(MentoryError) in
                 try await store.setActionItemDone(entryID: "missing", itemID: "item-1", done: true)
@@ -388,6 +393,65 @@ struct GroupCommitTests {
             let reopened = try openStore(directory)
             #expect(try await reopened.diaryEntryCount() == 50)
             try await reopened.close()
+        }
+    }
+}
+
+@Suite("SQLite store: imports and opening")
+struct ImportAndOpenTests {
+    @Test("concurrent identical inserts all succeed, exactly one writes; a different entry with the id conflicts")
+    func concurrentIdenticalInserts() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try openStore(directory)
+            let entries = (0..<50).map { makeEntry(day($0)) }
+            let outcomes = try await withThrowingTaskGroup(of: DiaryInsertOutcome.self) { group in
+                for entry in entries + entries + entries {
+                    group.addTask { try await store.insert(entry) }
+                }
+                return try await group.reduce(into: [DiaryInsertOutcome]()) { $0.append($1) }
+            }
+            #expect(outcomes.count { $0 == .inserted } == entries.count)
+            #expect(outcomes.count { $0 == .alreadyPresent } == 2 * entries.count)
+            #expect(try await store.diaryEntryCount() == entries.count)
+            var changed = entries[0]
+            changed.title = "changed"
+            let error = await storageError { () throws(MentoryError) in _ = try await store.insert(changed) }
+            if case .conflict = error {} else { Issue.record("expected a conflict, got \(String(describing: error))") }
+            try await store.close()
+        }
+    }
+
+    @Test(
+        "openers waiting for the database's lock wait on their own threads, not the cooperative pool",
+        .timeLimit(.minutes(2))
+    )
+    func openWaitsOffThePool() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/mentoryd.sqlite"
+            let first = try openStore(directory)
+            // More waiting openers than the pool has threads: were they waiting on the pool, the
+            // first store's close (which needs the pool) could not run, and none would open.
+            let openers = ProcessInfo.processInfo.activeProcessorCount + 2
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<openers {
+                    group.addTask {
+                        var configuration = SQLiteSessionStore.Configuration(path: path)
+                        configuration.busyTimeout = .seconds(90)
+                        let store = try await SQLiteSessionStore.opened(configuration: configuration)
+                        try await store.insert(makeEntry(day(index)))
+                        try await store.close()
+                    }
+                }
+                // Give the openers time to start waiting (a delay, not an assertion), then run work on
+                // the pool alongside them and let go.
+                try await Task.sleep(for: .milliseconds(300))
+                try await first.insert(makeEntry(day(openers)))
+                try await first.close()
+                try await group.waitForAll()
+            }
+            let last = try openStore(directory)
+            #expect(try await last.diaryEntryCount() == openers + 1)
+            try await last.close()
         }
     }
 }

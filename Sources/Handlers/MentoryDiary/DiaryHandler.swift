@@ -11,7 +11,10 @@ import MentoryWire
 /// and action items.
 ///
 /// Entries live in a ``DiaryStore``; a change is acknowledged only once the store holds it, and
-/// then published on the `diary` topic.
+/// then published on the `diary` topic. A request that changes nothing publishes nothing.
+///
+/// Every reply and snapshot fits a frame: `list` and the topic's snapshot stop adding entries
+/// before their body would exceed the reply budget, and tell the client where to continue.
 public struct DiaryHandler: MentoryHandler {
     /// The methods of the `diary` namespace.
     public enum Method: String, CaseIterable, Sendable {
@@ -26,12 +29,31 @@ public struct DiaryHandler: MentoryHandler {
     public static let defaultListLimit = 50
     /// The most entries one `list` returns.
     public static let maxListLimit = 1000
+    /// The most entries the `diary` topic's snapshot holds; a client pages the older ones with `list`.
+    public static let defaultSnapshotLimit = 100
+    /// How many entries a page reads from the store at a time.
+    static let readChunk = 64
+    /// Room kept in a reply body for its `next_before` field (a tag, a length and a date).
+    static let cursorFieldBytes = 16
 
     private let store: any DiaryStore
+    private let maxReplyBytes: Int
+    private let snapshotLimit: Int
 
     /// Creates the handler over `store`.
-    public init(store: any DiaryStore) {
+    ///
+    /// - Parameters:
+    ///   - maxReplyBytes: the largest reply or snapshot body; pass
+    ///     `ReplyBudget.bodyBytes(maxFrameLength:)` of the server's frame limit.
+    ///   - snapshotLimit: the most entries a snapshot holds.
+    public init(
+        store: any DiaryStore,
+        maxReplyBytes: Int = ReplyBudget.defaultBodyBytes,
+        snapshotLimit: Int = DiaryHandler.defaultSnapshotLimit
+    ) {
         self.store = store
+        self.maxReplyBytes = maxReplyBytes
+        self.snapshotLimit = max(1, snapshotLimit)
     }
 
     public var namespace: String { WireNames.diary }
@@ -46,60 +68,116 @@ public struct DiaryHandler: MentoryHandler {
         case .add:
             let request = try call.decode(Mentory_V1_DiaryAddRequest.self)
             let entry = try Self.entry(from: request, now: engine.clock.nowUnixMilliseconds())
-            if !request.id.isEmpty, let existing = try await self.store.entry(id: request.id) {
-                // Importing the same entry twice is a no-op; anything else under that id is a conflict.
-                guard existing == entry else {
-                    throw .conflict("a different entry with id \(request.id) already exists")
-                }
-                return existing.wireBody()
+            // Importing the same entry twice is a no-op; anything else under that id is a conflict.
+            if try await self.store.insert(entry) == .inserted {
+                engine.publish(Self.change(.added(entry)), on: WireNames.diary)
             }
-            try await self.store.insert(entry)
-            engine.publish(Self.change(.added(entry)), on: WireNames.diary)
             return entry.wireBody()
         case .get:
             let request = try call.decode(Mentory_V1_DiaryGetRequest.self)
-            return try await self.existingEntry(id: request.id).wireBody()
+            return try await self.existingEntry(id: Self.lookupID(request.id, field: "id")).wireBody()
         case .list:
             let request = try call.decode(Mentory_V1_DiaryListRequest.self)
             let limit = request.limit == 0 ? Self.defaultListLimit : Int(request.limit)
             guard limit <= Self.maxListLimit else {
-                throw .invalidArgument("list at most \(Self.maxListLimit) entries at a time")
+                throw .invalidArgument("list at most \(Self.maxListLimit) entries at a time, not \(limit)")
             }
             let before = request.hasBefore ? request.before : nil
             if let before, CalendarDay(before) == nil {
-                throw .invalidArgument("'before' must be a date written YYYY-MM-DD, not '\(before)'")
+                throw .invalidArgument(
+                    "'before' must be a date written YYYY-MM-DD, not \(FieldLimits.quoted(before))")
             }
+            let page = try await self.page(limit: limit, before: before)
             var reply = Mentory_V1_DiaryListReply()
-            reply.entries = try await self.store.entries(limit: limit, before: before)
+            reply.entries = page.entries
+            if let next = page.nextBefore { reply.nextBefore = next }
             return reply.wireBody()
         case .delete:
             let request = try call.decode(Mentory_V1_DiaryDeleteRequest.self)
-            guard let deleted = try await self.store.delete(id: request.id) else {
-                throw .notFound("diary entry '\(request.id)'")
+            let id = try Self.lookupID(request.id, field: "id")
+            guard let deleted = try await self.store.delete(id: id) else {
+                throw .notFound("diary entry \(FieldLimits.quoted(id))")
             }
             engine.publish(Self.change(.deletedID(deleted.id)), on: WireNames.diary)
             return deleted.wireBody()
         case .setSuggestionDone:
             let request = try call.decode(Mentory_V1_DiarySuggestionDoneRequest.self)
-            let updated = try await self.store.setActionItemDone(
-                entryID: request.entryID,
-                itemID: request.suggestionID,
+            let update = try await self.store.setActionItemDone(
+                entryID: Self.lookupID(request.entryID, field: "entry_id"),
+                itemID: Self.lookupID(request.suggestionID, field: "suggestion_id"),
                 done: request.done
             )
-            engine.publish(Self.change(.updated(updated)), on: WireNames.diary)
-            return updated.wireBody()
+            if update.changed {
+                engine.publish(Self.change(.updated(update.entry)), on: WireNames.diary)
+            }
+            return update.entry.wireBody()
         }
     }
 
+    /// The newest entries, at most ``defaultSnapshotLimit`` (or the `snapshotLimit` given) and no
+    /// more than fit the reply budget, with `next_before` set when older entries exist.
     public func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        let page = try await self.page(limit: self.snapshotLimit, before: nil)
         var snapshot = Mentory_V1_DiarySnapshot()
-        snapshot.entries = try await self.store.entries(limit: .max, before: nil)
+        snapshot.entries = page.entries
+        if let next = page.nextBefore { snapshot.nextBefore = next }
         return snapshot.wireBody()
+    }
+
+    /// Up to `limit` entries before `before`, newest first, as many as fit the reply budget, and
+    /// the `before` of the next page when more entries follow.
+    func page(limit: Int, before: String?) async throws(MentoryError) -> (
+        entries: [Mentory_V1_DiaryEntry], nextBefore: String?
+    ) {
+        let budget = self.maxReplyBytes - Self.cursorFieldBytes
+        var entries: [Mentory_V1_DiaryEntry] = []
+        var size = 0
+        var cursor = before
+        while true {
+            let asked = min(limit - entries.count + 1, Self.readChunk)
+            let fetched = try await self.store.entries(limit: asked, before: cursor)
+            for entry in fetched {
+                guard entries.count < limit else { return (entries, entries.last?.recordDate) }
+                let entrySize = Self.fieldSize(of: entry)
+                guard size + entrySize <= budget else {
+                    guard let last = entries.last else {
+                        throw .internal(
+                            "the diary entry for \(entry.recordDate) takes \(entrySize) bytes, more than a reply "
+                                + "may hold (\(budget)); raise limits.maxFrameLength to at least "
+                                + "\(ReplyBudget.minimumMaxFrameLength)"
+                        )
+                    }
+                    return (entries, last.recordDate)
+                }
+                entries.append(entry)
+                size += entrySize
+            }
+            guard fetched.count == asked, let last = fetched.last else { return (entries, nil) }
+            cursor = last.recordDate
+        }
+    }
+
+    /// The bytes `entry` takes as one element of a repeated message field: tag, length, message.
+    static func fieldSize(of entry: Mentory_V1_DiaryEntry) -> Int {
+        let length = (try? entry.serializedBytes() as [UInt8])?.count ?? Int.max / 2
+        var varint = 1
+        var rest = length >> 7
+        while rest > 0 {
+            varint += 1
+            rest >>= 7
+        }
+        return 1 + varint + length
+    }
+
+    /// An id a request names, checked against its limit and in the store's canonical form.
+    static func lookupID(_ id: String, field: String) throws(MentoryError) -> String {
+        try FieldLimits.id.check(id, field: field)
+        return EntityID.normalized(id)
     }
 
     private func existingEntry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry {
         guard let entry = try await self.store.entry(id: id) else {
-            throw .notFound("diary entry '\(id)'")
+            throw .notFound("diary entry \(FieldLimits.quoted(id))")
         }
         return entry
     }
@@ -115,13 +193,20 @@ public struct DiaryHandler: MentoryHandler {
         -> Mentory_V1_DiaryEntry
     {
         guard CalendarDay(request.recordDate) != nil else {
-            throw .invalidArgument("the record date must be a real day written YYYY-MM-DD, not '\(request.recordDate)'")
+            throw .invalidArgument(
+                "the record date must be a real day written YYYY-MM-DD, not \(FieldLimits.quoted(request.recordDate))"
+            )
         }
         guard !request.title.allSatisfy(\.isWhitespace) else {
             throw .invalidArgument("the diary entry's title is empty")
         }
+        try FieldLimits.diaryTitle.check(request.title)
         guard !request.text.allSatisfy(\.isWhitespace) else {
             throw .invalidArgument("the diary entry's text is empty")
+        }
+        try FieldLimits.diaryText.check(request.text)
+        if request.hasAnalysis {
+            try FieldLimits.diaryAnalysis.check(request.analysis)
         }
         guard request.emotion != .unspecified, case .some = Mentory_V1_Emotion(rawValue: request.emotion.rawValue),
             (1...7).contains(request.emotion.rawValue)
@@ -130,12 +215,13 @@ public struct DiaryHandler: MentoryHandler {
         }
         var entry = Mentory_V1_DiaryEntry()
         if request.id.isEmpty {
-            entry.id = UUID().uuidString.lowercased()
+            entry.id = EntityID.random()
         } else {
-            guard let id = UUID(uuidString: request.id) else {
-                throw .invalidArgument("the entry id must be a UUID, not '\(request.id)'")
+            try FieldLimits.id.check(request.id, field: "DiaryAddRequest.id")
+            guard let id = EntityID.canonical(request.id) else {
+                throw .invalidArgument("the entry id must be a UUID, not \(FieldLimits.quoted(request.id))")
             }
-            entry.id = id.uuidString.lowercased()
+            entry.id = id
         }
         entry.recordDate = request.recordDate
         entry.createdAtUnixMs = request.createdAtUnixMs == 0 ? now : request.createdAtUnixMs

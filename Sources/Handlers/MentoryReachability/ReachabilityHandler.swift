@@ -19,8 +19,8 @@ public struct ReachabilityHandler: MentoryHandler {
         case get
     }
 
-    /// The longest peer name accepted.
-    public static let maxPeerNameLength = 64
+    /// The longest peer name accepted, in UTF-8 bytes.
+    public static var maxPeerNameLength: Int { FieldLimits.peerName.maximum }
 
     final class State: HandlerState {
         var peers: [String: Mentory_V1_PeerState] = [:]
@@ -46,9 +46,20 @@ public struct ReachabilityHandler: MentoryHandler {
         case .report:
             var peer = try call.decode(Mentory_V1_PeerState.self)
             try Self.validate(peerName: peer.peer)
+            if let known = state.peers[peer.peer] {
+                state.reporters[peer.peer] = call.connection.id
+                // The same state again changes nothing: no new timestamp, no event.
+                if known.isPaired == peer.isPaired, known.isAppInstalled == peer.isAppInstalled,
+                    known.isReachable == peer.isReachable
+                {
+                    return known.wireBody()
+                }
+            } else {
+                try FieldLimits.peerCount.check(count: state.peers.count + 1, field: "the number of peers")
+                state.reporters[peer.peer] = call.connection.id
+            }
             peer.updatedAtUnixMs = engine.clock.nowUnixMilliseconds()
             state.peers[peer.peer] = peer
-            state.reporters[peer.peer] = call.connection.id
             engine.publish(peer, on: WireNames.reachability)
             return peer.wireBody()
         }
@@ -78,9 +89,10 @@ public struct ReachabilityHandler: MentoryHandler {
     }
 
     static func validate(peerName: String) throws(MentoryError) {
-        guard !peerName.isEmpty, peerName.utf8.count <= Self.maxPeerNameLength else {
-            throw .invalidArgument("a peer name must have 1 to \(Self.maxPeerNameLength) characters")
+        guard !peerName.isEmpty else {
+            throw .invalidArgument("the peer name is empty")
         }
+        try FieldLimits.peerName.check(peerName)
         let allowed = peerName.unicodeScalars.allSatisfy { scalar in
             scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "-_.".unicodeScalars.contains(scalar)
         }

@@ -857,6 +857,7 @@ public nonisolated struct Mentory_V1_DiaryListRequest: Sendable {
   public var limit: UInt32 = 0
 
   /// Only entries with a record date strictly before this YYYY-MM-DD day.
+  /// To continue a list, pass the previous reply's `next_before`.
   public var before: String {
     get {_before ?? String()}
     set {_before = newValue}
@@ -878,11 +879,26 @@ public nonisolated struct Mentory_V1_DiaryListReply: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
+  /// Newest record date first. Fewer than `limit` when the reply's size
+  /// budget is reached (see docs/PROTOCOL.md, "Paging").
   public var entries: [Mentory_V1_DiaryEntry] = []
+
+  /// Present when older entries may follow: send it as `before` to get the
+  /// next page. Absent when the list is complete.
+  public var nextBefore: String {
+    get {_nextBefore ?? String()}
+    set {_nextBefore = newValue}
+  }
+  /// Returns true if `nextBefore` has been explicitly set.
+  public var hasNextBefore: Bool {self._nextBefore != nil}
+  /// Clears the value of `nextBefore`. Subsequent reads from it will return its default value.
+  public mutating func clearNextBefore() {self._nextBefore = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _nextBefore: String? = nil
 }
 
 public nonisolated struct Mentory_V1_DiaryDeleteRequest: Sendable {
@@ -963,12 +979,26 @@ public nonisolated struct Mentory_V1_DiarySnapshot: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Every entry, newest record date first.
+  /// The newest entries, newest record date first: at most 100, and no more
+  /// than fit the frame (see docs/PROTOCOL.md, "The diary snapshot").
   public var entries: [Mentory_V1_DiaryEntry] = []
+
+  /// Present when older entries exist: page through them with `list`,
+  /// sending this as `before`. Absent when the snapshot holds every entry.
+  public var nextBefore: String {
+    get {_nextBefore ?? String()}
+    set {_nextBefore = newValue}
+  }
+  /// Returns true if `nextBefore` has been explicitly set.
+  public var hasNextBefore: Bool {self._nextBefore != nil}
+  /// Clears the value of `nextBefore`. Subsequent reads from it will return its default value.
+  public mutating func clearNextBefore() {self._nextBefore = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _nextBefore: String? = nil
 }
 
 /// Request of `backup`: write a consistent copy of the database while the
@@ -2254,7 +2284,7 @@ nonisolated extension Mentory_V1_DiaryListRequest: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Mentory_V1_DiaryListReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DiaryListReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}entries\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}entries\0\u{3}next_before\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2263,20 +2293,29 @@ nonisolated extension Mentory_V1_DiaryListReply: SwiftProtobuf.Message, SwiftPro
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.entries) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._nextBefore) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.entries.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.entries, fieldNumber: 1)
     }
+    try { if let v = self._nextBefore {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Mentory_V1_DiaryListReply, rhs: Mentory_V1_DiaryListReply) -> Bool {
     if lhs.entries != rhs.entries {return false}
+    if lhs._nextBefore != rhs._nextBefore {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2433,7 +2472,7 @@ nonisolated extension Mentory_V1_DiaryChange: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Mentory_V1_DiarySnapshot: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DiarySnapshot"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}entries\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}entries\0\u{3}next_before\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2442,20 +2481,29 @@ nonisolated extension Mentory_V1_DiarySnapshot: SwiftProtobuf.Message, SwiftProt
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.entries) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._nextBefore) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.entries.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.entries, fieldNumber: 1)
     }
+    try { if let v = self._nextBefore {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Mentory_V1_DiarySnapshot, rhs: Mentory_V1_DiarySnapshot) -> Bool {
     if lhs.entries != rhs.entries {return false}
+    if lhs._nextBefore != rhs._nextBefore {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
