@@ -202,6 +202,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.failConnection(.unsupportedVersion(requested: hello.protocolVersion, supported: WireProtocol.version))
             return
         }
+        do {
+            try FieldLimits.clientName.check(hello.clientName)
+        } catch {
+            self.failConnection(error)
+            return
+        }
         self.handshakeTimeout?.cancel()
         self.phase = .open
         self.attached = true

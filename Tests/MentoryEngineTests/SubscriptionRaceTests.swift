@@ -208,22 +208,26 @@ struct SubscriptionRaceTests {
         #expect(try Mentory_V1_PeerState(serializedBytes: events[1].body).isReachable == false)
     }
 
-    @Test("an Empty request with a body gets INVALID_ARGUMENT", arguments: ["ping", "status"])
-    func emptyRequestWithBody(method: String) async throws {
+    @Test(
+        "an Empty request with a body gets INVALID_ARGUMENT",
+        arguments: [
+            (WireNames.session, "ping"), (WireNames.session, "status"), ("mentor", "get"), ("reachability", "get"),
+        ])
+    func emptyRequestWithBody(namespace: String, method: String) async throws {
         let fixture = try await EngineFixture()
         let (client, _) = await fixture.connect()
         // 08 01 parses as an unknown varint field, FF FF FF does not parse at all: both are refused.
         for garbage: [UInt8] in [[0x08, 0x01], [0xFF, 0xFF, 0xFF]] {
             var request = Mentory_V1_Request()
             request.id = 9
-            request.namespace = WireNames.session
+            request.namespace = namespace
             request.method = method
             request.body = Data(garbage)
             let response = await fixture.engine.dispatch(request, from: client)
             #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.invalidArgument.rawValue))
             #expect(response.error.message.contains("empty body"))
         }
-        let fine = try await fixture.send(WireNames.session, method, Mentory_V1_Empty(), from: client)
+        let fine = try await fixture.send(namespace, method, Mentory_V1_Empty(), from: client)
         guard case .body = fine.result else {
             Issue.record("\(method) with an empty body failed: \(fine.error.message)")
             return

@@ -51,6 +51,7 @@ public struct MentorHandler: MentoryHandler {
         let state = engine.state(State.self)
         switch method {
         case .get:
+            try call.requireEmptyBody()
             return state.current.wireBody()
         case .set:
             let request = try call.decode(Mentory_V1_MentorSetRequest.self)

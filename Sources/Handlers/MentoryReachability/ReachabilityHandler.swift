@@ -42,6 +42,7 @@ public struct ReachabilityHandler: MentoryHandler {
         let state = engine.state(State.self)
         switch method {
         case .get:
+            try call.requireEmptyBody()
             return Self.snapshot(state).wireBody()
         case .report:
             var peer = try call.decode(Mentory_V1_PeerState.self)
