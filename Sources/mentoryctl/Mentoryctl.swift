@@ -20,6 +20,7 @@ struct Mentoryctl: AsyncParsableCommand {
             DiaryCommand.self,
             Watch.self,
             Backup.self,
+            Reload.self,
         ]
     )
 }
