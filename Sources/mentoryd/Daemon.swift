@@ -53,7 +53,7 @@ struct Daemon {
     func run() async throws {
         // The engine and every connection share one event loop: a request never changes thread.
         let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        var teardown = Teardown(logger: self.logger)
+        var teardown = OrderedTeardown(logger: self.logger)
         teardown.add("event loop", deadline: .seconds(5)) { try? await eventLoopGroup.shutdownGracefully() }
         do {
             try await self.run(on: eventLoopGroup.next(), teardown: &teardown)
@@ -65,7 +65,7 @@ struct Daemon {
         self.logger.info("stopped")
     }
 
-    private func run(on eventLoop: any EventLoop, teardown: inout Teardown) async throws {
+    private func run(on eventLoop: any EventLoop, teardown: inout OrderedTeardown) async throws {
 
         // 1. The store. A store that cannot open ends start-up; systemctl status shows why.
         let stores: OpenedStores
@@ -275,4 +275,10 @@ struct Daemon {
         }
         return effective
     }
+}
+
+/// Start-up failed before anything was served; ``cause`` says why and what to do.
+struct StartupFailure: Error, CustomStringConvertible {
+    var cause: String
+    var description: String { self.cause }
 }

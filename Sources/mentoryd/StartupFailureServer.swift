@@ -50,52 +50,60 @@ struct StartupFailureServer {
     }
 
     private func run(on group: MultiThreadedEventLoopGroup) async throws {
-        let open = Counter()
-        let error = self.wireError
-        let channel = try await ServerBootstrap(group: group)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    guard open.value.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
-                        open.value.subtract(1, ordering: .relaxed)
-                        channel.close(promise: nil)
-                        return
-                    }
-                    channel.closeFuture.whenComplete { _ in open.value.subtract(1, ordering: .relaxed) }
-                    try channel.pipeline.syncOperations.addHandlers([
-                        ByteToMessageHandler(LengthPrefixedFrameDecoder()),
-                        MessageToByteHandler(EnvelopeFrameEncoder()),
-                        StartupFailureHandler(error: error, timeout: Self.answerTimeout),
-                    ])
-                }
-            }
-            .withBoundSocket(self.socket.descriptor)
-            .get()
-        self.logger.critical(
-            "mentoryd cannot start; it keeps the socket and tells every client why until it is restarted",
-            metadata: ["cause": "\(self.cause)", "socket": "\(self.socket.path ?? "(unnamed)")"]
-        )
-        self.send([.ready, .status("Failed to start: \(self.cause)")])
         let hangups = await UnixSignalsSequence(trapping: .sighup)
+        // The service group traps SIGTERM and SIGINT before it starts the listener: a SIGTERM
+        // that follows the first answer always finds the handler in place.
         let services: [any Service] = [
             WatchdogService(notifier: self.notifier, timeout: self.watchdogTimeout, logger: self.logger, probe: {}),
             IgnoredHangups(signals: hangups, logger: self.logger),
+            Listener(server: self, group: group),
         ]
         let serviceGroup = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: self.logger)
         )
-        do {
-            try await serviceGroup.run()
-        } catch {
-            self.send([.stopping])
-            try? await channel.close()
-            throw error
-        }
-        self.send([.stopping])
-        try? await channel.close()
+        try await serviceGroup.run()
         self.logger.info("stopped (start-up had failed)")
     }
 
-    private func send(_ states: [NotifyState]) {
+    /// Binds the socket, says `READY=1` with the cause, answers until graceful shutdown, then closes.
+    private struct Listener: Service {
+        var server: StartupFailureServer
+        var group: MultiThreadedEventLoopGroup
+
+        func run() async throws {
+            let open = Counter()
+            let error = self.server.wireError
+            let channel = try await ServerBootstrap(group: self.group)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        guard open.value.add(1, ordering: .relaxed).newValue <= StartupFailureServer.maxConnections
+                        else {
+                            open.value.subtract(1, ordering: .relaxed)
+                            channel.close(promise: nil)
+                            return
+                        }
+                        channel.closeFuture.whenComplete { _ in open.value.subtract(1, ordering: .relaxed) }
+                        try channel.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(LengthPrefixedFrameDecoder()),
+                            MessageToByteHandler(EnvelopeFrameEncoder()),
+                            StartupFailureHandler(error: error, timeout: StartupFailureServer.answerTimeout),
+                        ])
+                    }
+                }
+                .withBoundSocket(self.server.socket.descriptor)
+                .get()
+            self.server.logger.critical(
+                "mentoryd cannot start; it keeps the socket and tells every client why until it is restarted",
+                metadata: ["cause": "\(self.server.cause)", "socket": "\(self.server.socket.path ?? "(unnamed)")"]
+            )
+            self.server.send([.ready, .status("Failed to start: \(self.server.cause)")])
+            try? await gracefulShutdown()
+            self.server.send([.stopping])
+            try? await channel.close()
+        }
+    }
+
+    fileprivate func send(_ states: [NotifyState]) {
         do {
             try self.notifier.notify(states)
         } catch {
@@ -104,7 +112,7 @@ struct StartupFailureServer {
     }
 
     /// Open connections, shared by the event loop's child channels.
-    private final class Counter: Sendable {
+    fileprivate final class Counter: Sendable {
         let value = Atomic<Int>(0)
     }
 }

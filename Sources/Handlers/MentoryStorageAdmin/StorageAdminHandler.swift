@@ -134,6 +134,8 @@ public actor BackupSnapshots {
     private var snapshots: [ConnectionID: Snapshot] = [:]
     /// Connections whose snapshot is being written; they count toward the limit.
     private var pending: Set<ConnectionID> = []
+    /// Pending connections that closed meanwhile: their snapshot is removed as soon as it is written.
+    private var abandoned: Set<ConnectionID> = []
 
     /// - Parameters:
     ///   - directory: The state directory (private to the daemon).
@@ -161,16 +163,19 @@ public actor BackupSnapshots {
         for id: ConnectionID,
         from target: any StorageBackupTarget
     ) async throws(MentoryError) -> Mentory_V1_StorageBackupReply {
-        self.release(id)
         guard !self.pending.contains(id) else {
             throw .conflict("this connection is already taking a backup snapshot")
         }
+        self.release(id)
         guard self.snapshots.count + self.pending.count < Self.maxSnapshots else {
             throw .conflict(
                 "\(Self.maxSnapshots) backups are already in progress, the most at once; try again when one ends")
         }
         self.pending.insert(id)
-        defer { self.pending.remove(id) }
+        defer {
+            self.pending.remove(id)
+            self.abandoned.remove(id)
+        }
         let path = "\(self.directory)/\(Self.filePrefix)\(id.rawValue)-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let entries: Int
         do {
@@ -178,6 +183,10 @@ public actor BackupSnapshots {
         } catch {
             unlink(path)
             throw error
+        }
+        guard !self.abandoned.contains(id) else {
+            unlink(path)
+            throw .conflict("the connection closed while its backup snapshot was being taken")
         }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         var info = stat()
@@ -240,6 +249,7 @@ public actor BackupSnapshots {
 
     /// Removes connection `id`'s snapshot, if any.
     func release(_ id: ConnectionID) {
+        if self.pending.contains(id) { self.abandoned.insert(id) }
         guard let snapshot = self.snapshots.removeValue(forKey: id) else { return }
         snapshot.expiry?.cancel()
         close(snapshot.descriptor)

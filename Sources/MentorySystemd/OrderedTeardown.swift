@@ -1,29 +1,40 @@
 import Logging
 import Synchronization
 
-/// What start-up opened, closed in reverse order on every exit path, each step under a deadline.
+/// What a daemon opened at start-up, closed in reverse order on every exit path, each step under a deadline.
 ///
-/// Swift's `defer` cannot await, so the daemon registers a step right after opening each part and
+/// Swift's `defer` cannot await, so a daemon registers a step right after opening each part and
 /// calls ``run()`` once, whether it stops on a signal, on an error or on a failed start-up. A step
 /// that overruns its deadline is logged and left behind, so that shut-down always finishes
 /// (systemd's `TimeoutStopSec=` is the outer bound).
-struct Teardown {
-    private var steps: [(name: String, deadline: Duration, body: @Sendable () async -> Void)] = []
+public struct OrderedTeardown: Sendable {
+    private struct Step: Sendable {
+        var name: String
+        var deadline: Duration
+        var body: @Sendable () async -> Void
+    }
+
+    private var steps: [Step] = []
     private let logger: Logger
 
-    init(logger: Logger) {
+    /// - Parameter logger: Reports each step and those that overran their deadline.
+    public init(logger: Logger) {
         self.logger = logger
     }
 
     /// Registers `body` to run before every step registered earlier.
-    mutating func add(_ name: String, deadline: Duration, _ body: @escaping @Sendable () async -> Void) {
-        self.steps.append((name, deadline, body))
+    public mutating func add(_ name: String, deadline: Duration, _ body: @escaping @Sendable () async -> Void) {
+        self.steps.append(Step(name: name, deadline: deadline, body: body))
     }
 
-    /// Runs the steps last to first, each at most for its deadline; runs each step once.
-    mutating func run() async {
+    /// Runs the steps last to first, each at most for its deadline, and forgets them: a step runs once.
+    /// Returns the names of the steps that overran.
+    @discardableResult
+    public mutating func run() async -> [String] {
+        var overran: [String] = []
         while let step = self.steps.popLast() {
             if await !Self.run(step.body, within: step.deadline) {
+                overran.append(step.name)
                 self.logger.error(
                     "shut-down step overran its deadline; moving on",
                     metadata: ["step": "\(step.name)", "deadline": "\(step.deadline)"]
@@ -32,10 +43,11 @@ struct Teardown {
                 self.logger.debug("shut-down step done", metadata: ["step": "\(step.name)"])
             }
         }
+        return overran
     }
 
     /// Runs `body`, returning `true` once it finishes or `false` once `limit` passes, whichever is first.
-    static func run(_ body: @escaping @Sendable () async -> Void, within limit: Duration) async -> Bool {
+    public static func run(_ body: @escaping @Sendable () async -> Void, within limit: Duration) async -> Bool {
         let settled = Flag()
         var timer: Task<Void, Never>?
         let finished = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
@@ -60,10 +72,4 @@ struct Teardown {
             self.value.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         }
     }
-}
-
-/// Start-up failed before anything was served; ``cause`` says why and what to do.
-struct StartupFailure: Error, CustomStringConvertible {
-    var cause: String
-    var description: String { self.cause }
 }
