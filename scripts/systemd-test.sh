@@ -392,7 +392,9 @@ import json, sys
 for line in open(sys.argv[1]):
     entry = json.loads(line)
     message = entry.get("MESSAGE", "")
-    if isinstance(message, str) and "reload failed" in message and "/etc/mentoryd/mentoryd.json" in message:
+    # The daemon's own error line (mentoryctl, run by ExecReload=, prints the same reason at info level).
+    if (entry.get("SYSLOG_IDENTIFIER") == "mentoryd" and entry.get("PRIORITY") == "3" and isinstance(message, str)
+            and "reload failed" in message and "/etc/mentoryd/mentoryd.json" in message and "line 3" in message):
         print(entry.get("SYSLOG_IDENTIFIER"), "PRIORITY=" + str(entry.get("PRIORITY")), message); sys.exit(0)
 sys.exit(1)
 PY
