@@ -51,8 +51,8 @@ install -m 0755 "$BIN_DIR/mentoryd" "$PREFIX/bin/mentoryd"
 install -m 0755 "$BIN_DIR/mentoryctl" "$PREFIX/bin/mentoryctl"
 echo "installed $PREFIX/bin/mentoryd and $PREFIX/bin/mentoryctl"
 
-# The unit names the binary by absolute path; follow --prefix.
-sed "s|/usr/local/bin/mentoryd|$PREFIX/bin/mentoryd|; s|/usr/local/share/doc/mentoryd|$DOC_DIR|" \
+# The unit names the binaries by absolute path; follow --prefix.
+sed "s|/usr/local/bin/mentoryd|$PREFIX/bin/mentoryd|; s|/usr/local/bin/mentoryctl|$PREFIX/bin/mentoryctl|; s|/usr/local/share/doc/mentoryd|$DOC_DIR|" \
   systemd/mentoryd.service > "$UNIT_DIR/mentoryd.service"
 chmod 0644 "$UNIT_DIR/mentoryd.service"
 install -m 0644 systemd/mentoryd.socket "$UNIT_DIR/mentoryd.socket"

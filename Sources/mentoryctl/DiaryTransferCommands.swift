@@ -307,9 +307,11 @@ struct Backup: AsyncParsableCommand {
         commandName: "backup",
         abstract: "Copy the daemon's database to a new file while it keeps serving.",
         discussion: """
-            The daemon writes the copy itself (mode 0600, owned by the daemon's user), so PATH must be \
-            somewhere the daemon can write, and must not exist yet: a backup never overwrites a file. \
-            To restore, stop mentoryd and put the copy in its state directory as mentoryd.sqlite.
+            The daemon takes a consistent snapshot (SQLite's online backup) and streams it over the \
+            socket; mentoryctl writes it with your rights (mode 0600) to a temporary file beside PATH, \
+            checks its size and SQLite header, syncs it to the disk and only then gives it its name. \
+            PATH must not exist yet: a backup never overwrites a file. Root or the daemon's own user \
+            only. To restore, stop mentoryd and put the copy in its state directory as mentoryd.sqlite.
             """
     )
 
@@ -324,22 +326,120 @@ struct Backup: AsyncParsableCommand {
             ? self.destination
             : FileManager.default.currentDirectoryPath + "/" + self.destination
         try await self.options.withClient { client in
-            var request = Mentory_V1_StorageBackupRequest()
-            request.destination = path
-            let reply: Mentory_V1_StorageBackupReply
+            let summary: Summary
             do {
-                reply = try await client.call("storage", "backup", request)
+                summary = try await Self.download(from: client, to: path)
             } catch let error as MentoryClientError where error.remoteCode == .unknownNamespace {
-                Output.error(
+                throw TransferError(
                     "this daemon keeps its data in memory (storage.backend = memory); there is nothing to back up")
-                throw ExitCode.failure
             }
             if self.options.json {
-                Output.printJSON(reply)
-            } else {
                 print(
-                    "Backed up \(reply.diaryEntries) diary \(reply.diaryEntries == 1 ? "entry" : "entries") (\(reply.bytes) bytes) to \(reply.destination)."
+                    "{\"destination\":\(Output.json(Google_Protobuf_StringValue(path))),"
+                        + "\"bytes\":\(summary.bytes),\"diaryEntries\":\(summary.diaryEntries)}"
                 )
+            } else {
+                let entries = "\(summary.diaryEntries) diary \(summary.diaryEntries == 1 ? "entry" : "entries")"
+                print("Backed up \(entries) (\(summary.bytes) bytes) to \(path).")
+            }
+        }
+    }
+
+    /// What a finished backup holds.
+    struct Summary: Equatable {
+        var bytes: UInt64
+        var diaryEntries: UInt32
+    }
+
+    /// The first 16 bytes of every SQLite database file.
+    static let sqliteHeader = Array("SQLite format 3\u{0}".utf8)
+
+    /// Streams a snapshot of the daemon's database into a new file at `path` (absolute).
+    ///
+    /// Writes `.NAME.partial-N` beside `path` (mode 0600), checks its size against the snapshot's
+    /// and its SQLite header, syncs it, then links it to `path` (which fails rather than replace an
+    /// existing file) and syncs the directory. On any failure the partial file is removed.
+    static func download(from client: MentoryClient, to path: String) async throws -> Summary {
+        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let name = String(path.split(separator: "/").last ?? "")
+        var info = stat()
+        guard !name.isEmpty, stat(directory.isEmpty ? "/" : directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR
+        else {
+            throw TransferError("the directory of \(path) does not exist; create it first")
+        }
+        guard lstat(path, &info) != 0 else {
+            throw TransferError("\(path) already exists; a backup never overwrites a file, choose a new name")
+        }
+        let partial = "\(directory)/.\(name).partial-\(UInt32.random(in: 0...UInt32.max))"
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw TransferError("cannot create \(partial): \(String(cString: strerror(errno)))")
+        }
+        // After the link below the partial name is a second name for the copy; either way it goes.
+        defer {
+            close(descriptor)
+            unlink(partial)
+        }
+        let snapshot: Mentory_V1_StorageBackupReply = try await client.call(
+            "storage", "backup", Mentory_V1_StorageBackupRequest())
+        var offset: UInt64 = 0
+        var header: [UInt8] = []
+        while true {
+            var request = Mentory_V1_StorageBackupReadRequest()
+            request.offset = offset
+            let piece: Mentory_V1_StorageBackupReadReply = try await client.call("storage", "backupRead", request)
+            guard piece.data.count <= max(Int(snapshot.chunkBytes), 1),
+                offset + UInt64(piece.data.count) <= snapshot.bytes
+            else {
+                throw TransferError(
+                    "mentoryd sent more than the \(snapshot.bytes) bytes it announced; nothing was written")
+            }
+            if header.count < Self.sqliteHeader.count {
+                header += piece.data.prefix(Self.sqliteHeader.count - header.count)
+            }
+            try Self.writeAll(piece.data, to: descriptor, path: partial)
+            offset += UInt64(piece.data.count)
+            if piece.end { break }
+            guard !piece.data.isEmpty else {
+                throw TransferError("mentoryd stopped sending the backup at byte \(offset); nothing was written")
+            }
+        }
+        guard offset == snapshot.bytes, fstat(descriptor, &info) == 0, UInt64(info.st_size) == snapshot.bytes else {
+            throw TransferError(
+                "the copy has \(offset) bytes but mentoryd announced \(snapshot.bytes); nothing was written")
+        }
+        guard header == Self.sqliteHeader else {
+            throw TransferError("the copy does not start with a SQLite header; nothing was written")
+        }
+        guard fsync(descriptor) == 0 else {
+            throw TransferError("cannot sync \(partial) to the disk: \(String(cString: strerror(errno)))")
+        }
+        // link(2) never replaces an existing file, unlike rename(2): a file that appeared meanwhile wins.
+        guard link(partial, path) == 0 else {
+            let code = errno
+            if code == EEXIST {
+                throw TransferError("\(path) already exists; a backup never overwrites a file, choose a new name")
+            }
+            throw TransferError("cannot create \(path): \(String(cString: strerror(code)))")
+        }
+        let directoryDescriptor = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+        return Summary(bytes: snapshot.bytes, diaryEntries: snapshot.diaryEntries)
+    }
+
+    private static func writeAll(_ data: Data, to descriptor: Int32, path: String) throws {
+        try data.withUnsafeBytes { buffer in
+            var written = 0
+            while written < buffer.count {
+                let count = write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else {
+                    throw TransferError("cannot write \(path): \(String(cString: strerror(errno)))")
+                }
+                written += count
             }
         }
     }

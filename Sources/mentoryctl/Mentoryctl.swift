@@ -24,6 +24,7 @@ struct Mentoryctl: AsyncParsableCommand {
             DiaryCommand.self,
             Watch.self,
             Backup.self,
+            Reload.self,
         ]
     )
 

@@ -84,6 +84,8 @@ extension ClientOptions {
             switch error {
             case .cannotConnect, .untrustedSocket: return ExitCode(69)
             case .connectionClosed, .timedOut: return ExitCode(69)
+            // A daemon that could not start is as unavailable as one that is not running.
+            case .remote where error.remoteCode == .startupFailed: return ExitCode(69)
             case .remote, .malformedReply, .cancelled, .eventBufferOverflow: return ExitCode.failure
             }
         case let error as ValidationError:

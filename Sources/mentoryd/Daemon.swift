@@ -46,28 +46,35 @@ struct Daemon {
     /// Reads the settings again, for a reload.
     let reloadSettings: @Sendable () async throws -> DaemonSettings
 
+    /// Runs until `SIGTERM`/`SIGINT` or a failure; every exit path closes what was opened, in reverse.
+    ///
+    /// Throws ``StartupFailure`` when the store or the handlers cannot be opened, before anything
+    /// was served; the caller decides whether to exit or to serve the failure (``StartupFailureServer``).
     func run() async throws {
         // The engine and every connection share one event loop: a request never changes thread.
         let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var teardown = OrderedTeardown(logger: self.logger)
+        teardown.add("event loop", deadline: .seconds(5)) { try? await eventLoopGroup.shutdownGracefully() }
         do {
-            try await self.run(on: eventLoopGroup.next())
+            try await self.run(on: eventLoopGroup.next(), teardown: &teardown)
         } catch {
-            try? await eventLoopGroup.shutdownGracefully()
+            await teardown.run()
             throw error
         }
-        try await eventLoopGroup.shutdownGracefully()
+        await teardown.run()
+        self.logger.info("stopped")
     }
 
-    private func run(on eventLoop: any EventLoop) async throws {
+    private func run(on eventLoop: any EventLoop, teardown: inout OrderedTeardown) async throws {
 
         // 1. The store. A store that cannot open ends start-up; systemctl status shows why.
         let stores: OpenedStores
         do {
             stores = try await StoreBootstrap.open(settings: self.settings, logger: self.logger)
         } catch {
-            try? self.systemd.notifier.notify(.status("Failed to start: \(error)"))
-            throw error
+            throw StartupFailure(cause: "\(error)")
         }
+        teardown.add("store", deadline: Self.closeDeadline) { await stores.close() }
 
         // 2. The engine and its handlers.
         let engine = MentoryEngine(
@@ -79,11 +86,13 @@ struct Daemon {
             executor: eventLoop.executor,
             logger: self.logger
         )
+        let reloadRequests = ReloadRequests()
         var handlers: [any MentoryHandler] =
             [
                 MentorHandler(store: stores.mentor),
                 ReachabilityHandler(),
                 DiaryHandler(store: stores.diary),
+                DaemonHandler(reloads: reloadRequests),
             ] + stores.handlers
         if self.settings.faultInjection {
             self.logger.warning(
@@ -91,11 +100,16 @@ struct Daemon {
             )
             handlers.append(DebugHandler())
         }
+        // Handlers registered so far are closed even if a later one fails to open.
+        teardown.add("handlers", deadline: Self.closeDeadline) { await engine.closeHandlers() }
         for handler in handlers {
-            try await engine.register(handler)
+            do {
+                try await engine.register(handler)
+            } catch {
+                throw StartupFailure(cause: "the \(handler.namespace) handler cannot start: \(error)")
+            }
         }
         self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
-
         // 3. The socket, then readiness.
         let listener: ServerConfiguration.Listener
         if let activated = self.systemd.activatedSocket {
@@ -152,6 +166,7 @@ struct Daemon {
         let reload = ReloadService(
             notifier: notifier,
             signals: hangups,
+            requests: reloadRequests,
             initial: self.settings,
             logger: self.logger,
             readyStatus: { await status() },
@@ -183,13 +198,13 @@ struct Daemon {
                 logger: self.logger
             )
         )
+        // On return or throw the group has stopped its services last to first (the server has
+        // closed its socket and connections); the caller's teardown then closes handlers, then store.
         try await group.run()
-
-        // Reverse order: the server has closed its socket and connections; now handlers, then store.
-        await engine.closeHandlers()
-        await stores.close()
-        self.logger.info("stopped")
     }
+
+    /// How long closing the handlers, or the store, may take before shut-down moves on.
+    static let closeDeadline = Duration.seconds(10)
 
     /// The `STATUS=` line `systemctl status` shows.
     static func statusLine(connections: Int, subscribers: Int) -> String {
@@ -266,4 +281,10 @@ struct Daemon {
         }
         return effective
     }
+}
+
+/// Start-up failed before anything was served; ``cause`` says why and what to do.
+struct StartupFailure: Error, CustomStringConvertible {
+    var cause: String
+    var description: String { self.cause }
 }

@@ -58,21 +58,7 @@ struct MentorydCommand: AsyncParsableCommand {
         )
         let logger = Logger(label: "mentoryd")
 
-        let source = SettingsSource(
-            flags: self.flagValues,
-            configFile: self.configFile ?? environment["MENTORYD_CONFIG"],
-            environment: environment
-        )
-        let settings: DaemonSettings
-        do {
-            settings = try await source.load()
-        } catch {
-            logger.critical("cannot read the configuration: \(error)")
-            throw ExitCode(Self.configurationExitStatus)
-        }
-        logLevel.level = settings.logLevel
-        logger.debug("logging", metadata: ["destination": "\(destination.rawValue)"])
-
+        // What systemd passed comes first: with a socket in hand, a start-up failure is served on it.
         let systemd: Daemon.Systemd
         do {
             systemd = try Daemon.Systemd(environment: environment)
@@ -84,6 +70,25 @@ struct MentorydCommand: AsyncParsableCommand {
             throw ExitCode(Self.configurationExitStatus)
         }
 
+        let source = SettingsSource(
+            flags: self.flagValues,
+            configFile: self.configFile ?? environment["MENTORYD_CONFIG"],
+            environment: environment
+        )
+        let settings: DaemonSettings
+        do {
+            settings = try await source.load()
+        } catch {
+            try await Self.failStartup(
+                cause: "\(error); fix it, then restart mentoryd (systemctl restart mentoryd)",
+                systemd: systemd,
+                logger: logger,
+                exitStatus: Self.configurationExitStatus
+            )
+        }
+        logLevel.level = settings.logLevel
+        logger.debug("logging", metadata: ["destination": "\(destination.rawValue)"])
+
         let daemon = Daemon(
             settings: settings,
             version: Self.version,
@@ -94,10 +99,48 @@ struct MentorydCommand: AsyncParsableCommand {
         )
         do {
             try await daemon.run()
+        } catch let failure as StartupFailure {
+            try await Self.failStartup(
+                cause: "\(failure.cause); after fixing it, restart mentoryd (systemctl restart mentoryd)",
+                systemd: systemd,
+                logger: logger,
+                exitStatus: ExitCode.failure.rawValue
+            )
         } catch {
             logger.critical("mentoryd stopped: \(error)")
             throw ExitCode.failure
         }
+    }
+
+    /// Start-up failed. Started by hand (no socket from systemd): log why, say `STATUS=` and exit
+    /// with `exitStatus`. Socket-activated: stay up on the socket and tell every client why
+    /// (``StartupFailureServer``), so that systemd does not start mentoryd again and again until
+    /// its start limit takes the socket away.
+    private static func failStartup(
+        cause: String,
+        systemd: Daemon.Systemd,
+        logger: Logger,
+        exitStatus: Int32
+    ) async throws -> Never {
+        guard let socket = systemd.activatedSocket else {
+            logger.critical("mentoryd cannot start: \(cause)")
+            try? systemd.notifier.notify(.status("Failed to start: \(cause)"))
+            throw ExitCode(exitStatus)
+        }
+        let server = StartupFailureServer(
+            cause: cause,
+            socket: socket,
+            notifier: systemd.notifier,
+            watchdogTimeout: systemd.watchdogTimeout,
+            logger: logger
+        )
+        do {
+            try await server.run()
+        } catch {
+            logger.critical("mentoryd stopped: \(error)")
+            throw ExitCode.failure
+        }
+        throw ExitCode.success
     }
 
     /// The settings given as flags, as the highest-priority config provider sees them.
@@ -120,19 +163,71 @@ struct SettingsSource: Sendable {
     /// The process environment, for `MENTORYD_*` and systemd's directories.
     var environment: [String: String]
 
+    /// The config file read when none is named.
+    static let defaultConfigFile = "/etc/mentoryd/mentoryd.json"
+
     /// Flags over environment over config file; embedded defaults live in ``DaemonSettings``.
-    func load() async throws -> DaemonSettings {
+    ///
+    /// Throws ``ConfigurationError``, which names the config file and, for a JSON syntax error,
+    /// where in the file it is.
+    func load() async throws(ConfigurationError) -> DaemonSettings {
+        let file = self.configFile ?? Self.defaultConfigFile
         var providers: [any ConfigProvider] = [
             InMemoryProvider(name: "flags", values: self.flags),
             EnvironmentVariablesProvider(environmentVariables: self.environment).prefixKeys(with: "mentoryd"),
         ]
-        if let configFile {
-            providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(configFile)))
-        } else {
+        do {
             providers.append(
-                try await FileProvider<JSONSnapshot>(filePath: "/etc/mentoryd/mentoryd.json", allowMissing: true)
+                try await FileProvider<JSONSnapshot>(filePath: FilePath(file), allowMissing: self.configFile == nil)
             )
+        } catch {
+            throw ConfigurationError(file: file, reason: ConfigurationError.describe(error, in: file))
         }
-        return try DaemonSettings(config: ConfigReader(providers: providers), environment: self.environment)
+        do {
+            return try DaemonSettings(config: ConfigReader(providers: providers), environment: self.environment)
+        } catch {
+            throw ConfigurationError(file: file, reason: error.description)
+        }
+    }
+}
+
+/// The configuration cannot be used: which file was read and what is wrong.
+struct ConfigurationError: Error, CustomStringConvertible {
+    /// The config file in use (which may be missing when it is the default one).
+    var file: String
+    /// What is wrong, with the place in the file when the parser said.
+    var reason: String
+
+    var description: String { "the configuration in \(self.file) cannot be used: \(self.reason)" }
+
+    /// The parser's own words (e.g. "Invalid value around character 51.") when it gave any, with
+    /// the line and column that character is at in `file`.
+    static func describe(_ error: any Error, in file: String) -> String {
+        var parts: [String] = []
+        var current: (any Error)? = error
+        var depth = 0
+        while let error = current, depth < 4 {
+            let nsError = error as NSError
+            if let detail = nsError.userInfo[NSDebugDescriptionErrorKey] as? String, !detail.isEmpty {
+                parts.append(detail + Self.location(describedIn: detail, file: file))
+            } else if parts.isEmpty {
+                parts.append("\(error)")
+            }
+            current = nsError.userInfo[NSUnderlyingErrorKey] as? any Error
+            depth += 1
+        }
+        return parts.joined(separator: ": ")
+    }
+
+    /// " (line L, column C)" for a message that says "around character N" (a byte offset), else "".
+    static func location(describedIn message: String, file: String) -> String {
+        guard let range = message.range(of: "character "),
+            let offset = Int(message[range.upperBound...].prefix { $0.isNumber }),
+            let bytes = FileManager.default.contents(atPath: file), offset <= bytes.count
+        else { return "" }
+        let before = bytes.prefix(offset)
+        let line = before.count { $0 == UInt8(ascii: "\n") } + 1
+        let column = offset - (before.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0) + 1
+        return " (line \(line), column \(column))"
     }
 }

@@ -71,7 +71,12 @@ enum StoreBootstrap {
             return OpenedStores(
                 diary: store,
                 mentor: store,
-                handlers: [StorageAdminHandler(target: store)],
+                handlers: [
+                    StorageAdminHandler(
+                        target: store,
+                        snapshots: BackupSnapshots(directory: directory, maxFrameLength: settings.maxFrameLength)
+                    )
+                ],
                 close: {
                     do {
                         try await store.close()
@@ -120,12 +125,7 @@ enum StoreBootstrap {
 }
 
 extension SQLiteSessionStore: StorageBackupTarget {
-    public func writeBackup(to destination: String) async throws(MentoryError) -> Mentory_V1_StorageBackupReply {
-        let summary = try await self.backup(to: destination)
-        var reply = Mentory_V1_StorageBackupReply()
-        reply.destination = summary.path
-        reply.bytes = UInt64(max(0, summary.bytes))
-        reply.diaryEntries = UInt32(clamping: summary.diaryEntries)
-        return reply
+    public func writeBackup(to path: String) async throws(MentoryError) -> Int {
+        try await self.backup(to: path).diaryEntries
     }
 }

@@ -3,6 +3,8 @@ import MentoryClient
 import MentoryWire
 import Testing
 
+@testable import mentoryctl
+
 /// What the clients saw acknowledged, and what went wrong unexpectedly.
 actor Ledger {
     private(set) var acknowledged: [Mentory_V1_DiaryEntry] = []
@@ -222,17 +224,15 @@ struct CrashConsistencyTests {
                 try Mentory_V1_DiarySnapshot(serializedBytes: snapshots[WireNames.diary] ?? Data()).entries == entries)
 
             // An online backup over the socket, then a daemon started on the copy serves the same data.
-            var backup = Mentory_V1_StorageBackupRequest()
-            backup.destination = directory + "/backup.sqlite"
-            let reply: Mentory_V1_StorageBackupReply = try await client.call("storage", "backup", backup)
-            #expect(reply.destination == backup.destination)
-            #expect(reply.diaryEntries == 11)
+            let backup = directory + "/backup.sqlite"
+            let summary = try await Backup.download(from: client, to: backup)
+            #expect(summary.diaryEntries == 11)
             await client.close()
             #expect(await daemon.stop(with: SIGTERM) == 0)
 
             let restored = directory + "/restored"
             try FileManager.default.createDirectory(atPath: restored, withIntermediateDirectories: true)
-            try FileManager.default.moveItem(atPath: backup.destination, toPath: restored + "/mentoryd.sqlite")
+            try FileManager.default.moveItem(atPath: backup, toPath: restored + "/mentoryd.sqlite")
             daemon = try await DaemonProcess.start(socketPath: socket, stateDirectory: restored, logPath: log)
             client = try await MentoryClient.connect(socketPath: socket, clientName: "restart-test")
             #expect(try await client.mentorGet() == mentor)

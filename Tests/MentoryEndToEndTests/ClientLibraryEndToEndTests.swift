@@ -185,6 +185,7 @@ struct ClientLibraryEndToEndTests {
         // A second daemon on the same live socket refuses to steal it.
         let second = Process()
         second.executableURL = DaemonProcess.binary("mentoryd")
+        // Its own state directory: without one, a daemon run as root would open /var/lib/mentoryd.
         second.arguments = ["--socket", first.socketPath, "--state-dir", first.directory + "/second-state"]
         second.standardError = FileHandle.nullDevice
         try await second.runTiedToTestProcess()

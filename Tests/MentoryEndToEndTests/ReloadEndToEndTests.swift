@@ -42,6 +42,53 @@ struct ReloadEndToEndTests {
         #expect(await daemon.stop() == 0)
     }
 
+    @Test("mentoryctl reload fails on a broken config, naming the file and the place; the daemon keeps serving")
+    func failedReloadIsReported() async throws {
+        let configPath = "/tmp/mentoryd-reload-\(UInt32.random(in: 0...UInt32.max)).json"
+        defer { try? FileManager.default.removeItem(atPath: configPath) }
+        try Self.writeConfig(to: configPath, maxConnectionsPerUID: 4, rules: [])
+        let daemon = try await DaemonProcess(arguments: ["--config", configPath])
+        defer { daemon.removeFiles() }
+
+        // A JSON syntax error on line 3.
+        try "{\n  \"socket\": {\"mode\": \"0666\"},\n  \"log\": {\"level\": debug}\n}\n".write(
+            toFile: configPath, atomically: true, encoding: .utf8)
+        let failed = try await daemon.ctl(["reload"])
+        #expect(failed.status == 1)
+        #expect(failed.stderr.contains(configPath), "\(failed.stderr)")
+        #expect(failed.stderr.contains("line 3"), "\(failed.stderr)")
+        #expect(failed.stderr.contains("previous configuration stays"), "\(failed.stderr)")
+        #expect(daemon.log.contains("reload failed"))
+        #expect(daemon.log.contains(configPath))
+        // A setting that cannot be used fails it too, naming the key.
+        try Self.writeConfig(to: configPath, maxConnectionsPerUID: 0, rules: [])
+        let invalid = try await daemon.ctl(["reload"])
+        #expect(invalid.status == 1)
+        #expect(invalid.stderr.contains("limits.maxConnectionsPerUID"), "\(invalid.stderr)")
+        #expect(invalid.stderr.contains(configPath), "\(invalid.stderr)")
+        #expect(try await daemon.ctl(["ping"]).status == 0)
+
+        // Fixed, the same command applies it and says so.
+        try Self.writeConfig(to: configPath, maxConnectionsPerUID: 5, rules: [])
+        let fixed = try await daemon.ctl(["reload"])
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(fixed.stdout.contains("reloaded"))
+        #expect(daemon.log.contains("connection limits changed"))
+
+        // Only root and the daemon's own user may ask.
+        let asNobody = try await CommandResult.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DaemonProcess.binary("mentoryctl").path,
+                "reload", "--socket", daemon.socketPath,
+            ],
+            environment: [:]
+        )
+        #expect(asNobody.status == 1)
+        #expect(asNobody.stderr.contains("permission denied"), "\(asNobody.stderr)")
+        #expect(await daemon.stop() == 0)
+    }
+
     static func mentorSetAsNobody(_ daemon: DaemonProcess, content: String) async throws -> CommandResult {
         try await CommandResult.run(
             URL(fileURLWithPath: "/usr/bin/env"),

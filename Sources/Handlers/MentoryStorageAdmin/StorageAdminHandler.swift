@@ -15,16 +15,21 @@ import MentoryWire
 
 /// A store that can copy itself while it serves.
 public protocol StorageBackupTarget: Sendable {
-    /// Writes a consistent copy of the store to `destination`, an absolute path that must not exist.
-    func writeBackup(to destination: String) async throws(MentoryError) -> Mentory_V1_StorageBackupReply
+    /// Writes a consistent, verified copy of the store to `path`, an absolute path that must not
+    /// exist, and returns the number of diary entries the copy holds.
+    func writeBackup(to path: String) async throws(MentoryError) -> Int
 }
 
 /// Serves the `storage` namespace: administration of the daemon's durable store.
 ///
-/// `backup` writes a consistent copy of the database while the daemon keeps serving other
-/// requests. Because the daemon writes the file with its own rights, a peer whose credentials are
-/// known must run as the daemon's user or as root; anyone else gets
-/// ``MentoryError/permissionDenied(namespace:method:)``. The copy never overwrites a file.
+/// `backup` takes a consistent snapshot of the database (SQLite's online backup) into a private
+/// file in the daemon's state directory while the daemon keeps serving; `backupRead` hands it to
+/// the same connection in pieces that fit the frame limit, and the client writes the copy with
+/// its own rights wherever it wants. The daemon never writes outside its state directory.
+///
+/// Because the snapshot holds every diary entry, a peer whose credentials are known must run as
+/// the daemon's user or as root; anyone else gets ``MentoryError/permissionDenied(namespace:method:)``.
+/// Snapshots are bounded, see ``BackupSnapshots``.
 public struct StorageAdminHandler: MentoryHandler {
     /// The namespace this handler serves.
     public static let namespace = "storage"
@@ -32,14 +37,22 @@ public struct StorageAdminHandler: MentoryHandler {
     /// The methods of the `storage` namespace.
     public enum Method: String, CaseIterable, Sendable {
         case backup
+        case backupRead
     }
 
     private let target: any StorageBackupTarget
+    private let snapshots: BackupSnapshots
     private let ownerUID: UInt32
 
-    /// Creates the handler over `target`; `ownerUID` is the user whose peers may call it (besides root).
-    public init(target: any StorageBackupTarget, ownerUID: UInt32 = geteuid()) {
+    /// Creates the handler over `target`.
+    ///
+    /// - Parameters:
+    ///   - target: The store to copy.
+    ///   - snapshots: Where snapshots live while connections read them.
+    ///   - ownerUID: The user whose peers may call it (besides root).
+    public init(target: any StorageBackupTarget, snapshots: BackupSnapshots, ownerUID: UInt32 = geteuid()) {
         self.target = target
+        self.snapshots = snapshots
         self.ownerUID = ownerUID
     }
 
@@ -50,25 +63,223 @@ public struct StorageAdminHandler: MentoryHandler {
         guard let method = Method(rawValue: call.method) else {
             throw .unknownMethod(namespace: self.namespace, method: call.method)
         }
+        // The socket's permissions decide who may connect at all; when the kernel told who the
+        // peer is, only the daemon's own user and root may read the whole database.
+        if let peer = call.connection.credentials, peer.uid != 0, peer.uid != self.ownerUID {
+            throw .permissionDenied(namespace: self.namespace, method: call.method)
+        }
         switch method {
         case .backup:
-            // The socket's permissions decide who may connect at all; when the kernel told who the
-            // peer is, only the daemon's own user and root may make the daemon write a file.
-            if let peer = call.connection.credentials, peer.uid != 0, peer.uid != self.ownerUID {
-                throw .permissionDenied(namespace: self.namespace, method: call.method)
-            }
-            let request = try call.decode(Mentory_V1_StorageBackupRequest.self)
-            guard !request.destination.isEmpty else {
-                throw .invalidArgument("name the backup's destination, an absolute path that does not exist yet")
-            }
-            let reply = try await self.target.writeBackup(to: request.destination)
+            _ = try call.decode(Mentory_V1_StorageBackupRequest.self)
+            let reply = try await self.snapshots.create(for: call.connection.id, from: self.target)
             engine.logger.notice(
-                "backup written",
+                "backup snapshot taken",
                 metadata: [
-                    "path": "\(reply.destination)", "bytes": "\(reply.bytes)", "entries": "\(reply.diaryEntries)",
+                    "connection": "\(call.connection.id)", "bytes": "\(reply.bytes)",
+                    "entries": "\(reply.diaryEntries)",
                 ]
             )
             return reply.wireBody()
+        case .backupRead:
+            let request = try call.decode(Mentory_V1_StorageBackupReadRequest.self)
+            let reply = try await self.snapshots.read(for: call.connection.id, at: request.offset)
+            if reply.end {
+                engine.logger.notice(
+                    "backup snapshot read to the end", metadata: ["connection": "\(call.connection.id)"])
+            }
+            return reply.wireBody()
         }
+    }
+
+    public func connectionClosed(_ connection: ConnectionID, engine: isolated MentoryEngine) {
+        let snapshots = self.snapshots
+        Task { await snapshots.release(connection) }
+    }
+
+    public func close(engine: isolated MentoryEngine) async {
+        await self.snapshots.removeAll()
+    }
+}
+
+/// The backup snapshots connections are reading, each a private file in the state directory.
+///
+/// Bounds: at most ``maxSnapshots`` at once (one per connection); each is removed when its
+/// connection reads the last piece, when the connection closes, after ``idleTimeout`` without a
+/// read, or at shut-down. Files left by a daemon that died are removed when this is created.
+public actor BackupSnapshots {
+    /// The file names' prefix; nothing else in the directory starts with it.
+    public static let filePrefix = ".mentoryd-backup-"
+    /// The most snapshots that may exist at once.
+    public static let maxSnapshots = 2
+    /// The largest piece `backupRead` returns, whatever the frame limit.
+    public static let maxChunkBytes = 512 * 1024
+    /// Room left in a frame for the envelope around a piece.
+    static let envelopeOverhead = 256
+
+    private struct Snapshot {
+        var path: String
+        var descriptor: Int32
+        var bytes: UInt64
+        var lastRead: ContinuousClock.Instant
+        var expiry: Task<Void, Never>?
+    }
+
+    /// Where snapshots are written: the daemon's private state directory.
+    public let directory: String
+    /// The most bytes one read returns: ``maxChunkBytes``, or less so that it fits the frame limit.
+    public let chunkBytes: Int
+    /// How long a snapshot may go unread before it is removed.
+    public let idleTimeout: Duration
+
+    private var snapshots: [ConnectionID: Snapshot] = [:]
+    /// Connections whose snapshot is being written; they count toward the limit.
+    private var pending: Set<ConnectionID> = []
+    /// Pending connections that closed meanwhile: their snapshot is removed as soon as it is written.
+    private var abandoned: Set<ConnectionID> = []
+
+    /// - Parameters:
+    ///   - directory: The state directory (private to the daemon).
+    ///   - maxFrameLength: The daemon's frame limit; pieces stay well below it.
+    ///   - idleTimeout: How long an unread snapshot is kept.
+    public init(directory: String, maxFrameLength: Int, idleTimeout: Duration = .seconds(300)) {
+        self.directory = directory
+        self.chunkBytes = max(1024, min(Self.maxChunkBytes, maxFrameLength - Self.envelopeOverhead))
+        self.idleTimeout = idleTimeout
+        Self.removeLeftovers(in: directory)
+    }
+
+    /// The paths of snapshot files in `directory` (for cleanup and tests).
+    public static func leftoverFiles(in directory: String) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasPrefix(Self.filePrefix) }.map { directory + "/" + $0 }
+    }
+
+    private static func removeLeftovers(in directory: String) {
+        for path in self.leftoverFiles(in: directory) { unlink(path) }
+    }
+
+    /// Takes a snapshot of `target` for connection `id`, replacing any it already had.
+    func create(
+        for id: ConnectionID,
+        from target: any StorageBackupTarget
+    ) async throws(MentoryError) -> Mentory_V1_StorageBackupReply {
+        guard !self.pending.contains(id) else {
+            throw .conflict("this connection is already taking a backup snapshot")
+        }
+        self.release(id)
+        guard self.snapshots.count + self.pending.count < Self.maxSnapshots else {
+            throw .conflict(
+                "\(Self.maxSnapshots) backups are already in progress, the most at once; try again when one ends")
+        }
+        self.pending.insert(id)
+        defer {
+            self.pending.remove(id)
+            self.abandoned.remove(id)
+        }
+        let path = "\(self.directory)/\(Self.filePrefix)\(id.rawValue)-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        let entries: Int
+        do {
+            entries = try await target.writeBackup(to: path)
+        } catch {
+            unlink(path)
+            throw error
+        }
+        guard !self.abandoned.contains(id) else {
+            unlink(path)
+            throw .conflict("the connection closed while its backup snapshot was being taken")
+        }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        var info = stat()
+        guard descriptor >= 0, fstat(descriptor, &info) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if descriptor >= 0 { close(descriptor) }
+            unlink(path)
+            throw .storageFailure("cannot open the backup snapshot \(path): \(reason)")
+        }
+        // The descriptor keeps the data readable; the name only has to outlive a crash long
+        // enough for the next start-up to remove it.
+        self.snapshots[id] = Snapshot(
+            path: path,
+            descriptor: descriptor,
+            bytes: UInt64(info.st_size),
+            lastRead: .now,
+            expiry: self.scheduleExpiry(of: id)
+        )
+        var reply = Mentory_V1_StorageBackupReply()
+        reply.bytes = UInt64(info.st_size)
+        reply.diaryEntries = UInt32(clamping: entries)
+        reply.chunkBytes = UInt32(self.chunkBytes)
+        return reply
+    }
+
+    /// The piece of connection `id`'s snapshot at `offset`; the last piece removes the snapshot.
+    func read(for id: ConnectionID, at offset: UInt64) throws(MentoryError) -> Mentory_V1_StorageBackupReadReply {
+        guard var snapshot = self.snapshots[id] else {
+            throw .conflict("this connection has no backup snapshot (it ended or expired); call storage.backup first")
+        }
+        guard offset <= snapshot.bytes else {
+            throw .invalidArgument("offset \(offset) is past the snapshot's end (\(snapshot.bytes) bytes)")
+        }
+        let count = Int(min(UInt64(self.chunkBytes), snapshot.bytes - offset))
+        var data = Data(count: count)
+        var filled = 0
+        while filled < count {
+            let got = data.withUnsafeMutableBytes { buffer in
+                pread(snapshot.descriptor, buffer.baseAddress! + filled, count - filled, off_t(offset) + off_t(filled))
+            }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else {
+                let reason = got == 0 ? "the file is shorter than expected" : String(cString: strerror(errno))
+                self.release(id)
+                throw .storageFailure("cannot read the backup snapshot: \(reason)")
+            }
+            filled += got
+        }
+        var reply = Mentory_V1_StorageBackupReadReply()
+        reply.data = data
+        reply.end = offset + UInt64(count) == snapshot.bytes
+        if reply.end {
+            self.release(id)
+        } else {
+            snapshot.lastRead = .now
+            self.snapshots[id] = snapshot
+        }
+        return reply
+    }
+
+    /// Removes connection `id`'s snapshot, if any.
+    func release(_ id: ConnectionID) {
+        if self.pending.contains(id) { self.abandoned.insert(id) }
+        guard let snapshot = self.snapshots.removeValue(forKey: id) else { return }
+        snapshot.expiry?.cancel()
+        close(snapshot.descriptor)
+        unlink(snapshot.path)
+    }
+
+    /// Removes every snapshot (at shut-down).
+    public func removeAll() {
+        for id in Array(self.snapshots.keys) { self.release(id) }
+    }
+
+    /// How many snapshots exist now.
+    public var count: Int { self.snapshots.count }
+
+    private func scheduleExpiry(of id: ConnectionID) -> Task<Void, Never> {
+        let timeout = self.idleTimeout
+        return Task { [weak self] in
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: timeout) } catch { return }
+                guard let self, await self.expireIfIdle(id) else { continue }
+                return
+            }
+        }
+    }
+
+    /// Removes `id`'s snapshot if it went unread for the idle timeout; true when it is gone.
+    private func expireIfIdle(_ id: ConnectionID) -> Bool {
+        guard let snapshot = self.snapshots[id] else { return true }
+        guard ContinuousClock.now - snapshot.lastRead >= self.idleTimeout else { return false }
+        self.release(id)
+        return true
     }
 }

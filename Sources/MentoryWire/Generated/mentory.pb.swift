@@ -57,6 +57,10 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
   case alreadyHandshaken // = 17
   case tooManyConnections // = 18
   case handshakeTimeout // = 19
+
+  /// The daemon could not start (bad configuration, unusable database); the
+  /// message says why and what to do. Sent as a closing ConnectionError.
+  case startupFailed // = 20
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -85,6 +89,7 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     case 17: self = .alreadyHandshaken
     case 18: self = .tooManyConnections
     case 19: self = .handshakeTimeout
+    case 20: self = .startupFailed
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -111,6 +116,7 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     case .alreadyHandshaken: return 17
     case .tooManyConnections: return 18
     case .handshakeTimeout: return 19
+    case .startupFailed: return 20
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -137,6 +143,7 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     .alreadyHandshaken,
     .tooManyConnections,
     .handshakeTimeout,
+    .startupFailed,
   ]
 
 }
@@ -1001,16 +1008,14 @@ public nonisolated struct Mentory_V1_DiarySnapshot: Sendable {
   fileprivate var _nextBefore: String? = nil
 }
 
-/// Request of `backup`: write a consistent copy of the database while the
-/// daemon keeps serving. Only a peer with the daemon's uid, or root, may ask.
+/// Request of `backup`: take a consistent snapshot of the database, while the
+/// daemon keeps serving, for this connection to read with `backupRead`. Only a
+/// peer with the daemon's uid, or root, may ask. The client writes the file:
+/// the daemon never writes outside its state directory.
 public nonisolated struct Mentory_V1_StorageBackupRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
-
-  /// Absolute path of the copy, in an existing directory. It must not exist:
-  /// a backup never overwrites a file.
-  public var destination: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1023,14 +1028,70 @@ public nonisolated struct Mentory_V1_StorageBackupReply: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The copy's path.
-  public var destination: String = String()
-
-  /// The copy's size in bytes.
+  /// The snapshot's size in bytes.
   public var bytes: UInt64 = 0
 
-  /// The number of diary entries the copy holds.
+  /// The number of diary entries the snapshot holds.
   public var diaryEntries: UInt32 = 0
+
+  /// The most bytes one `backupRead` returns (it fits the daemon's frame limit).
+  public var chunkBytes: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Request of `backupRead`: the next piece of this connection's snapshot.
+public nonisolated struct Mentory_V1_StorageBackupReadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Where to read from; 0 for the first piece.
+  public var offset: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of `backupRead`.
+public nonisolated struct Mentory_V1_StorageBackupReadReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// At most `chunk_bytes` bytes from `offset` on.
+  public var data: Data = Data()
+
+  /// True when `data` ends the snapshot; the daemon has then removed it.
+  public var end: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Request of `reload`: re-read the configuration now, as SIGHUP does, and
+/// answer only when it is applied or has failed.
+public nonisolated struct Mentory_V1_DaemonReloadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of `reload`; a failed reload is an error (INVALID_ARGUMENT naming the
+/// config file and the problem) and the previous configuration stays in effect.
+/// Settings that changed but need a restart are listed in the daemon's log.
+public nonisolated struct Mentory_V1_DaemonReloadReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1042,7 +1103,7 @@ public nonisolated struct Mentory_V1_StorageBackupReply: Sendable {
 fileprivate nonisolated let _protobuf_package = "mentory.v1"
 
 nonisolated extension Mentory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_HANDSHAKE_REQUIRED\0\u{1}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_TRUNCATED_FRAME\0\u{1}ERROR_CODE_UNKNOWN_NAMESPACE\0\u{1}ERROR_CODE_UNKNOWN_METHOD\0\u{1}ERROR_CODE_INVALID_ARGUMENT\0\u{1}ERROR_CODE_NOT_FOUND\0\u{1}ERROR_CODE_CONFLICT\0\u{1}ERROR_CODE_PERMISSION_DENIED\0\u{1}ERROR_CODE_DUPLICATE_REQUEST_ID\0\u{1}ERROR_CODE_TOO_MANY_REQUESTS\0\u{1}ERROR_CODE_STORAGE_FAILURE\0\u{1}ERROR_CODE_SHUTTING_DOWN\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_ALREADY_HANDSHAKEN\0\u{1}ERROR_CODE_TOO_MANY_CONNECTIONS\0\u{1}ERROR_CODE_HANDSHAKE_TIMEOUT\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_HANDSHAKE_REQUIRED\0\u{1}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_TRUNCATED_FRAME\0\u{1}ERROR_CODE_UNKNOWN_NAMESPACE\0\u{1}ERROR_CODE_UNKNOWN_METHOD\0\u{1}ERROR_CODE_INVALID_ARGUMENT\0\u{1}ERROR_CODE_NOT_FOUND\0\u{1}ERROR_CODE_CONFLICT\0\u{1}ERROR_CODE_PERMISSION_DENIED\0\u{1}ERROR_CODE_DUPLICATE_REQUEST_ID\0\u{1}ERROR_CODE_TOO_MANY_REQUESTS\0\u{1}ERROR_CODE_STORAGE_FAILURE\0\u{1}ERROR_CODE_SHUTTING_DOWN\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_ALREADY_HANDSHAKEN\0\u{1}ERROR_CODE_TOO_MANY_CONNECTIONS\0\u{1}ERROR_CODE_HANDSHAKE_TIMEOUT\0\u{1}ERROR_CODE_STARTUP_FAILED\0")
 }
 
 nonisolated extension Mentory_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
@@ -2511,29 +2572,18 @@ nonisolated extension Mentory_V1_DiarySnapshot: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Mentory_V1_StorageBackupRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StorageBackupRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}destination\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{b}destination\0\u{c}\u{1}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.destination) }()
-      default: break
-      }
-    }
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.destination.isEmpty {
-      try visitor.visitSingularStringField(value: self.destination, fieldNumber: 1)
-    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Mentory_V1_StorageBackupRequest, rhs: Mentory_V1_StorageBackupRequest) -> Bool {
-    if lhs.destination != rhs.destination {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2541,7 +2591,7 @@ nonisolated extension Mentory_V1_StorageBackupRequest: SwiftProtobuf.Message, Sw
 
 nonisolated extension Mentory_V1_StorageBackupReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StorageBackupReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}destination\0\u{1}bytes\0\u{3}diary_entries\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\u{2}bytes\0\u{3}diary_entries\0\u{3}chunk_bytes\0\u{b}destination\0\u{c}\u{1}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2549,31 +2599,134 @@ nonisolated extension Mentory_V1_StorageBackupReply: SwiftProtobuf.Message, Swif
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.destination) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.bytes) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.diaryEntries) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.chunkBytes) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.destination.isEmpty {
-      try visitor.visitSingularStringField(value: self.destination, fieldNumber: 1)
-    }
     if self.bytes != 0 {
       try visitor.visitSingularUInt64Field(value: self.bytes, fieldNumber: 2)
     }
     if self.diaryEntries != 0 {
       try visitor.visitSingularUInt32Field(value: self.diaryEntries, fieldNumber: 3)
     }
+    if self.chunkBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.chunkBytes, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Mentory_V1_StorageBackupReply, rhs: Mentory_V1_StorageBackupReply) -> Bool {
-    if lhs.destination != rhs.destination {return false}
     if lhs.bytes != rhs.bytes {return false}
     if lhs.diaryEntries != rhs.diaryEntries {return false}
+    if lhs.chunkBytes != rhs.chunkBytes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_StorageBackupReadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StorageBackupReadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}offset\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.offset) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.offset != 0 {
+      try visitor.visitSingularUInt64Field(value: self.offset, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_StorageBackupReadRequest, rhs: Mentory_V1_StorageBackupReadRequest) -> Bool {
+    if lhs.offset != rhs.offset {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_StorageBackupReadReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StorageBackupReadReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{1}end\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.data) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.end) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.data.isEmpty {
+      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 1)
+    }
+    if self.end != false {
+      try visitor.visitSingularBoolField(value: self.end, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_StorageBackupReadReply, rhs: Mentory_V1_StorageBackupReadReply) -> Bool {
+    if lhs.data != rhs.data {return false}
+    if lhs.end != rhs.end {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_DaemonReloadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DaemonReloadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_DaemonReloadRequest, rhs: Mentory_V1_DaemonReloadRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_DaemonReloadReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DaemonReloadReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_DaemonReloadReply, rhs: Mentory_V1_DaemonReloadReply) -> Bool {
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
