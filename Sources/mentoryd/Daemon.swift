@@ -91,7 +91,10 @@ struct Daemon {
             [
                 MentorHandler(store: stores.mentor),
                 ReachabilityHandler(),
-                DiaryHandler(store: stores.diary),
+                DiaryHandler(
+                    store: stores.diary,
+                    maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength)
+                ),
                 DaemonHandler(reloads: reloadRequests),
             ] + stores.handlers
         if self.settings.faultInjection {

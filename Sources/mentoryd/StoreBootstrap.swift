@@ -59,7 +59,8 @@ enum StoreBootstrap {
             let path = directory.hasSuffix("/") ? directory + databaseFileName : directory + "/" + databaseFileName
             let store: SQLiteSessionStore
             do {
-                store = try SQLiteSessionStore(configuration: .init(path: path))
+                // The open may wait for another daemon's lock: on a thread of its own, off the pool.
+                store = try await SQLiteSessionStore.opened(configuration: .init(path: path))
             } catch {
                 throw StoreStartupError(description: "cannot open the store: \(error.message)")
             }

@@ -47,7 +47,7 @@ struct StartupFailureTests {
         // A JSON syntax error on line 3: a bare word where a value belongs.
         try "{\n  \"limits\": {\n    \"maxConnections\": five\n  }\n}\n".write(
             toFile: fixture.configPath, atomically: true, encoding: .utf8)
-        let process = try fixture.launch()
+        let process = try await fixture.launch()
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
         // Every connection, not only the one that started it, gets the same answer.
