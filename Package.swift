@@ -251,6 +251,7 @@ let package = Package(
         .testTarget(
             name: "MentoryStorageSQLiteTests",
             dependencies: [
+                "MentoryTestSupport",
                 "MentoryStorageSQLite",
                 "MentoryStorage",
                 "MentoryWire",

@@ -124,15 +124,19 @@ in_ns systemctl log-level debug
 # are fresh, and the repository may live anywhere).
 SRC=/run/mentoryd-src
 in_ns mkdir -p "$SRC/bin"
-tar -C "$REPO" -cf - scripts/install.sh scripts/uninstall.sh systemd config | in_ns tar -C "$SRC" -xf -
+tar -C "$REPO" -cf - scripts/install.sh scripts/uninstall.sh systemd config docs/man | in_ns tar -C "$SRC" -xf -
 for binary in mentoryd mentoryctl; do
   in_ns sh -c "cat > $SRC/bin/$binary && chmod 0755 $SRC/bin/$binary" < "$BIN_DIR/$binary"
 done
 if in_ns "$SRC/scripts/install.sh" --bin-dir "$SRC/bin" --no-start > "$WORK/install.log" 2>&1 \
    && in_ns test -x /usr/local/bin/mentoryd && in_ns test -x /usr/local/bin/mentoryctl \
    && in_ns test -f /etc/systemd/system/mentoryd.service && in_ns test -f /etc/systemd/system/mentoryd.socket \
-   && in_ns getent passwd mentory >/dev/null && in_ns test -f /etc/mentoryd/mentoryd.json; then
-  pass "install: scripts/install.sh installed binaries, units, the mentory user and /etc/mentoryd/mentoryd.json"
+   && in_ns getent passwd mentory >/dev/null && in_ns test -f /etc/mentoryd/mentoryd.json \
+   && in_ns test -f /usr/local/share/man/man1/mentoryctl.1 && in_ns test -f /usr/local/share/man/man8/mentoryd.8 \
+   && in_ns grep -q _mentoryctl /usr/local/share/bash-completion/completions/mentoryctl \
+   && in_ns test -s /usr/local/share/zsh/site-functions/_mentoryctl \
+   && in_ns test -s /usr/local/share/fish/vendor_completions.d/mentoryctl.fish; then
+  pass "install: scripts/install.sh installed binaries, units, the mentory user, /etc/mentoryd/mentoryd.json, man pages and completions"
 else
   fail "install: scripts/install.sh"; cat "$WORK/install.log"
 fi
@@ -472,8 +476,9 @@ echo "== uninstall"
 if in_ns "$SRC/scripts/uninstall.sh" > "$WORK/uninstall.log" 2>&1 \
    && ! in_ns test -e /usr/local/bin/mentoryd && ! in_ns test -e /etc/systemd/system/mentoryd.service \
    && ! in_ns test -e /etc/systemd/system/mentoryd.socket && [ "$(prop LoadState mentoryd.service)" = "not-found" ] \
-   && ! in_ns test -e /run/mentoryd/mentoryd.sock; then
-  pass "uninstall: scripts/uninstall.sh stopped the units and removed binaries and units (config and data kept)"
+   && ! in_ns test -e /run/mentoryd/mentoryd.sock && ! in_ns test -e /usr/local/share/man/man1/mentoryctl.1 \
+   && ! in_ns test -e /usr/local/share/bash-completion/completions/mentoryctl; then
+  pass "uninstall: scripts/uninstall.sh stopped the units and removed binaries, units, man pages and completions (config and data kept)"
 else
   fail "uninstall: scripts/uninstall.sh"; cat "$WORK/uninstall.log"
 fi

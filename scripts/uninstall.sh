@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Removes what scripts/install.sh installed: stops and disables the units, removes the binaries,
-# units, sysusers entry and docs. Keeps the config (/etc/mentoryd), the data (/var/lib/mentoryd)
-# and the mentory user unless --purge is given.
+# units, sysusers entry, docs, man pages and completions. Keeps the config (/etc/mentoryd), the
+# data (/var/lib/mentoryd) and the mentory user unless --purge is given.
 #
 # Usage: sudo scripts/uninstall.sh [--prefix DIR] [--purge]
 #   --prefix DIR   the prefix given to install.sh (default /usr/local)
@@ -31,13 +31,16 @@ rm -f "$UNIT_DIR/mentoryd.service" "$UNIT_DIR/mentoryd.socket"
 rm -f "$PREFIX/bin/mentoryd" "$PREFIX/bin/mentoryctl"
 rm -f "$PREFIX/lib/sysusers.d/mentoryd.conf"
 rm -rf "$PREFIX/share/doc/mentoryd"
+rm -f "$PREFIX/share/man/man1/mentoryctl.1" "$PREFIX/share/man/man8/mentoryd.8"
+rm -f "$PREFIX/share/bash-completion/completions/mentoryctl" "$PREFIX/share/zsh/site-functions/_mentoryctl" \
+  "$PREFIX/share/fish/vendor_completions.d/mentoryctl.fish"
 # RuntimeDirectoryPreserve=yes keeps /run/mentoryd between runs; nothing uses it now.
 rm -rf /run/mentoryd
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   systemctl reset-failed mentoryd.service mentoryd.socket 2>/dev/null || true
 fi
-echo "removed the mentoryd binaries, units and sysusers entry"
+echo "removed the mentoryd binaries, units, man pages, completions and sysusers entry"
 
 if [ "$PURGE" = yes ]; then
   rm -rf /etc/mentoryd /var/lib/mentoryd /var/lib/private/mentoryd

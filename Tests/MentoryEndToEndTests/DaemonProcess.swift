@@ -79,7 +79,7 @@ final class DaemonProcess: Sendable {
         }
         if self.process.isRunning {
             kill(self.process.processIdentifier, SIGKILL)
-            self.process.waitUntilExit()
+            _ = await self.process.waitForExit()
             return -1
         }
         return self.process.terminationStatus
@@ -125,9 +125,9 @@ struct CommandResult: Sendable {
         async let stdout = out.fileHandleForReading.readToEnd()
         async let stderr = err.fileHandleForReading.readToEnd()
         let (outData, errData) = try await (stdout, stderr)
-        process.waitUntilExit()
+        let status = await process.waitForExit()
         return CommandResult(
-            status: process.terminationStatus,
+            status: status,
             stdout: String(decoding: outData ?? Data(), as: UTF8.self),
             stderr: String(decoding: errData ?? Data(), as: UTF8.self)
         )

@@ -252,7 +252,7 @@ struct ResumeEndToEndTests {
         let change = try #require(await lines.next())
         #expect(change.contains(#""kind":"change""#))
         #expect(change.contains("after restart"))
-        watch.waitUntilExit()
+        _ = await watch.waitForExit()
         #expect(watch.terminationStatus == 0)
         await client.close()
         await second.stop()

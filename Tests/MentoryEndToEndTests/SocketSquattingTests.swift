@@ -30,7 +30,7 @@ final class ForeignDaemon: Sendable {
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: self.logPath))
-        try process.run()
+        try await process.runTiedToTestProcess()
         self.process = process
         // The test's own trust does not include `uid`: probe with one that does.
         let probeTrust = SocketTrust(trustedUIDs: [0, getuid(), uid])
@@ -58,7 +58,7 @@ final class ForeignDaemon: Sendable {
         }
         if self.process.isRunning {
             kill(self.process.processIdentifier, SIGKILL)
-            self.process.waitUntilExit()
+            _ = await self.process.waitForExit()
         }
     }
 }

@@ -69,8 +69,7 @@ struct AccessPolicyTests {
     func engineStorageBackup() async throws {
         let fixture = try await EngineFixture(daemonUID: 1000)
         try await fixture.engine.register(FakeStorageHandler())
-        var request = Mentory_V1_StorageBackupRequest()
-        request.destination = "/nonexistent/backup.sqlite"
+        let request = Mentory_V1_StorageBackupRequest()
         let (unknown, _) = await fixture.connect(credentials: nil)
         #expect(try await fixture.failure("storage", "backup", request, from: unknown) == .permissionDenied)
         let (bob, _) = await fixture.connect(credentials: PeerCredentials(pid: 11, uid: 1001, gid: 1001))
@@ -79,7 +78,7 @@ struct AccessPolicyTests {
             let (client, _) = await fixture.connect(credentials: credentials)
             let reply = try await fixture.call(
                 "storage", "backup", request, from: client, as: Mentory_V1_StorageBackupReply.self)
-            #expect(reply.destination == request.destination)
+            #expect(reply.bytes == FakeStorageHandler.snapshotSize, "the handler answered")
         }
     }
 
@@ -118,13 +117,15 @@ struct AccessPolicyTests {
     }
 }
 
-/// Stands in for the storage administration handler: answers `backup` without writing anything.
+/// Stands in for the storage administration handler: answers `backup` without taking a snapshot.
 private struct FakeStorageHandler: MentoryHandler {
+    static let snapshotSize: UInt64 = 4096
     var namespace: String { "storage" }
     var methods: [String] { ["backup"] }
     func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+        _ = try call.decode(Mentory_V1_StorageBackupRequest.self)
         var reply = Mentory_V1_StorageBackupReply()
-        reply.destination = try call.decode(Mentory_V1_StorageBackupRequest.self).destination
+        reply.bytes = Self.snapshotSize
         return reply.wireBody()
     }
 }

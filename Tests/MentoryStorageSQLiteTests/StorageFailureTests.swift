@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import MentoryStorageSQLite
+import MentoryTestSupport
 import MentoryWire
 import Testing
 
@@ -24,18 +25,7 @@ let canMakeReadOnlyFiles: Bool = {
 
 @discardableResult
 func runTool(_ name: String, _ arguments: [String]) -> Bool {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [name] + arguments
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    do {
-        try process.run()
-    } catch {
-        return false
-    }
-    process.waitUntilExit()
-    return process.terminationStatus == 0
+    runCommandToCompletion([name] + arguments) == 0
 }
 
 /// Makes `path` unwritable for this process (chmod for users, the immutable attribute for root).

@@ -51,33 +51,32 @@ final class ActivationFixture {
             ]
         process.standardOutput = FileHandle.nullDevice
         try await process.runTiedToTestProcess()
-        try waitUntil("systemd-socket-activate listens on \(self.socketPath)") {
+        try await waitUntil("systemd-socket-activate listens on \(self.socketPath)") {
             FileManager.default.fileExists(atPath: self.socketPath)
         }
         return process
     }
 }
 
-/// Polls `condition` every 20 ms for up to `seconds`.
-func waitUntil(_ what: String, seconds: Double = 15, _ condition: () -> Bool) throws {
+/// Polls `condition` every 20 ms for up to `seconds`, without blocking a thread.
+func waitUntil(_ what: String, seconds: Double = 15, _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
     while !condition() {
         guard ContinuousClock.now < deadline else { throw ActivationTestError("timed out waiting until \(what)") }
-        usleep(20_000)
+        try await Task.sleep(for: .milliseconds(20))
     }
 }
 
 /// Waits for `process` to exit, killing it after `seconds`, and returns its exit status.
-func waitForExit(_ process: Process, seconds: Double = 15) throws -> Int32 {
+func waitForExit(_ process: Process, seconds: Double = 15) async throws -> Int32 {
     do {
-        try waitUntil("the process exits", seconds: seconds) { !process.isRunning }
+        try await waitUntil("the process exits", seconds: seconds) { !process.isRunning }
     } catch {
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        _ = await process.waitForExit()
         throw error
     }
-    process.waitUntilExit()
-    return process.terminationStatus
+    return await process.waitForExit()
 }
 
 /// A blocking Unix stream socket speaking length-prefixed frames.
@@ -170,7 +169,7 @@ struct SocketActivationTests {
 
         // systemd-socket-activate execs mentoryd in its own process: SIGTERM goes to mentoryd.
         kill(process.processIdentifier, SIGTERM)
-        #expect(try waitForExit(process) == 0)
+        #expect(try await waitForExit(process) == 0)
         var info = stat()
         #expect(lstat(fixture.socketPath, &info) == 0, "an activated socket is never unlinked")
     }
@@ -187,7 +186,7 @@ struct SocketActivationTests {
         // A datagram socket is handed over on its first datagram.
         let connection = try RawConnection(path: fixture.socketPath, type: Int32(SOCK_DGRAM.rawValue))
         try connection.send([0])
-        #expect(try waitForExit(process) == SocketActivationError.exitStatus)
+        #expect(try await waitForExit(process) == SocketActivationError.exitStatus)
     }
 }
 

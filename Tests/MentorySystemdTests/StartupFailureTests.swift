@@ -26,9 +26,8 @@ struct StartupFailureTests {
         process.environment = environment
         process.standardError = FileHandle.nullDevice
         try await process.runTiedToTestProcess()
-        process.waitUntilExit()
 
-        #expect(process.terminationStatus != 0)
+        #expect(await process.waitForExit() != 0)
         var datagrams: [String] = []
         while notify.hasPendingDatagram(), let datagram = await notify.receive() { datagrams.append(datagram) }
         let status = try #require(datagrams.first { $0.hasPrefix("STATUS=") }, "datagrams: \(datagrams)")
@@ -73,11 +72,11 @@ struct StartupFailureTests {
         // (mentoryctl's exit status 69 for this answer is checked by scripts/systemd-test.sh: a
         // Foundation Process spawned while the activated daemon runs is not reaped until it exits.)
         kill(process.processIdentifier, SIGTERM)
-        #expect(try waitForExit(process) == 0)
+        #expect(try await waitForExit(process) == 0)
     }
 
     @Test("started by hand with a broken config, mentoryd names the file and exits 78")
-    func brokenConfigByHandExits78() throws {
+    func brokenConfigByHandExits78() async throws {
         let directory = "/tmp/mentory-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -94,8 +93,8 @@ struct StartupFailureTests {
         let logPath = directory + "/mentoryd.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        try process.run()
-        #expect(try waitForExit(process, seconds: 30) == 78)
+        try await process.runTiedToTestProcess()
+        #expect(try await waitForExit(process, seconds: 30) == 78)
         let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
         #expect(log.contains(config), "\(log)")
         #expect(log.contains("log.level"), "\(log)")

@@ -59,3 +59,42 @@ private final class ChildSpawner: Sendable {
         }
     }
 }
+
+extension Process {
+    /// Waits for the process to exit and returns its exit status, without blocking a thread.
+    ///
+    /// `waitUntilExit()` blocks its thread until Foundation's process monitor reports the exit; on
+    /// the cooperative pool (two threads on a 2-core machine) two such waits can starve the very
+    /// test that would make the process exit. This polls instead.
+    public func waitForExit() async -> Int32 {
+        while self.isRunning {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return self.terminationStatus
+    }
+}
+
+/// Runs a short command (found on `PATH`) to completion on the calling thread and returns its exit
+/// status, or `nil` if it could not start or was killed by a signal.
+///
+/// It spawns and reaps the child itself, so it does not depend on Foundation's process monitor,
+/// which can be held up by another test's child (one that closed the descriptor the monitor
+/// watches, as `systemd-socket-activate` does). Standard output and error are discarded.
+public func runCommandToCompletion(_ arguments: [String]) -> Int32? {
+    guard let command = arguments.first else { return nil }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    guard posix_spawnp(&pid, command, &actions, nil, argv, environ) == 0 else { return nil }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+        guard errno == EINTR else { return nil }
+    }
+    // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
+    return status & 0x7F == 0 ? (status >> 8) & 0xFF : nil
+}

@@ -27,8 +27,9 @@ public protocol StorageBackupTarget: Sendable {
 /// the same connection in pieces that fit the frame limit, and the client writes the copy with
 /// its own rights wherever it wants. The daemon never writes outside its state directory.
 ///
-/// Because the snapshot holds every diary entry, a peer whose credentials are known must run as
-/// the daemon's user or as root; anyone else gets ``MentoryError/permissionDenied(namespace:method:)``.
+/// Because the snapshot holds every diary entry, the peer must run as the daemon's user or as
+/// root; anyone else, and a peer whose credentials are unknown, gets
+/// ``MentoryError/permissionDenied(namespace:method:)`` (it fails closed).
 /// Snapshots are bounded, see ``BackupSnapshots``.
 public struct StorageAdminHandler: MentoryHandler {
     /// The namespace this handler serves.
@@ -63,9 +64,9 @@ public struct StorageAdminHandler: MentoryHandler {
         guard let method = Method(rawValue: call.method) else {
             throw .unknownMethod(namespace: self.namespace, method: call.method)
         }
-        // The socket's permissions decide who may connect at all; when the kernel told who the
-        // peer is, only the daemon's own user and root may read the whole database.
-        if let peer = call.connection.credentials, peer.uid != 0, peer.uid != self.ownerUID {
+        // Only the daemon's own user and root may read the whole database; a peer the kernel did
+        // not vouch for is refused whatever the access rules say.
+        guard let peer = call.connection.credentials, peer.uid == 0 || peer.uid == self.ownerUID else {
             throw .permissionDenied(namespace: self.namespace, method: call.method)
         }
         switch method {
