@@ -118,6 +118,18 @@ trap 'exit 130' INT TERM
 
 # Every command that produces a figure is written here once, printed at the end.
 note() { printf '%s\n' "$*" >>"$tmp/commands.txt"; }
+# The arguments quoted for a shell, e.g. --save ''.
+quoted() {
+    local arg out=()
+    for arg in "$@"; do
+        if [[ "$arg" =~ ^[A-Za-z0-9_./=:,@%+-]+$ ]]; then
+            out+=("$arg")
+        else
+            out+=("'${arg//\'/\'\\\'\'}'")
+        fi
+    done
+    echo "${out[*]}"
+}
 
 loadgen_src="$root/Benchmarks/loadgen"
 cflags=(-O2 -Wall -Wextra)
@@ -158,10 +170,10 @@ start_server() {
     raw) command=("$bin/echo-server" "$socket") ;;
     redis) command=(redis-server --port 0 --unixsocket "$socket" --save '' --appendonly no
         --maxclients 4096 --loglevel warning) ;;
-    mentoryd) command=(env "$@" "$release/mentoryd" --socket "$socket" --state-dir "$tmp/$name.state"
-        --log-level warning) ;;
+    mentoryd) command=("$release/mentoryd" --socket "$socket" --state-dir "$tmp/$name.state" --log-level warning)
+        [ $# -eq 0 ] || command=(env "$@" "${command[@]}") ;;
     esac
-    note "taskset -c $server_cpu ${command[*]}"
+    note "taskset -c $server_cpu $(quoted "${command[@]}")"
     taskset -c "$server_cpu" "${command[@]}" >"$tmp/$name.log" 2>&1 &
     server_pid=$!
     pids+=("$server_pid")
@@ -218,7 +230,7 @@ if want latency || want rps; then
                 [ "$system" = mentoryd ] && proto=mentory
                 command=("$bin/loadgen" run --proto "$proto" --socket "$tmp/req-$system.sock"
                     --clients "${workload%x*}" --pipeline "${workload#*x}" --seconds "$run_seconds")
-                [ "$rep" = 1 ] && note "taskset -c $client_cpu ${command[*]}"
+                [ "$rep" = 1 ] && note "taskset -c $client_cpu $(quoted "${command[@]}")"
                 line=$(taskset -c "$client_cpu" "${command[@]}")
                 echo "$line" >>"$tmp/loadgen.txt"
                 record "rps-$workload-$system" "$(field rps <<<"$line")"
@@ -241,7 +253,7 @@ if want fanout; then
     log "fan-out rows: ${slow_reps} runs of mentory-fanout-bench"
     command=("$release/mentory-fanout-bench" --mentoryd "$bin/mentoryd-pinned" --subscribers 10,100,1000)
     [ "$have_redis" = 1 ] && command+=(--redis-server "$bin/redis-server-pinned")
-    note "taskset -c $client_cpu ${command[*]}    # the wrappers exec taskset -c $server_cpu SERVER"
+    note "taskset -c $client_cpu $(quoted "${command[@]}")    # the wrappers exec taskset -c $server_cpu SERVER"
     for rep in $(seq 1 "$slow_reps"); do
         taskset -c "$client_cpu" "${command[@]}" >"$tmp/fanout-$rep.txt" 2>&1 || log "fan-out bench failed"
         awk '$2 == "mentoryd" || $2 == "redis" { print $1, $2, $3 }' "$tmp/fanout-$rep.txt" |
@@ -259,7 +271,7 @@ if want storage; then
     mkdir -p "$tmp/storage"
     command=(env MENTORYD_BINARY="$bin/mentoryd-pinned" "$release/mentory-storage-bench"
         --seconds "$storage_seconds" --clients 1,8,64 --dir "$tmp/storage")
-    note "taskset -c $client_cpu ${command[*]}"
+    note "taskset -c $client_cpu $(quoted "${command[@]}")"
     for rep in $(seq 1 "$slow_reps"); do
         taskset -c "$client_cpu" "${command[@]}" >"$tmp/storage-$rep.txt" 2>&1 || log "storage bench failed"
         awk -F'|' 'NF >= 7 && $3 ~ /[0-9]/ {
@@ -287,7 +299,7 @@ if want cli; then
     fi
     if command -v hyperfine >/dev/null; then
         command=(hyperfine -N --warmup 10 --runs "$cli_runs" --export-json "$tmp/cli.json" "${clis[@]}")
-        note "taskset -c $client_cpu ${command[*]}"
+        note "taskset -c $client_cpu $(quoted "${command[@]}")"
         taskset -c "$client_cpu" "${command[@]}" >"$tmp/cli.txt" 2>&1
         # hyperfine's JSON: {"results": [{"command": ..., "median": seconds}, ...]}, in order.
         medians=($(tr ',' '\n' <"$tmp/cli.json" | sed -n 's/^ *"median": *//p'))
@@ -327,9 +339,9 @@ if want ready; then
         redis=("$bin/readytime" --cpu "$server_cpu" "$tmp/notify.sock" -- redis-server --port 0
             --unixsocket "$tmp/ready.sock" --save '' --appendonly no --supervised systemd --loglevel warning)
         if [ "$rep" = 1 ]; then
-            note "${fresh[*]}    # a new state dir each time"
-            note "${full[*]}    # the $ready_entries entries"
-            [ "$have_redis" = 1 ] && note "${redis[*]}"
+            note "$(quoted "${fresh[@]}")    # a new state dir each time"
+            note "$(quoted "${full[@]}")    # the $ready_entries entries"
+            [ "$have_redis" = 1 ] && note "$(quoted "${redis[@]}")"
         fi
         record ready-fresh-mentoryd "$("${fresh[@]}" 2>>"$tmp/ready.log" | field ready_ms)"
         record ready-full-mentoryd "$("${full[@]}" 2>>"$tmp/ready.log" | field ready_ms)"
@@ -362,7 +374,7 @@ if want rss; then
             [ "$system" = mentoryd ] && proto=mentory
             command=("$bin/loadgen" idle --proto "$proto" --socket "$tmp/$name.sock"
                 --connections "$idle_connections")
-            [ "$rep" = 1 ] && note "taskset -c $client_cpu ${command[*]}    # VmRSS of the server before and after"
+            [ "$rep" = 1 ] && note "taskset -c $client_cpu $(quoted "${command[@]}")    # VmRSS of the server before and after"
             mkfifo "$tmp/$name.hold"
             taskset -c "$client_cpu" "${command[@]}" <"$tmp/$name.hold" >"$tmp/$name.out" &
             holder=$!
@@ -433,7 +445,7 @@ if want latency; then
 fi
 if want rps; then
     for workload in 1x1 50x1 1x16 50x16; do
-        row "req/s, ${workload%x*} client(s) x ${workload#*x} in flight" "$(median "rps-$workload-raw")" \
+        row "req/s, $workload (clients x in flight each)" "$(median "rps-$workload-raw")" \
             "$(median "rps-$workload-redis")" "$(median "rps-$workload-mentoryd")"
     done
 fi
