@@ -360,7 +360,8 @@ if want rss; then
     log "rss rows: ${slow_reps} runs, $idle_connections connections"
     for rep in $(seq 1 "$slow_reps"); do
         for system in "${systems[@]}"; do
-            name="rss-$system-$rep"
+            name="rss-$system"
+            rm -rf "$tmp/$name".{state,sock,hold,out} # a fresh start each repetition
             # mentoryd as deployed: the default SQLite store.
             if [ "$system" = mentoryd ]; then
                 start_server "$name" "$system" "${many_env[@]}"
