@@ -4,6 +4,8 @@ import MentoryWire
 public actor InMemorySessionStore: DiaryStore, MentorStateStore {
     private var entriesByID: [String: Mentory_V1_DiaryEntry] = [:]
     private var idsByRecordDate: [String: String] = [:]
+    /// Every record date, ascending, so a page is a binary search and a slice rather than a sort.
+    private var recordDates: [String] = []
     private var mentorState = Mentory_V1_MentorState()
     private var writeFailure: MentoryError?
 
@@ -33,6 +35,7 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         }
         self.entriesByID[entry.id] = entry
         self.idsByRecordDate[entry.recordDate] = entry.id
+        self.recordDates.insert(entry.recordDate, at: self.firstIndex(notBefore: entry.recordDate))
         return .inserted
     }
 
@@ -41,17 +44,16 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
     }
 
     public func entries(limit: Int, before: String?) -> [Mentory_V1_DiaryEntry] {
-        let dates = self.idsByRecordDate.keys
-            .filter { before == nil || $0 < before! }
-            .sorted(by: >)
-            .prefix(limit)
-        return dates.map { self.entriesByID[self.idsByRecordDate[$0]!]! }
+        let end = before.map { self.firstIndex(notBefore: $0) } ?? self.recordDates.endIndex
+        let start = max(self.recordDates.startIndex, end - max(limit, 0))
+        return self.recordDates[start..<end].reversed().map { self.entriesByID[self.idsByRecordDate[$0]!]! }
     }
 
     public func delete(id: String) throws(MentoryError) -> Mentory_V1_DiaryEntry? {
         try self.checkWritable()
         guard let entry = self.entriesByID.removeValue(forKey: id) else { return nil }
         self.idsByRecordDate[entry.recordDate] = nil
+        self.recordDates.remove(at: self.firstIndex(notBefore: entry.recordDate))
         return entry
     }
 
@@ -82,5 +84,20 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
     public func saveMentorState(_ state: Mentory_V1_MentorState) throws(MentoryError) {
         try self.checkWritable()
         self.mentorState = state
+    }
+
+    /// The index of the first record date that is not before `date` (binary search).
+    private func firstIndex(notBefore date: String) -> Int {
+        var low = self.recordDates.startIndex
+        var high = self.recordDates.endIndex
+        while low < high {
+            let middle = (low + high) / 2
+            if self.recordDates[middle] < date {
+                low = middle + 1
+            } else {
+                high = middle
+            }
+        }
+        return low
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MentoryClient
+import MentoryTestSupport
 import MentoryWire
 import NIOCore
 import Testing
@@ -116,7 +117,8 @@ private func fillDiary(_ daemon: DaemonProcess, count: Int) async throws {
 
 /// Waits (generously, returning as soon as it holds) until `condition` is true.
 private func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(60)
+    // A loaded 2-core machine running a debug daemon can take minutes; this returns as soon as it holds.
+    let deadline = ContinuousClock.now + .seconds(300)
     while ContinuousClock.now < deadline {
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(100))
@@ -124,7 +126,12 @@ private func eventually(_ what: String, _ condition: () async throws -> Bool) as
     throw DaemonFailure(message: "timed out waiting for \(what)")
 }
 
-@Suite("Memory bounds under peers that never read", .serialized, .timeLimit(.minutes(10)))
+@Suite(
+    "Memory bounds under peers that never read",
+    .serialized,
+    .timeLimit(.minutes(10)),
+    .disabled(if: Sanitizers.threadSanitizerIsActive, "ThreadSanitizer's shadow memory multiplies resident memory")
+)
 struct MemoryBoundTests {
     static let entries = 50_000
     static let peakLimitKilobytes = 128 * 1024
