@@ -221,6 +221,7 @@ let package = Package(
         .testTarget(
             name: "MentoryEngineTests",
             dependencies: [
+                "MentoryTestSupport",
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

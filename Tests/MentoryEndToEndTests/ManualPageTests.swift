@@ -27,10 +27,14 @@ struct ManualPageTests {
         Self.collect(root, isRoot: true, commands: &commands, options: &options)
         #expect(!options.isEmpty, "the help lists options")
         for command in commands where command != "help" {
-            #expect(manual.contains(".It Em \(command)\n"), "\(page) lacks the command '\(command)'; run scripts/generate-manuals.sh")
+            #expect(
+                manual.contains(".It Em \(command)\n"),
+                "\(page) lacks the command '\(command)'; run scripts/generate-manuals.sh")
         }
         for option in options.sorted() {
-            #expect(manual.contains("Fl -\(option)"), "\(page) lacks the option --\(option); run scripts/generate-manuals.sh")
+            #expect(
+                manual.contains("Fl -\(option)"),
+                "\(page) lacks the option --\(option); run scripts/generate-manuals.sh")
         }
     }
 
@@ -38,7 +42,8 @@ struct ManualPageTests {
         _ command: [String: Any], isRoot: Bool, commands: inout [String], options: inout Set<String>
     ) {
         if !isRoot, let name = command["commandName"] as? String { commands.append(name) }
-        for argument in command["arguments"] as? [[String: Any]] ?? [] where argument["shouldDisplay"] as? Bool != false {
+        for argument in command["arguments"] as? [[String: Any]] ?? [] where argument["shouldDisplay"] as? Bool != false
+        {
             for name in argument["names"] as? [[String: Any]] ?? [] where name["kind"] as? String == "long" {
                 if let long = name["name"] as? String { options.insert(long) }
             }

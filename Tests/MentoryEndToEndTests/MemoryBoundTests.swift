@@ -6,53 +6,10 @@ import MentoryWire
 import NIOCore
 import Testing
 
-/// A Unix-socket peer that writes without ever reading, and gives up on a write the daemon does not
-/// take within the send timeout (the daemon's back-pressure), instead of blocking.
-final class NonReadingPeer {
-    private let fd: Int32
-
-    init(path: String) throws {
-        self.fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            let bytes = Array(path.utf8)
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(self.fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard result == 0 else { throw DaemonFailure(message: "connect failed: errno \(errno)") }
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(self.fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    deinit {
-        close(self.fd)
-    }
-
-    /// Writes `bytes`; returns how many the daemon took before it stopped reading.
-    @discardableResult
-    func write(_ bytes: [UInt8]) -> Int {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { buffer in
-                Glibc.send(self.fd, buffer.baseAddress! + sent, buffer.count - sent, Int32(MSG_NOSIGNAL))
-            }
-            guard n > 0 else { break }
-            sent += n
-        }
-        return sent
-    }
-
-    func send(_ envelopes: [Mentory_V1_Envelope]) -> Int {
-        var buffer = ByteBuffer()
-        for envelope in envelopes { buffer.writeFrame(envelope) }
-        return self.write(Array(buffer.readableBytesView))
-    }
+/// A peer that writes without ever reading, and gives up on a write the daemon does not take within
+/// two seconds (the daemon's back-pressure) instead of blocking.
+func nonReadingPeer(_ daemon: DaemonProcess) throws -> RawConnection {
+    try RawConnection(path: daemon.socketPath, sendTimeoutSeconds: 2)
 }
 
 private func envelope(id: UInt64, _ namespace: String, _ method: String, _ body: Data) -> Mentory_V1_Envelope {
@@ -147,7 +104,7 @@ struct MemoryBoundTests {
         #expect(try await bystander.diaryList().count > 0)
         let afterFill = peakRSSKilobytes(of: daemon.pid)
 
-        let hog = try NonReadingPeer(path: daemon.socketPath)
+        let hog = try nonReadingPeer(daemon)
         _ = hog.send([hello()])
         var list = Mentory_V1_DiaryListRequest()
         list.limit = 500
@@ -191,9 +148,9 @@ struct MemoryBoundTests {
         topic.topic = "diary"
         subscribe.topics = [topic]
         let body = try subscribe.serializedData()
-        var subscribers: [NonReadingPeer] = []
+        var subscribers: [RawConnection] = []
         for _ in 0..<8 {
-            let peer = try NonReadingPeer(path: daemon.socketPath)
+            let peer = try nonReadingPeer(daemon)
             _ = peer.send([hello(), envelope(id: 1, "session", "subscribe", body)])
             subscribers.append(peer)
         }

@@ -7,7 +7,11 @@ import NIOCore
 final class RawConnection {
     private let fd: Int32
 
-    init(path: String, receiveTimeoutSeconds: Int = 5) throws {
+    /// - Parameters:
+    ///   - receiveTimeoutSeconds: How long a read waits before it fails.
+    ///   - sendTimeoutSeconds: How long a write waits for the daemon to take bytes before it gives
+    ///     up, for peers that test the daemon's back-pressure; `nil` waits for ever.
+    init(path: String, receiveTimeoutSeconds: Int = 5, sendTimeoutSeconds: Int? = nil) throws {
         self.fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -24,22 +28,29 @@ final class RawConnection {
         guard result == 0 else { throw DaemonFailure(message: "connect failed: errno \(errno)") }
         var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
         setsockopt(self.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if let sendTimeoutSeconds {
+            var timeout = timeval(tv_sec: sendTimeoutSeconds, tv_usec: 0)
+            setsockopt(self.fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
     }
 
     deinit {
         close(self.fd)
     }
 
-    /// Writes all of `bytes`, or as much as the peer takes before it closes.
-    func write(_ bytes: [UInt8]) {
+    /// Writes all of `bytes`, or as much as the peer takes before it closes (or, with a send
+    /// timeout, stops reading); returns how many it took.
+    @discardableResult
+    func write(_ bytes: [UInt8]) -> Int {
         var sent = 0
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { buffer in
                 Glibc.send(self.fd, buffer.baseAddress! + sent, buffer.count - sent, Int32(MSG_NOSIGNAL))
             }
-            guard n > 0 else { return }
+            guard n > 0 else { break }
             sent += n
         }
+        return sent
     }
 
     /// Ends this side's writing; the daemon sees EOF.
@@ -48,9 +59,15 @@ final class RawConnection {
     }
 
     func send(_ envelope: Mentory_V1_Envelope) {
+        self.send([envelope])
+    }
+
+    /// Writes the frames of `envelopes` in one go; returns how many bytes the daemon took.
+    @discardableResult
+    func send(_ envelopes: [Mentory_V1_Envelope]) -> Int {
         var buffer = ByteBuffer()
-        buffer.writeFrame(envelope)
-        self.write(Array(buffer.readableBytesView))
+        for envelope in envelopes { buffer.writeFrame(envelope) }
+        return self.write(Array(buffer.readableBytesView))
     }
 
     func hello(version: UInt32 = WireProtocol.version) throws -> Mentory_V1_Envelope {

@@ -84,7 +84,7 @@ struct TransportLimitTests {
             "MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_LIMITS_SHUTDOWN_DRAIN_SECONDS": "1",
         ])
         defer { daemon.removeFiles() }
-        let peer = try NonReadingPeer(path: daemon.socketPath)
+        let peer = try nonReadingPeer(daemon)
         var hello = Mentory_V1_Hello()
         hello.protocolVersion = WireProtocol.version
         hello.clientName = "never-reads"

@@ -1,36 +1,10 @@
 import Foundation
 import MentoryEngine
+import MentoryTestSupport
 import MentoryWire
 import SwiftProtobuf
 import Synchronization
 import Testing
-
-/// Holds snapshots until the test opens it, counting how many arrived.
-actor SnapshotGate {
-    private var isOpen: Bool
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-    private(set) var arrivals = 0
-
-    init(open: Bool) {
-        self.isOpen = open
-    }
-
-    func pass() async {
-        self.arrivals += 1
-        guard !self.isOpen else { return }
-        await withCheckedContinuation { self.waiters.append($0) }
-    }
-
-    func open() {
-        self.isOpen = true
-        for waiter in self.waiters { waiter.resume() }
-        self.waiters.removeAll()
-    }
-
-    func close() {
-        self.isOpen = false
-    }
-}
 
 /// Polls `condition` until it holds, for at most a generous minute; returns whether it held.
 func eventually(_ condition: () async -> Bool) async -> Bool {
@@ -51,7 +25,7 @@ struct GatedHandler: MentoryHandler {
         init() {}
     }
 
-    let gate: SnapshotGate
+    let gate: TestGate
 
     var namespace: String { Self.topic }
     var methods: [String] { ["bump"] }
@@ -96,7 +70,7 @@ struct SubscriptionRaceTests {
     @Test("a connection detaching while subscribe awaits a snapshot leaves no id behind")
     func detachDuringSubscribe() async throws {
         let fixture = try await EngineFixture()
-        let gate = SnapshotGate(open: false)
+        let gate = TestGate(open: false)
         try await fixture.engine.register(GatedHandler(gate: gate))
         let (client, _) = await fixture.connect()
 
@@ -126,7 +100,7 @@ struct SubscriptionRaceTests {
     @Test("two drains while a reset is being taken start one reset and duplicate no change")
     func oneResetPerTopic() async throws {
         let fixture = try await EngineFixture()
-        let gate = SnapshotGate(open: true)
+        let gate = TestGate(open: true)
         try await fixture.engine.register(GatedHandler(gate: gate))
         let (writer, _) = await fixture.connect()
         let (reader, sink) = await fixture.connect()

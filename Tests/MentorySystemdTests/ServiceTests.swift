@@ -3,33 +3,11 @@
 #endif
 import Logging
 import MentorySystemd
+import MentoryTestSupport
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Testing
 import UnixSignals
-
-/// A probe the test holds until it opens the gate.
-actor ProbeGate {
-    private var isOpen: Bool
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-    private(set) var calls = 0
-
-    init(open: Bool) {
-        self.isOpen = open
-    }
-
-    func probe() async {
-        self.calls += 1
-        guard !self.isOpen else { return }
-        await withCheckedContinuation { self.waiters.append($0) }
-    }
-
-    func open() {
-        self.isOpen = true
-        for waiter in self.waiters { waiter.resume() }
-        self.waiters.removeAll()
-    }
-}
 
 @Suite("systemd services", .serialized)
 struct ServiceTests {
@@ -38,19 +16,19 @@ struct ServiceTests {
     @Test("the watchdog pings only after the probe answers, and stops while it hangs")
     func watchdogFollowsTheProbe() async throws {
         let socket = try NotifySocketFixture()
-        let gate = ProbeGate(open: false)
+        let gate = TestGate(open: false)
         let watchdog = WatchdogService(
             notifier: SystemdNotifier(socketAddress: socket.address),
             timeout: .milliseconds(200),
             logger: self.logger,
-            probe: { await gate.probe() }
+            probe: { await gate.pass() }
         )
         #expect(watchdog.pingInterval == .milliseconds(100))
         let task = Task { try await watchdog.run() }
         defer { task.cancel() }
 
         // The first probe hangs: several ping intervals pass without a ping.
-        while await gate.calls == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        while await gate.arrivals == 0 { try await Task.sleep(for: .milliseconds(10)) }
         try await Task.sleep(for: .milliseconds(500))
         #expect(!socket.hasPendingDatagram(), "no WATCHDOG=1 while the engine does not answer")
 
@@ -58,7 +36,7 @@ struct ServiceTests {
         await gate.open()
         #expect(await socket.receive() == "WATCHDOG=1")
         #expect(await socket.receive() == "WATCHDOG=1")
-        #expect(await gate.calls >= 2)
+        #expect(await gate.arrivals >= 2)
         task.cancel()
         try? await task.value
     }
