@@ -184,7 +184,14 @@ private func perform(_ operation: Operation, engine: isolated MentoryEngine, mod
         // Resumes asked for here may replay events before the response; tell the sink.
         attached?.expectResumes(call.resumes)
         let response = await engine.dispatch(request, from: ConnectionID(UInt64(connection)))
-        check(response, to: request, call: call, attached: attached != nil, shuttingDown: shuttingDown, engine: engine)
+        // A connection that detached while its request was suspended (a subscribe awaiting a
+        // snapshot) is refused as not attached: the engine keeps nothing of it.
+        let detachedMeanwhile = attached != nil && model.sink(of: connection) == nil
+        let refusedAsDetached =
+            detachedMeanwhile && response.error.code == UInt32(Mentory_V1_ErrorCode.handshakeRequired.rawValue)
+        check(
+            response, to: request, call: call, attached: attached != nil && !refusedAsDetached,
+            shuttingDown: shuttingDown, engine: engine)
         if case .body(let body) = response.result {
             model.learn(from: call, reply: body)
         }
