@@ -368,20 +368,23 @@ in_ns rm -f /tmp/mentoryd-backup.sqlite /root/mentoryd-backup.sqlite
 in_ns install -d -o mentory -g mentory -m 0700 /tmp/mentory-owned
 B1=$(backup_ok /tmp/mentoryd-backup.sqlite 0 env); S1=$?
 B2=$(backup_ok /root/mentoryd-backup.sqlite 0 env); S2=$?
-# Anyone else (here the mentory group's own user, which the default access rules do not let read
-# the whole database) is refused, and nothing is written.
-REFUSED=$(in_ns setpriv --reuid=mentory --regid=mentory --init-groups timeout 60 mentoryctl backup --to /tmp/mentory-owned/backup.sqlite 2>&1)
-if [ $? -ne 0 ] && grep -q "permission denied" <<<"$REFUSED" && ! in_ns test -e /tmp/mentory-owned/backup.sqlite; then
-  S3=0; B3="refused: $REFUSED"
+# The daemon's own user may back up too (PROTOCOL.md): the copy is its own.
+B3=$(backup_ok /tmp/mentory-owned/backup.sqlite "$MENTORY_UID" setpriv --reuid=mentory --regid=mentory --init-groups); S3=$?
+# Anyone else, even a member of the mentory group who may use the socket, is refused (the default
+# access rules keep storage.* for root and the daemon's user), and nothing is written.
+REFUSED=$(in_ns setpriv --reuid=65534 --regid="$MENTORY_GID" --clear-groups timeout 60 \
+  mentoryctl backup --to /tmp/mentory-refused.sqlite 2>&1)
+if [ $? -ne 0 ] && grep -q "permission denied" <<<"$REFUSED" && ! in_ns test -e /tmp/mentory-refused.sqlite; then
+  S5=0; B5="refused: $REFUSED"
 else
-  S3=1; B3="not refused: $REFUSED"
+  S5=1; B5="not refused: $REFUSED"
 fi
 AGAIN=$(in_ns timeout 60 mentoryctl backup --to /tmp/mentoryd-backup.sqlite 2>&1); S4=$?
 LEFT=$(in_ns sh -c 'ls -A /var/lib/mentoryd | grep -c "^.mentoryd-backup-"; ls -A /tmp /root | grep -c partial' | tr '\n' ' ')
-if [ $S1 -eq 0 ] && [ $S2 -eq 0 ] && [ $S3 -eq 0 ] && [ $S4 -ne 0 ] && grep -q "already exists" <<<"$AGAIN" && [ "$LEFT" = "0 0 " ]; then
-  pass "8 backup: as root (the daemon runs as uid $MENTORY_UID): $B1; $B2; as the mentory user: $B3; a second backup to the same path is refused; no snapshot or partial file left"
+if [ $S1 -eq 0 ] && [ $S2 -eq 0 ] && [ $S3 -eq 0 ] && [ $S5 -eq 0 ] && [ $S4 -ne 0 ] && grep -q "already exists" <<<"$AGAIN" && [ "$LEFT" = "0 0 " ]; then
+  pass "8 backup: as root (the daemon runs as uid $MENTORY_UID): $B1; $B2; as the mentory user: $B3; another member of the mentory group: $B5; a second backup to the same path is refused; no snapshot or partial file left"
 else
-  fail "8 backup: [$B1] [$B2] [$B3] again($S4): $AGAIN; leftovers (snapshots, partial files): $LEFT"; show_diagnostics
+  fail "8 backup: [$B1] [$B2] [$B3] [$B5] again($S4): $AGAIN; leftovers (snapshots, partial files): $LEFT"; show_diagnostics
 fi
 
 # ---- 9. A reload with a broken config fails the reload job; the daemon keeps serving ---------------
