@@ -127,13 +127,26 @@ def test_storage_backup(make_daemon, tmp_path: Path) -> None:  # type: ignore[no
         client.diary.add("2026-11-05", "t", "x", "neutral")
         if os.getuid() == 0:
             reply = client.storage.backup(str(destination))
-            assert reply.destination == str(destination)
             assert reply.diary_entries == 1
             assert reply.bytes == destination.stat().st_size > 0
+            assert destination.stat().st_mode & 0o777 == 0o600
+            assert destination.read_bytes().startswith(b"SQLite format 3\x00")
+            assert [path.name for path in tmp_path.iterdir()] == ["backup.sqlite"], "no partial file is left"
+            with pytest.raises(FileExistsError):
+                client.storage.backup(str(destination))
         else:
             with pytest.raises(mentory.MentoryError) as raised:
                 client.storage.backup(str(destination))
             assert raised.value.code == mentory.ErrorCode.PERMISSION_DENIED
+
+
+def test_daemon_reload(client: mentory.Client) -> None:
+    if os.getuid() == 0:
+        assert isinstance(client.daemon.reload(), pb.DaemonReloadReply)
+    else:
+        with pytest.raises(mentory.MentoryError) as raised:
+            client.daemon.reload()
+        assert raised.value.code == mentory.ErrorCode.PERMISSION_DENIED
 
 
 def test_async_calls(daemon) -> None:  # type: ignore[no-untyped-def]

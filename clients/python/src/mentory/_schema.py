@@ -29,6 +29,8 @@ METHODS: Dict[Tuple[str, str], Tuple[Type[Message], Type[Message]]] = {
     ("diary", "delete"): (pb.DiaryDeleteRequest, pb.DiaryEntry),
     ("diary", "setSuggestionDone"): (pb.DiarySuggestionDoneRequest, pb.DiaryEntry),
     ("storage", "backup"): (pb.StorageBackupRequest, pb.StorageBackupReply),
+    ("storage", "backupRead"): (pb.StorageBackupReadRequest, pb.StorageBackupReadReply),
+    ("daemon", "reload"): (pb.DaemonReloadRequest, pb.DaemonReloadReply),
     ("debug", "freezeEngine"): (UInt32Value, pb.Empty),
 }
 

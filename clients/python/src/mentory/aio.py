@@ -14,7 +14,9 @@ time (``asyncio.gather`` of many calls); each waits for its own response, matche
 
 import asyncio
 import collections
+import errno
 import logging
+import os
 from dataclasses import dataclass
 from typing import (
     Any,
@@ -208,10 +210,68 @@ class AsyncStorage(_AsyncNamespace):
 
     _name = "storage"
 
-    async def backup(self, destination: str, **fields: Any) -> pb.StorageBackupReply:
-        """Writes a consistent copy of the database to ``destination`` (absolute, must not exist)."""
-        request = build.build("storage", "backup", dict(fields, destination=destination))
-        return cast(pb.StorageBackupReply, await self._invoke("backup", request))
+    #: The first bytes of every SQLite database file.
+    SQLITE_HEADER = b"SQLite format 3\x00"
+
+    async def backup(self, destination: str) -> pb.StorageBackupReply:
+        """Copies the daemon's database to ``destination`` on this machine, written by this process
+        with its own rights, as ``mentoryctl backup --to`` does.
+
+        The daemon takes a consistent snapshot and streams it (``backup``, then ``backupRead``
+        pieces that fit its frame limit); the copy goes to a temporary file beside
+        ``destination``, is checked (size and SQLite header) and synced, then linked into place,
+        so ``destination`` appears complete or not at all and an existing file is never replaced
+        (:class:`FileExistsError`). Returns the daemon's description of the snapshot.
+        """
+        path = os.path.abspath(destination)
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "the backup destination already exists; choose a new path", path)
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(errno.ENOENT, "the backup destination's directory does not exist", directory)
+        reply = cast(pb.StorageBackupReply, await self._invoke("backup", pb.StorageBackupRequest()))
+        partial = os.path.join(directory, f".{os.path.basename(path)}.partial-{os.getpid()}")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            offset = 0
+            with os.fdopen(descriptor, "wb") as output:
+                while True:
+                    request = pb.StorageBackupReadRequest(offset=offset)
+                    piece = cast(pb.StorageBackupReadReply, await self._invoke("backupRead", request))
+                    output.write(piece.data)
+                    offset += len(piece.data)
+                    if piece.end:
+                        break
+                    if not piece.data:
+                        raise ProtocolError(f"the daemon sent an empty backup piece at offset {offset}")
+                output.flush()
+                os.fsync(output.fileno())
+            if offset != reply.bytes:
+                raise ProtocolError(f"the backup holds {offset} bytes, but the daemon announced {reply.bytes}")
+            with open(partial, "rb") as written:
+                if written.read(len(self.SQLITE_HEADER)) != self.SQLITE_HEADER:
+                    raise ProtocolError("the backup does not start with a SQLite header")
+            os.link(partial, path)
+            directory_descriptor = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(directory_descriptor)
+            finally:
+                os.close(directory_descriptor)
+        finally:
+            if os.path.lexists(partial):
+                os.unlink(partial)
+        return reply
+
+
+class AsyncDaemon(_AsyncNamespace):
+    """Namespace ``daemon`` (the daemon itself; root or the daemon's user)."""
+
+    _name = "daemon"
+
+    async def reload(self) -> pb.DaemonReloadReply:
+        """Re-reads the daemon's configuration; returns once it is in effect, or raises why not
+        (code 8, naming the file and the problem; the previous configuration stays in effect)."""
+        return cast(pb.DaemonReloadReply, await self._invoke("reload", pb.DaemonReloadRequest()))
 
 
 class AsyncDebug(_AsyncNamespace):
@@ -248,6 +308,8 @@ class AsyncClient:
         self.reachability = AsyncReachability(self)
         #: Namespace ``storage``.
         self.storage = AsyncStorage(self)
+        #: Namespace ``daemon``.
+        self.daemon = AsyncDaemon(self)
         #: Namespace ``debug``.
         self.debug = AsyncDebug(self)
 

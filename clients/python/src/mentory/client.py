@@ -164,9 +164,20 @@ class Storage(_Namespace):
 
     _async: "aio.AsyncStorage"
 
-    def backup(self, destination: str, **fields: Any) -> pb.StorageBackupReply:
-        """Writes a consistent copy of the database to ``destination`` (absolute, must not exist)."""
-        return self._run(self._async.backup(destination, **fields))
+    def backup(self, destination: str) -> pb.StorageBackupReply:
+        """Copies the daemon's database to ``destination``, written by this process; see
+        :meth:`mentory.aio.AsyncStorage.backup`."""
+        return self._run(self._async.backup(destination))
+
+
+class Daemon(_Namespace):
+    """Namespace ``daemon`` (the daemon itself; root or the daemon's user)."""
+
+    _async: "aio.AsyncDaemon"
+
+    def reload(self) -> pb.DaemonReloadReply:
+        """Re-reads the daemon's configuration; see :meth:`mentory.aio.AsyncDaemon.reload`."""
+        return self._run(self._async.reload())
 
 
 class Debug(_Namespace):
@@ -201,6 +212,8 @@ class Client:
         self.reachability = Reachability(self, self._async.reachability)
         #: Namespace ``storage``.
         self.storage = Storage(self, self._async.storage)
+        #: Namespace ``daemon``.
+        self.daemon = Daemon(self, self._async.daemon)
         #: Namespace ``debug``.
         self.debug = Debug(self, self._async.debug)
 

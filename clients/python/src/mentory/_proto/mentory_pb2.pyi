@@ -25,6 +25,7 @@ ERROR_CODE_MALFORMED_MESSAGE: ErrorCode
 ERROR_CODE_NOT_FOUND: ErrorCode
 ERROR_CODE_PERMISSION_DENIED: ErrorCode
 ERROR_CODE_SHUTTING_DOWN: ErrorCode
+ERROR_CODE_STARTUP_FAILED: ErrorCode
 ERROR_CODE_STORAGE_FAILURE: ErrorCode
 ERROR_CODE_TOO_MANY_CONNECTIONS: ErrorCode
 ERROR_CODE_TOO_MANY_REQUESTS: ErrorCode
@@ -57,6 +58,14 @@ class ConnectionError(_message.Message):
     closing: bool
     error: Error
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., closing: bool = ...) -> None: ...
+
+class DaemonReloadReply(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class DaemonReloadRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class DiaryAddRequest(_message.Message):
     __slots__ = ["action_items", "analysis", "created_at_unix_ms", "emotion", "id", "record_date", "text", "title"]
@@ -121,10 +130,12 @@ class DiaryGetRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class DiaryListReply(_message.Message):
-    __slots__ = ["entries"]
+    __slots__ = ["entries", "next_before"]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[DiaryEntry]
-    def __init__(self, entries: _Optional[_Iterable[_Union[DiaryEntry, _Mapping]]] = ...) -> None: ...
+    next_before: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[DiaryEntry, _Mapping]]] = ..., next_before: _Optional[str] = ...) -> None: ...
 
 class DiaryListRequest(_message.Message):
     __slots__ = ["before", "limit"]
@@ -135,10 +146,12 @@ class DiaryListRequest(_message.Message):
     def __init__(self, limit: _Optional[int] = ..., before: _Optional[str] = ...) -> None: ...
 
 class DiarySnapshot(_message.Message):
-    __slots__ = ["entries"]
+    __slots__ = ["entries", "next_before"]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[DiaryEntry]
-    def __init__(self, entries: _Optional[_Iterable[_Union[DiaryEntry, _Mapping]]] = ...) -> None: ...
+    next_before: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[DiaryEntry, _Mapping]]] = ..., next_before: _Optional[str] = ...) -> None: ...
 
 class DiarySuggestionDoneRequest(_message.Message):
     __slots__ = ["done", "entry_id", "suggestion_id"]
@@ -304,21 +317,33 @@ class StatusReply(_message.Message):
     uptime_seconds: float
     def __init__(self, server_version: _Optional[str] = ..., uptime_seconds: _Optional[float] = ..., connections: _Optional[int] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., subscribers: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicPosition, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
+class StorageBackupReadReply(_message.Message):
+    __slots__ = ["data", "end"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    end: bool
+    def __init__(self, data: _Optional[bytes] = ..., end: bool = ...) -> None: ...
+
+class StorageBackupReadRequest(_message.Message):
+    __slots__ = ["offset"]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    def __init__(self, offset: _Optional[int] = ...) -> None: ...
+
 class StorageBackupReply(_message.Message):
-    __slots__ = ["bytes", "destination", "diary_entries"]
+    __slots__ = ["bytes", "chunk_bytes", "diary_entries"]
     BYTES_FIELD_NUMBER: _ClassVar[int]
-    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
     DIARY_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     bytes: int
-    destination: str
+    chunk_bytes: int
     diary_entries: int
-    def __init__(self, destination: _Optional[str] = ..., bytes: _Optional[int] = ..., diary_entries: _Optional[int] = ...) -> None: ...
+    def __init__(self, bytes: _Optional[int] = ..., diary_entries: _Optional[int] = ..., chunk_bytes: _Optional[int] = ...) -> None: ...
 
 class StorageBackupRequest(_message.Message):
-    __slots__ = ["destination"]
-    DESTINATION_FIELD_NUMBER: _ClassVar[int]
-    destination: str
-    def __init__(self, destination: _Optional[str] = ...) -> None: ...
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class SubscribeReply(_message.Message):
     __slots__ = ["epoch", "topics"]
