@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 extension Process {
     /// Starts the process so that it dies with the test process, even when a test times out or
@@ -27,17 +26,27 @@ private final class ChildSpawner: Sendable {
     static let shared = ChildSpawner()
 
     private typealias Job = (process: Process, done: CheckedContinuation<Void, any Error>)
-    private let jobs = Mutex<[Job]>([])
-    private let wake = DispatchSemaphore(value: 0)
+
+    /// The jobs waiting for the spawner thread, guarded by ``condition``.
+    private let pending = PendingJobs()
+    /// A pthread mutex and condition variable, which ThreadSanitizer understands (it does not see
+    /// the futex inside `Synchronization.Mutex`).
+    private let condition = NSCondition()
+
+    /// The queue of jobs; only touched while ``condition`` is locked.
+    private final class PendingJobs: @unchecked Sendable {
+        // SAFETY: every access happens with `ChildSpawner.condition` locked.
+        var jobs: [Job] = []
+    }
 
     private init() {
         let thread = Thread { [self] in
             while true {
-                self.wake.wait()
-                let ready = self.jobs.withLock { pending in
-                    defer { pending.removeAll() }
-                    return pending
-                }
+                self.condition.lock()
+                while self.pending.jobs.isEmpty { self.condition.wait() }
+                let ready = self.pending.jobs
+                self.pending.jobs.removeAll()
+                self.condition.unlock()
                 for job in ready {
                     do {
                         try job.process.run()
@@ -54,8 +63,10 @@ private final class ChildSpawner: Sendable {
 
     func run(_ process: Process) async throws {
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
-            self.jobs.withLock { $0.append((process, done)) }
-            self.wake.signal()
+            self.condition.lock()
+            self.pending.jobs.append((process, done))
+            self.condition.signal()
+            self.condition.unlock()
         }
     }
 }
