@@ -19,8 +19,11 @@ final class ForeignDaemon: Sendable {
         _ = FileManager.default.createFile(atPath: self.logPath, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        // Changing the uid clears the parent-death signal that runTiedToTestProcess sets, so this
+        // setpriv sets it again, after the change, for the daemon it execs.
         process.arguments = [
-            "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", try ProductBinaries.path(of: "mentoryd"),
+            "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--pdeathsig", "KILL",
+            try ProductBinaries.path(of: "mentoryd"),
             "--socket", self.socketPath, "--state-dir", directory + "/state",
         ]
         var environment = ProcessInfo.processInfo.environment.filter {
@@ -67,7 +70,7 @@ final class ForeignDaemon: Sendable {
 func ctl(as uid: uid_t?, _ arguments: [String], environment: [String] = []) async throws -> CommandResult {
     var command = ["-u", "MENTORY_SOCKET", "-u", "MENTORY_DAEMON_USER"] + environment
     if let uid {
-        command += ["setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"]
+        command += ["setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--pdeathsig", "KILL"]
     }
     command += [try ProductBinaries.path(of: "mentoryctl")] + arguments
     return try await CommandResult.run(URL(fileURLWithPath: "/usr/bin/env"), command, environment: [:])
