@@ -15,17 +15,6 @@ struct HostileRow: Sendable, CustomTestStringConvertible {
     var testDescription: String { self.name }
 }
 
-private func request(id: UInt64, _ namespace: String, _ method: String, _ body: Data = Data()) -> Mentory_V1_Envelope {
-    var request = Mentory_V1_Request()
-    request.id = id
-    request.namespace = namespace
-    request.method = method
-    request.body = body
-    var envelope = Mentory_V1_Envelope()
-    envelope.request = request
-    return envelope
-}
-
 private func frameBytes(_ envelope: Mentory_V1_Envelope) -> [UInt8] {
     var buffer = ByteBuffer()
     buffer.writeFrame(envelope)
@@ -68,13 +57,13 @@ let hostileRows: [HostileRow] = [
         let error = try raw.receive().connectionError
         #expect(error.error.code == code(.malformedMessage))
         #expect(!error.closing)
-        raw.send(request(id: 1, "session", "ping"))
+        raw.send(requestEnvelope(id: 1, "session", "ping"))
         #expect(try raw.receive().response.id == 1, "the connection stays usable")
     },
     HostileRow(name: "a frame that stops halfway, then EOF") { daemon in
         let raw = try RawConnection(path: daemon.socketPath)
         _ = try raw.hello()
-        let frame = frameBytes(request(id: 1, "mentor", "set", Data(repeating: 0x41, count: 100)))
+        let frame = frameBytes(requestEnvelope(id: 1, "mentor", "set", Data(repeating: 0x41, count: 100)))
         raw.write(Array(frame.prefix(frame.count / 2)))
         raw.shutdownWrite()
         #expect(raw.isClosedByPeer(), "the daemon closes a connection that ended mid-frame")
@@ -85,7 +74,7 @@ let hostileRows: [HostileRow] = [
     HostileRow(name: "a frame that stops halfway, then silence") { daemon in
         let raw = try RawConnection(path: daemon.socketPath, receiveTimeoutSeconds: 1)
         _ = try raw.hello()
-        let frame = frameBytes(request(id: 1, "session", "ping"))
+        let frame = frameBytes(requestEnvelope(id: 1, "session", "ping"))
         raw.write(Array(frame.prefix(3)))
         #expect(!raw.isClosedByPeer(), "a slow peer is not cut off; it only holds its own connection")
     },
@@ -108,7 +97,7 @@ let hostileRows: [HostileRow] = [
     },
     HostileRow(name: "a request before the handshake") { daemon in
         let raw = try RawConnection(path: daemon.socketPath)
-        raw.send(request(id: 3, "diary", "list"))
+        raw.send(requestEnvelope(id: 3, "diary", "list"))
         let response = try raw.receive().response
         #expect(response.id == 3)
         #expect(response.error.code == code(.handshakeRequired))
@@ -116,9 +105,9 @@ let hostileRows: [HostileRow] = [
     HostileRow(name: "an unknown namespace or method") { daemon in
         let raw = try RawConnection(path: daemon.socketPath)
         _ = try raw.hello()
-        raw.send(request(id: 1, "weather", "get"))
+        raw.send(requestEnvelope(id: 1, "weather", "get"))
         #expect(try raw.receive().response.error.code == code(.unknownNamespace))
-        raw.send(request(id: 2, "diary", "burn"))
+        raw.send(requestEnvelope(id: 2, "diary", "burn"))
         #expect(try raw.receive().response.error.code == code(.unknownMethod))
     },
     HostileRow(name: "a 10 MiB diary text with a 1 MiB frame limit") { daemon in
@@ -129,7 +118,7 @@ let hostileRows: [HostileRow] = [
         add.title = "huge"
         add.text = String(repeating: "x", count: 10 << 20)
         add.emotion = .neutral
-        raw.write(frameBytes(request(id: 1, "diary", "add", try add.serializedData())))
+        raw.write(frameBytes(requestEnvelope(id: 1, "diary", "add", try add.serializedData())))
         let error = try raw.receive().connectionError
         #expect(error.error.code == code(.frameTooLarge))
         #expect(error.closing)
@@ -145,7 +134,7 @@ let hostileRows: [HostileRow] = [
         add.title = "once"
         add.text = "only once"
         add.emotion = .pleasant
-        let frame = frameBytes(request(id: 77, "diary", "add", try add.serializedData()))
+        let frame = frameBytes(requestEnvelope(id: 77, "diary", "add", try add.serializedData()))
         raw.write(frame + frame)
         let responses = [try raw.receive().response, try raw.receive().response]
         #expect(responses.allSatisfy { $0.id == 77 })
@@ -189,7 +178,7 @@ let hostileRows: [HostileRow] = [
         var topic = Mentory_V1_TopicSubscription()
         topic.topic = "mentor"
         subscribe.topics = [topic]
-        raw.send(request(id: 1, "session", "subscribe", try subscribe.serializedData()))
+        raw.send(requestEnvelope(id: 1, "session", "subscribe", try subscribe.serializedData()))
         // It reads only once the writers are done, so its client must buffer every event (the
         // default bound, MentoryClient.defaultEventBufferLimit, would end its stream with an overflow).
         let reader = try await MentoryClient.connect(
@@ -239,7 +228,7 @@ let hostileRows: [HostileRow] = [
             var set = Mentory_V1_MentorSetRequest()
             set.content = "parting shot \(index)"
             set.character = .warm
-            raw.send(request(id: 1, "mentor", "set", try set.serializedData()))
+            raw.send(requestEnvelope(id: 1, "mentor", "set", try set.serializedData()))
         }
         let client = try await daemon.client()
         #expect(try await client.mentorGet().message.content.hasPrefix("parting shot"))

@@ -12,17 +12,6 @@ func nonReadingPeer(_ daemon: DaemonProcess) throws -> RawConnection {
     try RawConnection(path: daemon.socketPath, sendTimeoutSeconds: 2)
 }
 
-private func envelope(id: UInt64, _ namespace: String, _ method: String, _ body: Data) -> Mentory_V1_Envelope {
-    var request = Mentory_V1_Request()
-    request.id = id
-    request.namespace = namespace
-    request.method = method
-    request.body = body
-    var envelope = Mentory_V1_Envelope()
-    envelope.request = request
-    return envelope
-}
-
 private func hello() -> Mentory_V1_Envelope {
     var hello = Mentory_V1_Hello()
     hello.protocolVersion = WireProtocol.version
@@ -54,7 +43,7 @@ private func fillDiary(_ daemon: DaemonProcess, count: Int) async throws {
                             format: "%04d-%02d-%02d", 1900 + next / 336, next / 28 % 12 + 1, next % 28 + 1)
                         add.title = "entry \(next)"
                         id += 1
-                        buffer.writeFrame(envelope(id: id, "diary", "add", try add.serializedData()))
+                        buffer.writeFrame(requestEnvelope(id: id, "diary", "add", try add.serializedData()))
                         sent += 1
                         next += connections
                     }
@@ -109,7 +98,7 @@ struct MemoryBoundTests {
         var list = Mentory_V1_DiaryListRequest()
         list.limit = 500
         let body = try list.serializedData()
-        let requests = (1...10_000).map { envelope(id: UInt64($0), "diary", "list", body) }
+        let requests = (1...10_000).map { requestEnvelope(id: UInt64($0), "diary", "list", body) }
         let offered = requests.reduce(0) { total, request in
             var buffer = ByteBuffer()
             buffer.writeFrame(request)
@@ -151,7 +140,7 @@ struct MemoryBoundTests {
         var subscribers: [RawConnection] = []
         for _ in 0..<8 {
             let peer = try nonReadingPeer(daemon)
-            _ = peer.send([hello(), envelope(id: 1, "session", "subscribe", body)])
+            _ = peer.send([hello(), requestEnvelope(id: 1, "session", "subscribe", body)])
             subscribers.append(peer)
         }
         defer {

@@ -112,3 +112,15 @@ final class RawConnection {
         }
     }
 }
+
+/// An envelope holding one request, as a raw connection sends it.
+func requestEnvelope(id: UInt64, _ namespace: String, _ method: String, _ body: Data = Data()) -> Mentory_V1_Envelope {
+    var request = Mentory_V1_Request()
+    request.id = id
+    request.namespace = namespace
+    request.method = method
+    request.body = body
+    var envelope = Mentory_V1_Envelope()
+    envelope.request = request
+    return envelope
+}
