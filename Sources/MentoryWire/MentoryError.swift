@@ -21,6 +21,8 @@ public enum MentoryError: Error, Equatable, Sendable {
     case alreadyHandshaken
     case tooManyConnections(String)
     case handshakeTimeout(seconds: Int)
+    case unavailable(String)
+    case deadlineExceeded(namespace: String, method: String, milliseconds: Int)
 
     /// The stable wire code.
     public var code: Mentory_V1_ErrorCode {
@@ -44,6 +46,8 @@ public enum MentoryError: Error, Equatable, Sendable {
         case .alreadyHandshaken: .alreadyHandshaken
         case .tooManyConnections: .tooManyConnections
         case .handshakeTimeout: .handshakeTimeout
+        case .unavailable: .unavailable
+        case .deadlineExceeded: .deadlineExceeded
         }
     }
 
@@ -88,6 +92,10 @@ public enum MentoryError: Error, Equatable, Sendable {
             reason
         case .handshakeTimeout(let seconds):
             "no Hello arrived within \(seconds) seconds"
+        case .unavailable(let reason):
+            reason
+        case .deadlineExceeded(let namespace, let method, let milliseconds):
+            "\(namespace).\(method) was not answered within its deadline of \(milliseconds) ms"
         }
     }
 

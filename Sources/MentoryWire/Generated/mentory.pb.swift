@@ -61,6 +61,15 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
   /// The daemon could not start (bad configuration, unusable database); the
   /// message says why and what to do. Sent as a closing ConnectionError.
   case startupFailed // = 20
+
+  /// The namespace is declared but cannot serve now (its plugin is not
+  /// connected, or a namespace it requires is down); the message says which
+  /// and since when. Retry later.
+  case unavailable // = 21
+
+  /// The request was not answered within its deadline (`timeout_ms`, or the
+  /// daemon's default).
+  case deadlineExceeded // = 22
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -90,6 +99,8 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     case 18: self = .tooManyConnections
     case 19: self = .handshakeTimeout
     case 20: self = .startupFailed
+    case 21: self = .unavailable
+    case 22: self = .deadlineExceeded
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -117,6 +128,8 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     case .tooManyConnections: return 18
     case .handshakeTimeout: return 19
     case .startupFailed: return 20
+    case .unavailable: return 21
+    case .deadlineExceeded: return 22
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -144,6 +157,8 @@ public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     .tooManyConnections,
     .handshakeTimeout,
     .startupFailed,
+    .unavailable,
+    .deadlineExceeded,
   ]
 
 }
@@ -289,6 +304,26 @@ public nonisolated enum Mentory_V1_Emotion: SwiftProtobuf.Enum, Swift.CaseIterab
 
 }
 
+/// A topic a namespace publishes on.
+public nonisolated struct Mentory_V1_TopicDeclaration: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The topic's name, as subscribers name it.
+  public var name: String = String()
+
+  /// The full name of the message of CHANGE events, e.g. "mentory.v1.DiaryChange".
+  public var change: String = String()
+
+  /// The full name of the message of SNAPSHOT and RESET events.
+  public var snapshot: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// The payload of every frame.
 public nonisolated struct Mentory_V1_Envelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -430,6 +465,11 @@ public nonisolated struct Mentory_V1_Request: Sendable {
   /// The method's request message, serialized (see docs/PROTOCOL.md).
   public var body: Data = Data()
 
+  /// Answer within this many milliseconds or fail with DEADLINE_EXCEEDED;
+  /// 0 means the daemon's default (`limits.requestTimeoutMilliseconds`).
+  /// A value above the default is lowered to it.
+  public var timeoutMs: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -483,6 +523,10 @@ public nonisolated struct Mentory_V1_Error: Sendable {
   public var code: UInt32 = 0
 
   public var message: String = String()
+
+  /// A stable code a handler defines for this failure within its namespace,
+  /// e.g. "diary.entry_conflict"; empty when `code` says all there is.
+  public var reason: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -647,6 +691,102 @@ public nonisolated struct Mentory_V1_UnsubscribeRequest: Sendable {
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+}
+
+/// Request of `describe`.
+public nonisolated struct Mentory_V1_DescribeRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Only this namespace; empty describes every namespace.
+  public var namespace: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One method of a namespace.
+public nonisolated struct Mentory_V1_MethodDescription: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  /// Full protobuf names of the request and reply messages, e.g. "mentory.v1.DiaryAddRequest".
+  public var request: String = String()
+
+  public var reply: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One topic of a namespace.
+public nonisolated struct Mentory_V1_TopicDescription: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  /// Full protobuf names of the CHANGE events' message and of the SNAPSHOT and RESET events' message.
+  public var change: String = String()
+
+  public var snapshot: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One namespace: everything needed to call it without its .proto file.
+public nonisolated struct Mentory_V1_NamespaceDescription: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var namespace: String = String()
+
+  public var version: UInt32 = 0
+
+  public var methods: [Mentory_V1_MethodDescription] = []
+
+  public var topics: [Mentory_V1_TopicDescription] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of `describe`.
+public nonisolated struct Mentory_V1_DescribeReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var namespaces: [Mentory_V1_NamespaceDescription] = []
+
+  /// The protobuf descriptors of every message named above and of everything
+  /// they depend on, enough to encode requests and decode replies and events
+  /// in any language.
+  public var descriptors: SwiftProtobuf.Google_Protobuf_FileDescriptorSet {
+    get {_descriptors ?? SwiftProtobuf.Google_Protobuf_FileDescriptorSet()}
+    set {_descriptors = newValue}
+  }
+  /// Returns true if `descriptors` has been explicitly set.
+  public var hasDescriptors: Bool {self._descriptors != nil}
+  /// Clears the value of `descriptors`. Subsequent reads from it will return its default value.
+  public mutating func clearDescriptors() {self._descriptors = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _descriptors: SwiftProtobuf.Google_Protobuf_FileDescriptorSet? = nil
 }
 
 /// Something the user can tick off.
@@ -1098,12 +1238,97 @@ public nonisolated struct Mentory_V1_DaemonReloadReply: Sendable {
   public init() {}
 }
 
+// MARK: - Extension support defined in mentory.proto.
+
+// MARK: - Extension Properties
+
+// Swift Extensions on the extended Messages to add easy access to the declared
+// extension fields. The names are based on the extension field name from the proto
+// declaration. To avoid naming collisions, the names are prefixed with the name of
+// the scope where the extend directive occurs.
+
+nonisolated extension SwiftProtobuf.Google_Protobuf_ServiceOptions {
+
+  /// The namespace the service is served under, e.g. "diary".
+  public var Mentory_V1_namespace: String {
+    get {return getExtensionValue(ext: Mentory_V1_Extensions_namespace) ?? String()}
+    set {setExtensionValue(ext: Mentory_V1_Extensions_namespace, value: newValue)}
+  }
+  /// Returns true if extension `Mentory_V1_Extensions_namespace`
+  /// has been explicitly set.
+  public var hasMentory_V1_namespace: Bool {
+    return hasExtensionValue(ext: Mentory_V1_Extensions_namespace)
+  }
+  /// Clears the value of extension `Mentory_V1_Extensions_namespace`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearMentory_V1_namespace() {
+    clearExtensionValue(ext: Mentory_V1_Extensions_namespace)
+  }
+
+  /// The version of the namespace's interface; bumped on incompatible change.
+  public var Mentory_V1_namespaceVersion: UInt32 {
+    get {return getExtensionValue(ext: Mentory_V1_Extensions_namespace_version) ?? 0}
+    set {setExtensionValue(ext: Mentory_V1_Extensions_namespace_version, value: newValue)}
+  }
+  /// Returns true if extension `Mentory_V1_Extensions_namespace_version`
+  /// has been explicitly set.
+  public var hasMentory_V1_namespaceVersion: Bool {
+    return hasExtensionValue(ext: Mentory_V1_Extensions_namespace_version)
+  }
+  /// Clears the value of extension `Mentory_V1_Extensions_namespace_version`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearMentory_V1_namespaceVersion() {
+    clearExtensionValue(ext: Mentory_V1_Extensions_namespace_version)
+  }
+
+  /// The topics the namespace publishes on.
+  public var Mentory_V1_topic: [Mentory_V1_TopicDeclaration] {
+    get {return getExtensionValue(ext: Mentory_V1_Extensions_topic) ?? []}
+    set {setExtensionValue(ext: Mentory_V1_Extensions_topic, value: newValue)}
+  }
+
+}
+
+// MARK: - File's ExtensionMap: Mentory_V1_Mentory_Extensions
+
+/// A `SwiftProtobuf.SimpleExtensionMap` that includes all of the extensions defined by
+/// this .proto file. It can be used any place an `SwiftProtobuf.ExtensionMap` is needed
+/// in parsing, or it can be combined with other `SwiftProtobuf.SimpleExtensionMap`s to create
+/// a larger `SwiftProtobuf.SimpleExtensionMap`.
+public nonisolated let Mentory_V1_Mentory_Extensions: SwiftProtobuf.SimpleExtensionMap = [
+  Mentory_V1_Extensions_namespace,
+  Mentory_V1_Extensions_namespace_version,
+  Mentory_V1_Extensions_topic
+]
+
+// Extension Objects - The only reason these might be needed is when manually
+// constructing a `SimpleExtensionMap`, otherwise, use the above _Extension Properties_
+// accessors for the extension fields on the messages directly.
+
+/// The namespace the service is served under, e.g. "diary".
+public nonisolated let Mentory_V1_Extensions_namespace = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalExtensionField<SwiftProtobuf.ProtobufString>, SwiftProtobuf.Google_Protobuf_ServiceOptions>(
+  _protobuf_fieldNumber: 51001,
+  fieldName: "mentory.v1.namespace"
+)
+
+/// The version of the namespace's interface; bumped on incompatible change.
+public nonisolated let Mentory_V1_Extensions_namespace_version = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalExtensionField<SwiftProtobuf.ProtobufUInt32>, SwiftProtobuf.Google_Protobuf_ServiceOptions>(
+  _protobuf_fieldNumber: 51002,
+  fieldName: "mentory.v1.namespace_version"
+)
+
+/// The topics the namespace publishes on.
+public nonisolated let Mentory_V1_Extensions_topic = SwiftProtobuf.MessageExtension<SwiftProtobuf.RepeatedMessageExtensionField<Mentory_V1_TopicDeclaration>, SwiftProtobuf.Google_Protobuf_ServiceOptions>(
+  _protobuf_fieldNumber: 51003,
+  fieldName: "mentory.v1.topic"
+)
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "mentory.v1"
 
 nonisolated extension Mentory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_HANDSHAKE_REQUIRED\0\u{1}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_TRUNCATED_FRAME\0\u{1}ERROR_CODE_UNKNOWN_NAMESPACE\0\u{1}ERROR_CODE_UNKNOWN_METHOD\0\u{1}ERROR_CODE_INVALID_ARGUMENT\0\u{1}ERROR_CODE_NOT_FOUND\0\u{1}ERROR_CODE_CONFLICT\0\u{1}ERROR_CODE_PERMISSION_DENIED\0\u{1}ERROR_CODE_DUPLICATE_REQUEST_ID\0\u{1}ERROR_CODE_TOO_MANY_REQUESTS\0\u{1}ERROR_CODE_STORAGE_FAILURE\0\u{1}ERROR_CODE_SHUTTING_DOWN\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_ALREADY_HANDSHAKEN\0\u{1}ERROR_CODE_TOO_MANY_CONNECTIONS\0\u{1}ERROR_CODE_HANDSHAKE_TIMEOUT\0\u{1}ERROR_CODE_STARTUP_FAILED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_HANDSHAKE_REQUIRED\0\u{1}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_TRUNCATED_FRAME\0\u{1}ERROR_CODE_UNKNOWN_NAMESPACE\0\u{1}ERROR_CODE_UNKNOWN_METHOD\0\u{1}ERROR_CODE_INVALID_ARGUMENT\0\u{1}ERROR_CODE_NOT_FOUND\0\u{1}ERROR_CODE_CONFLICT\0\u{1}ERROR_CODE_PERMISSION_DENIED\0\u{1}ERROR_CODE_DUPLICATE_REQUEST_ID\0\u{1}ERROR_CODE_TOO_MANY_REQUESTS\0\u{1}ERROR_CODE_STORAGE_FAILURE\0\u{1}ERROR_CODE_SHUTTING_DOWN\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_ALREADY_HANDSHAKEN\0\u{1}ERROR_CODE_TOO_MANY_CONNECTIONS\0\u{1}ERROR_CODE_HANDSHAKE_TIMEOUT\0\u{1}ERROR_CODE_STARTUP_FAILED\0\u{1}ERROR_CODE_UNAVAILABLE\0\u{1}ERROR_CODE_DEADLINE_EXCEEDED\0")
 }
 
 nonisolated extension Mentory_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
@@ -1116,6 +1341,46 @@ nonisolated extension Mentory_V1_MentorCharacter: SwiftProtobuf._ProtoNameProvid
 
 nonisolated extension Mentory_V1_Emotion: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EMOTION_UNSPECIFIED\0\u{1}EMOTION_VERY_UNPLEASANT\0\u{1}EMOTION_UNPLEASANT\0\u{1}EMOTION_SLIGHTLY_UNPLEASANT\0\u{1}EMOTION_NEUTRAL\0\u{1}EMOTION_SLIGHTLY_PLEASANT\0\u{1}EMOTION_PLEASANT\0\u{1}EMOTION_VERY_PLEASANT\0")
+}
+
+nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TopicDeclaration"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}change\0\u{1}snapshot\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.change) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.snapshot) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.change.isEmpty {
+      try visitor.visitSingularStringField(value: self.change, fieldNumber: 2)
+    }
+    if !self.snapshot.isEmpty {
+      try visitor.visitSingularStringField(value: self.snapshot, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_TopicDeclaration, rhs: Mentory_V1_TopicDeclaration) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.change != rhs.change {return false}
+    if lhs.snapshot != rhs.snapshot {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }
 
 nonisolated extension Mentory_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1380,7 +1645,7 @@ nonisolated extension Mentory_V1_HandlerDescription: SwiftProtobuf.Message, Swif
 
 nonisolated extension Mentory_V1_Request: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Request"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}namespace\0\u{1}method\0\u{1}body\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}namespace\0\u{1}method\0\u{1}body\0\u{3}timeout_ms\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1392,6 +1657,7 @@ nonisolated extension Mentory_V1_Request: SwiftProtobuf.Message, SwiftProtobuf._
       case 2: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.method) }()
       case 4: try { try decoder.decodeSingularBytesField(value: &self.body) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.timeoutMs) }()
       default: break
       }
     }
@@ -1410,6 +1676,9 @@ nonisolated extension Mentory_V1_Request: SwiftProtobuf.Message, SwiftProtobuf._
     if !self.body.isEmpty {
       try visitor.visitSingularBytesField(value: self.body, fieldNumber: 4)
     }
+    if self.timeoutMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.timeoutMs, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1418,6 +1687,7 @@ nonisolated extension Mentory_V1_Request: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.namespace != rhs.namespace {return false}
     if lhs.method != rhs.method {return false}
     if lhs.body != rhs.body {return false}
+    if lhs.timeoutMs != rhs.timeoutMs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1492,7 +1762,7 @@ nonisolated extension Mentory_V1_Response: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Mentory_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}reason\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1502,6 +1772,7 @@ nonisolated extension Mentory_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt32Field(value: &self.code) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.reason) }()
       default: break
       }
     }
@@ -1514,12 +1785,16 @@ nonisolated extension Mentory_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
     if !self.message.isEmpty {
       try visitor.visitSingularStringField(value: self.message, fieldNumber: 2)
     }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Mentory_V1_Error, rhs: Mentory_V1_Error) -> Bool {
     if lhs.code != rhs.code {return false}
     if lhs.message != rhs.message {return false}
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1862,6 +2137,205 @@ nonisolated extension Mentory_V1_UnsubscribeRequest: SwiftProtobuf.Message, Swif
 
   public static func ==(lhs: Mentory_V1_UnsubscribeRequest, rhs: Mentory_V1_UnsubscribeRequest) -> Bool {
     if lhs.topics != rhs.topics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_DescribeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DescribeRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}namespace\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_DescribeRequest, rhs: Mentory_V1_DescribeRequest) -> Bool {
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MethodDescription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MethodDescription"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}request\0\u{1}reply\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.request) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.reply) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.request.isEmpty {
+      try visitor.visitSingularStringField(value: self.request, fieldNumber: 2)
+    }
+    if !self.reply.isEmpty {
+      try visitor.visitSingularStringField(value: self.reply, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MethodDescription, rhs: Mentory_V1_MethodDescription) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.request != rhs.request {return false}
+    if lhs.reply != rhs.reply {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_TopicDescription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TopicDescription"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}change\0\u{1}snapshot\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.change) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.snapshot) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.change.isEmpty {
+      try visitor.visitSingularStringField(value: self.change, fieldNumber: 2)
+    }
+    if !self.snapshot.isEmpty {
+      try visitor.visitSingularStringField(value: self.snapshot, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_TopicDescription, rhs: Mentory_V1_TopicDescription) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.change != rhs.change {return false}
+    if lhs.snapshot != rhs.snapshot {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_NamespaceDescription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NamespaceDescription"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}namespace\0\u{1}version\0\u{1}methods\0\u{1}topics\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.version) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.methods) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.topics) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 1)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt32Field(value: self.version, fieldNumber: 2)
+    }
+    if !self.methods.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.methods, fieldNumber: 3)
+    }
+    if !self.topics.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.topics, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_NamespaceDescription, rhs: Mentory_V1_NamespaceDescription) -> Bool {
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.methods != rhs.methods {return false}
+    if lhs.topics != rhs.topics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_DescribeReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DescribeReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}namespaces\0\u{1}descriptors\0")
+
+  public var isInitialized: Bool {
+    if let v = self._descriptors, !v.isInitialized {return false}
+    return true
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.namespaces) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._descriptors) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.namespaces.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.namespaces, fieldNumber: 1)
+    }
+    try { if let v = self._descriptors {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_DescribeReply, rhs: Mentory_V1_DescribeReply) -> Bool {
+    if lhs.namespaces != rhs.namespaces {return false}
+    if lhs._descriptors != rhs._descriptors {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

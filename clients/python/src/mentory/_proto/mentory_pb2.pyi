@@ -1,3 +1,5 @@
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
+from google.protobuf import wrappers_pb2 as _wrappers_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -15,6 +17,7 @@ EMOTION_VERY_PLEASANT: Emotion
 EMOTION_VERY_UNPLEASANT: Emotion
 ERROR_CODE_ALREADY_HANDSHAKEN: ErrorCode
 ERROR_CODE_CONFLICT: ErrorCode
+ERROR_CODE_DEADLINE_EXCEEDED: ErrorCode
 ERROR_CODE_DUPLICATE_REQUEST_ID: ErrorCode
 ERROR_CODE_FRAME_TOO_LARGE: ErrorCode
 ERROR_CODE_HANDSHAKE_REQUIRED: ErrorCode
@@ -30,6 +33,7 @@ ERROR_CODE_STORAGE_FAILURE: ErrorCode
 ERROR_CODE_TOO_MANY_CONNECTIONS: ErrorCode
 ERROR_CODE_TOO_MANY_REQUESTS: ErrorCode
 ERROR_CODE_TRUNCATED_FRAME: ErrorCode
+ERROR_CODE_UNAVAILABLE: ErrorCode
 ERROR_CODE_UNKNOWN_METHOD: ErrorCode
 ERROR_CODE_UNKNOWN_NAMESPACE: ErrorCode
 ERROR_CODE_UNSPECIFIED: ErrorCode
@@ -40,6 +44,12 @@ EVENT_KIND_SNAPSHOT: EventKind
 MENTOR_CHARACTER_COOL: MentorCharacter
 MENTOR_CHARACTER_UNSPECIFIED: MentorCharacter
 MENTOR_CHARACTER_WARM: MentorCharacter
+NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+NAMESPACE_VERSION_FIELD_NUMBER: _ClassVar[int]
+TOPIC_FIELD_NUMBER: _ClassVar[int]
+namespace: _descriptor.FieldDescriptor
+namespace_version: _descriptor.FieldDescriptor
+topic: _descriptor.FieldDescriptor
 
 class ActionItem(_message.Message):
     __slots__ = ["done", "id", "text"]
@@ -66,6 +76,20 @@ class DaemonReloadReply(_message.Message):
 class DaemonReloadRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class DescribeReply(_message.Message):
+    __slots__ = ["descriptors", "namespaces"]
+    DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    descriptors: _descriptor_pb2.FileDescriptorSet
+    namespaces: _containers.RepeatedCompositeFieldContainer[NamespaceDescription]
+    def __init__(self, namespaces: _Optional[_Iterable[_Union[NamespaceDescription, _Mapping]]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ...) -> None: ...
+
+class DescribeRequest(_message.Message):
+    __slots__ = ["namespace"]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
 
 class DiaryAddRequest(_message.Message):
     __slots__ = ["action_items", "analysis", "created_at_unix_ms", "emotion", "id", "record_date", "text", "title"]
@@ -184,12 +208,14 @@ class Envelope(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ..., request: _Optional[_Union[Request, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., connection_error: _Optional[_Union[ConnectionError, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
-    __slots__ = ["code", "message"]
+    __slots__ = ["code", "message", "reason"]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     code: int
     message: str
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ["body", "epoch", "kind", "sequence", "topic"]
@@ -257,6 +283,28 @@ class MentorState(_message.Message):
     message: MentorMessage
     def __init__(self, message: _Optional[_Union[MentorMessage, _Mapping]] = ...) -> None: ...
 
+class MethodDescription(_message.Message):
+    __slots__ = ["name", "reply", "request"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reply: str
+    request: str
+    def __init__(self, name: _Optional[str] = ..., request: _Optional[str] = ..., reply: _Optional[str] = ...) -> None: ...
+
+class NamespaceDescription(_message.Message):
+    __slots__ = ["methods", "namespace", "topics", "version"]
+    METHODS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    methods: _containers.RepeatedCompositeFieldContainer[MethodDescription]
+    namespace: str
+    topics: _containers.RepeatedCompositeFieldContainer[TopicDescription]
+    version: int
+    def __init__(self, namespace: _Optional[str] = ..., version: _Optional[int] = ..., methods: _Optional[_Iterable[_Union[MethodDescription, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ...) -> None: ...
+
 class PeerState(_message.Message):
     __slots__ = ["is_app_installed", "is_paired", "is_reachable", "peer", "updated_at_unix_ms"]
     IS_APP_INSTALLED_FIELD_NUMBER: _ClassVar[int]
@@ -278,16 +326,18 @@ class ReachabilitySnapshot(_message.Message):
     def __init__(self, peers: _Optional[_Iterable[_Union[PeerState, _Mapping]]] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ["body", "id", "method", "namespace"]
+    __slots__ = ["body", "id", "method", "namespace", "timeout_ms"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     id: int
     method: str
     namespace: str
-    def __init__(self, id: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, id: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., body: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class Response(_message.Message):
     __slots__ = ["body", "error", "id"]
@@ -358,6 +408,26 @@ class SubscribeRequest(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicSubscription]
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicSubscription, _Mapping]]] = ...) -> None: ...
+
+class TopicDeclaration(_message.Message):
+    __slots__ = ["change", "name", "snapshot"]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    change: str
+    name: str
+    snapshot: str
+    def __init__(self, name: _Optional[str] = ..., change: _Optional[str] = ..., snapshot: _Optional[str] = ...) -> None: ...
+
+class TopicDescription(_message.Message):
+    __slots__ = ["change", "name", "snapshot"]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    change: str
+    name: str
+    snapshot: str
+    def __init__(self, name: _Optional[str] = ..., change: _Optional[str] = ..., snapshot: _Optional[str] = ...) -> None: ...
 
 class TopicPosition(_message.Message):
     __slots__ = ["sequence", "topic"]

@@ -1,0 +1,175 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import SwiftProtobuf
+
+/// A namespace's interface as its `.proto` `service` declares it: methods, topics and a version.
+///
+/// `protoc-gen-mentory` generates one conforming enum per `service` (see `scripts/generate-protos.sh`),
+/// such as `MentorySchema.Diary`. The enum is also a marker type: ``MethodSchema`` and ``TopicSchema``
+/// carry it, so a handler can only be given its own methods and publish only on its own topics.
+public protocol NamespaceSchema: Sendable {
+    /// The namespace's name on the wire, e.g. `diary`.
+    static var name: String { get }
+    /// The version of the namespace's interface.
+    static var version: UInt32 { get }
+    /// Every method, in declaration order.
+    static var methods: [MethodInfo] { get }
+    /// Every topic, in declaration order.
+    static var topics: [TopicInfo] { get }
+    /// The descriptors of the `.proto` file declaring the namespace and of every file it imports.
+    static var fileDescriptors: SchemaDescriptors { get }
+}
+
+extension NamespaceSchema {
+    /// The namespace's description, untyped.
+    public static var info: NamespaceInfo {
+        NamespaceInfo(name: Self.name, version: Self.version, methods: Self.methods, topics: Self.topics)
+    }
+}
+
+/// One method of namespace `Namespace`, typed by its request and reply messages.
+public struct MethodSchema<Namespace: NamespaceSchema, Request: SwiftProtobuf.Message, Reply: SwiftProtobuf.Message>:
+    Sendable
+{
+    /// The method's name on the wire, e.g. `add`.
+    public let name: String
+
+    /// Declares a method; generated code does this.
+    public init(name: String) {
+        self.name = name
+    }
+
+    /// The namespace's name on the wire.
+    public var namespace: String { Namespace.name }
+
+    /// The method's untyped description.
+    public var info: MethodInfo {
+        MethodInfo(name: self.name, request: Request.protoMessageName, reply: Reply.protoMessageName)
+    }
+}
+
+/// One topic of namespace `Namespace`, typed by the messages its events carry.
+public struct TopicSchema<Namespace: NamespaceSchema, Change: SwiftProtobuf.Message, Snapshot: SwiftProtobuf.Message>:
+    Sendable
+{
+    /// The topic's name, as subscribers name it.
+    public let name: String
+
+    /// Declares a topic; generated code does this.
+    public init(name: String) {
+        self.name = name
+    }
+
+    /// The topic's untyped description.
+    public var info: TopicInfo {
+        TopicInfo(name: self.name, change: Change.protoMessageName, snapshot: Snapshot.protoMessageName)
+    }
+}
+
+/// A method as `session.describe` lists it.
+public struct MethodInfo: Sendable, Hashable {
+    /// The method's name, e.g. `add`.
+    public var name: String
+    /// The full protobuf name of the request message, e.g. `mentory.v1.DiaryAddRequest`.
+    public var request: String
+    /// The full protobuf name of the reply message.
+    public var reply: String
+
+    public init(name: String, request: String, reply: String) {
+        self.name = name
+        self.request = request
+        self.reply = reply
+    }
+}
+
+/// A topic as `session.describe` lists it.
+public struct TopicInfo: Sendable, Hashable {
+    /// The topic's name.
+    public var name: String
+    /// The full protobuf name of the message CHANGE events carry.
+    public var change: String
+    /// The full protobuf name of the message SNAPSHOT and RESET events carry.
+    public var snapshot: String
+
+    public init(name: String, change: String, snapshot: String) {
+        self.name = name
+        self.change = change
+        self.snapshot = snapshot
+    }
+}
+
+/// A namespace as `session.describe` lists it.
+public struct NamespaceInfo: Sendable, Hashable {
+    public var name: String
+    public var version: UInt32
+    public var methods: [MethodInfo]
+    public var topics: [TopicInfo]
+
+    public init(name: String, version: UInt32, methods: [MethodInfo], topics: [TopicInfo]) {
+        self.name = name
+        self.version = version
+        self.methods = methods
+        self.topics = topics
+    }
+
+    /// The method named `name`, if the namespace has one.
+    public func method(named name: String) -> MethodInfo? {
+        self.methods.first { $0.name == name }
+    }
+
+    /// The description as `session.describe` sends it.
+    public var wireDescription: Mentory_V1_NamespaceDescription {
+        var description = Mentory_V1_NamespaceDescription()
+        description.namespace = self.name
+        description.version = self.version
+        description.methods = self.methods.map { method in
+            var wire = Mentory_V1_MethodDescription()
+            wire.name = method.name
+            wire.request = method.request
+            wire.reply = method.reply
+            return wire
+        }
+        description.topics = self.topics.map { topic in
+            var wire = Mentory_V1_TopicDescription()
+            wire.name = topic.name
+            wire.change = topic.change
+            wire.snapshot = topic.snapshot
+            return wire
+        }
+        return description
+    }
+}
+
+/// The `FileDescriptorProto`s of one `.proto` file and of every file it imports, as generated
+/// code embeds them: each serialized and then base64-encoded, dependencies first.
+public struct SchemaDescriptors: Sendable {
+    /// Each file's serialized `google.protobuf.FileDescriptorProto`, base64-encoded.
+    public let base64Files: [String]
+
+    /// Wraps the encoded files; generated code does this.
+    public init(base64Files: [String]) {
+        self.base64Files = base64Files
+    }
+
+    /// The files, decoded. Generated descriptors always decode; a file that does not is skipped.
+    public var files: [Google_Protobuf_FileDescriptorProto] {
+        self.base64Files.compactMap { encoded in
+            Data(base64Encoded: encoded).flatMap { try? Google_Protobuf_FileDescriptorProto(serializedBytes: $0) }
+        }
+    }
+
+    /// Merges descriptor sets, keeping the first file of each name, dependencies before dependents.
+    public static func merged(_ sets: [SchemaDescriptors]) -> Google_Protobuf_FileDescriptorSet {
+        var seen: Set<String> = []
+        var merged = Google_Protobuf_FileDescriptorSet()
+        for set in sets {
+            for file in set.files where seen.insert(file.name).inserted {
+                merged.file.append(file)
+            }
+        }
+        return merged
+    }
+}
