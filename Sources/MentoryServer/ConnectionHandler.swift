@@ -1,5 +1,6 @@
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import NIOCore
 

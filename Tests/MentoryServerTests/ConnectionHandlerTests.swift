@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import NIOCore
 import NIOEmbedded
@@ -54,29 +55,37 @@ final class PeerSimulator: ChannelOutboundHandler {
     }
 }
 
+/// A namespace for these tests: replies and events as large as asked.
+enum BlobSchema: NamespaceSchema {
+    static let name = "blob"
+    static let version: UInt32 = 1
+    static let get = MethodSchema<BlobSchema, Google_Protobuf_UInt32Value, Google_Protobuf_BytesValue>(name: "get")
+    static let publish = MethodSchema<BlobSchema, Google_Protobuf_UInt32Value, Mentory_V1_Empty>(name: "publish")
+    static let blobTopic = TopicSchema<BlobSchema, Mentory_V1_Hello, Mentory_V1_Hello>(name: "blob")
+    static let methods: [MethodInfo] = [get.info, publish.info]
+    static let topics: [TopicInfo] = [blobTopic.info]
+    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+}
+
 /// A handler whose replies and events are as large as asked.
 struct BlobHandler: MentoryHandler {
-    let namespace = "blob"
-    let methods = ["get", "publish"]
-    let topics = ["blob"]
+    typealias Namespace = BlobSchema
 
-    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        let size = Int(String(decoding: call.body, as: UTF8.self)) ?? 0
-        switch call.method {
-        case "get":
-            return Data(repeating: 0x42, count: size)
-        case "publish":
-            var body = Mentory_V1_Hello()
-            body.clientName = String(repeating: "e", count: size)
-            engine.publish(body, on: "blob")
-            return Data()
-        default:
-            throw .unknownMethod(namespace: self.namespace, method: call.method)
+    func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.on(Namespace.get) { request, _, _ in
+            Google_Protobuf_BytesValue(Data(repeating: 0x42, count: Int(request.value)))
         }
-    }
-
-    func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        Data("snapshot".utf8)
+        routes.on(Namespace.publish) { request, _, context in
+            var body = Mentory_V1_Hello()
+            body.clientName = String(repeating: "e", count: Int(request.value))
+            context.publish(body, on: Namespace.blobTopic)
+            return Mentory_V1_Empty()
+        }
+        routes.snapshot(Namespace.blobTopic) { _ in
+            var body = Mentory_V1_Hello()
+            body.clientName = "snapshot"
+            return body
+        }
     }
 }
 
@@ -168,7 +177,7 @@ struct Harness {
     }
 
     static func blob(_ id: UInt64, bytes: Int, method: String = "get") -> Mentory_V1_Envelope {
-        Self.request(id, "blob", method, Data("\(bytes)".utf8))
+        Self.request(id, "blob", method, Google_Protobuf_UInt32Value(UInt32(bytes)).wireBody())
     }
 }
 
@@ -270,7 +279,10 @@ struct ConnectionHandlerTests {
         #expect(failed.error.message.contains("4096"))
         let numbers = failed.error.message.split { !$0.isNumber }.compactMap { Int($0) }
         #expect(numbers.contains { $0 >= 10_000 }, "the size: \(failed.error.message)")
-        #expect(replies[1].response.id == 8 && replies[1].response.body.count == 100, "the connection goes on")
+        #expect(
+            replies[1].response.id == 8
+                && (try Google_Protobuf_BytesValue(serializedBytes: replies[1].response.body)).value.count == 100,
+            "the connection goes on")
         _ = try await harness.channel.finish()
     }
 

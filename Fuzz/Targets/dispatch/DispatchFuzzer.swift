@@ -22,6 +22,7 @@
 import Logging
 import MentoryDiary
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryMentor
 import MentoryReachability
 import MentoryStorage
