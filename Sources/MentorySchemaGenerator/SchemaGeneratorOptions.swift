@@ -8,7 +8,7 @@ import SwiftProtobufPluginLibrary
 /// | `Output` | `Swift` (`<file>.schema.swift`), `Markdown` (`<file>.namespaces.md`) | `Swift` |
 /// | `Visibility` | `Internal`, `Public`, `Package` (as protoc-gen-swift) | `Internal` |
 /// | `SchemaName` | the name of the container enum | from the package: `mentory.v1` gives `MentorySchema` |
-/// | `ImportMentoryWire` | `true`, `false` | `true` unless the file declares the `mentory.v1` options itself |
+/// | `ImportMentoryWire` | `true`, `false` | `true` unless the file is in the package `mentory.v1` |
 /// | `ProtoPathModuleMappings` | a module mappings file, as protoc-gen-swift takes it | none |
 /// | `FileNaming` | `FullPath`, `PathToUnderscores`, `DropPath` (as protoc-gen-swift) | `FullPath` |
 public struct SchemaGeneratorOptions {

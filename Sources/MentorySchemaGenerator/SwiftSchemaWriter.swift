@@ -41,11 +41,12 @@ struct SwiftSchemaWriter {
     }
 
     /// Whether the generated file must `import MentoryWire`: as `ImportMentoryWire` says, else unless the
-    /// file declares the schema options itself (then it is mentory.proto, compiled into MentoryWire).
+    /// file is in the package declaring the schema options (`mentory.v1`, compiled into MentoryWire) or
+    /// `ProtoPathModuleMappings` maps it to the module `MentoryWire`.
     static func importsMentoryWire(_ file: FileDescriptor, options: SchemaGeneratorOptions) -> Bool {
         if let explicit = options.importMentoryWire { return explicit }
         if options.mappings.moduleName(forFile: file) == "MentoryWire" { return false }
-        return !file.extensions.contains { $0.fullName == SchemaOptionNames.namespace }
+        return file.package != SchemaOptionNames.package
     }
 
     static func identifier(_ name: String) -> String {
@@ -81,7 +82,8 @@ struct SwiftSchemaWriter {
         var typeNames: Set<String> = []
         for namespace in self.namespaces {
             let context = "\(self.file.name): service \(namespace.service.name)"
-            guard !["namespaces", "fileDescriptors"].contains(namespace.service.name),
+            let containerMembers: Set = ["namespaces", "fileDescriptors", "self", "Self", "Type", "Protocol", "init"]
+            guard !containerMembers.contains(namespace.service.name),
                 typeNames.insert(namespace.service.name).inserted
             else {
                 throw .message("\(context): the service's name clashes with another member of the schema enum")
