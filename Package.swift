@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "MentoryHandlerKit", targets: ["MentoryHandlerKit"]),
         .library(name: "MentoryHandlerTesting", targets: ["MentoryHandlerTesting"]),
         .library(name: "MentoryDaemonKit", targets: ["MentoryDaemonKit"]),
+        .executable(name: "protoc-gen-mentory", targets: ["protoc-gen-mentory"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
@@ -58,6 +59,25 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The protoc plugin generating each namespace's typed schema (and PROTOCOL.md's method tables) from
+        // the `service` declarations; scripts/generate-protos.sh builds and runs it.
+        .target(
+            name: "MentorySchemaGenerator",
+            dependencies: [
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "protoc-gen-mentory",
+            dependencies: [
+                "MentorySchemaGenerator",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -237,10 +257,23 @@ let package = Package(
             name: "MentoryWireTests",
             dependencies: [
                 "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
             ],
+            swiftSettings: strictSwift6
+        ),
+        // protoc-gen-mentory in-process, and a third-party namespace (greeter.proto) compiled from its output.
+        .testTarget(
+            name: "MentorySchemaGeneratorTests",
+            dependencies: [
+                "MentoryWire",
+                "MentorySchemaGenerator",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
+            ],
+            exclude: ["Proto"],
             swiftSettings: strictSwift6
         ),
         .testTarget(
