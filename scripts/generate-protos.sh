@@ -7,6 +7,7 @@
 #   clients/python/src/mentory/_proto/mentory_pb2.py(i)  the Python client's messages (protoc's own)
 #   docs/PROTOCOL.md, between the `BEGIN/END GENERATED: namespaces` markers: the method and topic tables
 #   Tests/MentorySchemaGeneratorTests/Generated/          greeter.proto, a third-party namespace
+#   Examples/gratitude/Sources/GratitudeHandler/Generated/ the example handler package (docs/HANDLERS.md)
 #
 # Usage: scripts/generate-protos.sh [--check]
 #   --check   regenerate into a temporary folder and fail, listing the differences, if anything
@@ -56,11 +57,13 @@ swift_out=$out/Sources/MentoryWire/Generated
 python_out=$out/clients/python/src/mentory/_proto
 greeter_dir=Tests/MentorySchemaGeneratorTests
 greeter_out=$out/$greeter_dir/Generated
-mkdir -p "$swift_out" "$python_out" "$greeter_out" "$out/docs"
+gratitude_dir=Examples/gratitude/Sources/GratitudeHandler
+gratitude_out=$out/$gratitude_dir/Generated
+mkdir -p "$swift_out" "$python_out" "$greeter_out" "$gratitude_out" "$out/docs"
 
 # A regeneration replaces the folders' generated files, so a file whose source is gone disappears.
 if [ $check -eq 0 ]; then
-  rm -f "$swift_out"/*.swift "$greeter_out"/*.swift
+  rm -f "$swift_out"/*.swift "$greeter_out"/*.swift "$gratitude_out"/*.swift
 fi
 
 protoc \
@@ -115,9 +118,24 @@ protoc \
   --proto_path="$greeter_dir/Proto" \
   "$greeter_dir/Proto/greeter.proto"
 
+# The example handler package: gratitude.proto imports mentory.proto, whose types live in MentoryWire.
+protoc \
+  --plugin=protoc-gen-swift="$swift_plugin" \
+  --plugin=protoc-gen-mentory="$mentory_plugin" \
+  --swift_opt=Visibility=Public \
+  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_out="$gratitude_out" \
+  --mentory_opt=Visibility=Public \
+  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_out="$gratitude_out" \
+  --proto_path="$proto_dir" \
+  --proto_path="$gratitude_dir/Proto" \
+  "$gratitude_dir/Proto/gratitude.proto"
+
 if [ $check -eq 1 ]; then
   status=0
-  for path in Sources/MentoryWire/Generated clients/python/src/mentory/_proto $greeter_dir/Generated; do
+  for path in Sources/MentoryWire/Generated clients/python/src/mentory/_proto $greeter_dir/Generated \
+    $gratitude_dir/Generated; do
     # Only the generated kinds of file (the Python folder also holds __init__.py, and __pycache__).
     if ! diff -r -u -x '__init__.py' -x '__pycache__' "$path" "$out/$path" >"$work/diff" 2>&1; then
       status=1
