@@ -10,6 +10,21 @@ import SwiftProtobuf
 extension MentoryEngine {
     /// Answers a method of the built-in `session` namespace, declared by `service Session` in mentory.proto.
     func handleSession(_ body: Data, call: RequestContext) async throws -> Data {
+        guard call.method == MentorySchema.Session.subscribe.name else {
+            return try self.handleSessionWithoutSuspending(body, call: call)
+        }
+        let request = try Self.decode(MentorySchema.Session.subscribe, body)
+        return try await self.subscribe(call.connection.id, to: request).wireBody()
+    }
+
+    /// Answers a `session` method that does not suspend; `nil` for `subscribe`, which may.
+    func handleSessionImmediately(_ body: Data, call: RequestContext) throws -> Data? {
+        guard call.method != MentorySchema.Session.subscribe.name else { return nil }
+        // Every other session method answers without suspending.
+        return try self.handleSessionWithoutSuspending(body, call: call)
+    }
+
+    private func handleSessionWithoutSuspending(_ body: Data, call: RequestContext) throws -> Data {
         typealias Session = MentorySchema.Session
         switch call.method {
         case Session.ping.name:
@@ -18,9 +33,6 @@ extension MentoryEngine {
         case Session.status.name:
             _ = try Self.decode(Session.status, body)
             return self.status().wireBody()
-        case Session.subscribe.name:
-            let request = try Self.decode(Session.subscribe, body)
-            return try await self.subscribe(call.connection.id, to: request).wireBody()
         case Session.unsubscribe.name:
             let request = try Self.decode(Session.unsubscribe, body)
             self.unsubscribe(call.connection.id, from: request.topics)

@@ -276,7 +276,42 @@ public actor MentoryEngine {
         }
     }
 
+    /// Answers `request` at once when its route does not suspend, or returns `nil` when it must
+    /// run as a task (``dispatch(_:from:)``).
+    ///
+    /// The server calls this on the event loop, which is the engine's executor: a request answered
+    /// here costs no task and no hop.
+    package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
+        do {
+            let call = try self.admit(request, from: id)
+            let body: Data?
+            if request.namespace == MentorySchema.Session.name {
+                body = try self.handleSessionImmediately(request.body, call: call)
+            } else if let handler = self.handlers[request.namespace] {
+                body = try handler.respondImmediately(method: request.method, body: request.body, call: call)
+            } else {
+                throw MentoryError.unknownNamespace(request.namespace)
+            }
+            return body.map { .success(id: request.id, body: $0) }
+        } catch {
+            return .failure(id: request.id, error: self.wireError(error, for: request))
+        }
+    }
+
     private func route(_ request: Mentory_V1_Request, from id: ConnectionID) async throws -> Data {
+        let call = try self.admit(request, from: id)
+        if request.namespace == MentorySchema.Session.name {
+            return try await self.handleSession(request.body, call: call)
+        }
+        guard let handler = self.handlers[request.namespace] else {
+            throw MentoryError.unknownNamespace(request.namespace)
+        }
+        return try await handler.respond(method: request.method, body: request.body, call: call)
+    }
+
+    /// Checks that `request` may run now (not shutting down, a known connection, allowed by the
+    /// access policy) and builds its context.
+    private func admit(_ request: Mentory_V1_Request, from id: ConnectionID) throws -> RequestContext {
         guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
         guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
         guard
@@ -290,20 +325,13 @@ public actor MentoryEngine {
             self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
             throw MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
         }
-        let call = RequestContext(
+        return RequestContext(
             requestID: request.id,
             method: request.method,
             connection: connection.context,
             deadline: self.deadline(of: request),
             logger: self.logger
         )
-        if request.namespace == MentorySchema.Session.name {
-            return try await self.handleSession(request.body, call: call)
-        }
-        guard let handler = self.handlers[request.namespace] else {
-            throw MentoryError.unknownNamespace(request.namespace)
-        }
-        return try await handler.respond(method: request.method, body: request.body, call: call)
     }
 
     /// When the request's answer is due: its own `timeout_ms`, at most the configured default.

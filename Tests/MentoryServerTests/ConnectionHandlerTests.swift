@@ -194,6 +194,30 @@ private func code(_ code: Mentory_V1_ErrorCode) -> UInt32 { UInt32(code.rawValue
 
 @Suite("ConnectionHandler: back-pressure, framing and timeouts")
 struct ConnectionHandlerTests {
+    @Test("a request whose handler does not suspend is answered within the read, with no task; subscribe waits")
+    func immediateAnswers() async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        var subscribe = Mentory_V1_SubscribeRequest()
+        var topic = Mentory_V1_TopicSubscription()
+        topic.topic = "blob"
+        subscribe.topics = [topic]
+        var buffer = ByteBuffer()
+        buffer.writeFrame(Harness.request(1, "session", "ping"))
+        buffer.writeFrame(Harness.blob(2, bytes: 10))
+        buffer.writeFrame(Harness.request(3, "session", "subscribe", subscribe.wireBody()))
+        buffer.writeFrame(Harness.request(4, "session", "status"))
+        // Only the read itself runs: no task the loop has queued meanwhile.
+        try await harness.channel.writeInbound(buffer)
+        let immediate = try await harness.received()
+        #expect(immediate.compactMap { if case .response(let response) = $0.kind { response.id } else { nil } } == [1, 2, 4])
+        await harness.channel.testingEventLoop.run()
+        let later = try await harness.received()
+        #expect(later.compactMap { if case .response(let response) = $0.kind { response.id } else { nil } } == [3], "subscribe ran as a task")
+        #expect(later.events.map(\.kind) == [.snapshot])
+        _ = try await harness.channel.finish()
+    }
+
     @Test("past maxOutboundBytes the handler stops dispatching and reading; it resumes once the peer drains")
     func outboundBackPressure() async throws {
         let harness = try await Harness {
