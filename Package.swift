@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // Layer 1: the wire protocol. Messages and framing, nothing else.
@@ -34,11 +35,22 @@ let package = Package(
             exclude: ["Proto"],
             swiftSettings: strictSwift6
         ),
+        // Layer 2: the daemon's swift-metrics backend: bounded series, histograms, snapshots.
+        .target(
+            name: "MentoryMetrics",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         // Layer 2: the engine actor, its handler API, subscriptions and the clock.
         .target(
             name: "MentoryEngine",
             dependencies: [
                 "MentoryWire",
+                "MentoryMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -120,6 +132,8 @@ let package = Package(
                 "CMentoryShims",
                 "MentoryWire",
                 "MentoryEngine",
+                "MentoryMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -152,6 +166,8 @@ let package = Package(
                 "MentoryServer",
                 "MentoryStorageSQLite",
                 "MentoryStorageAdmin",
+                "MentoryMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
@@ -219,10 +235,22 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .testTarget(
+            name: "MentoryMetricsTests",
+            dependencies: [
+                "MentoryTestSupport",
+                "MentoryMetrics",
+                "MentoryClient",
+                "MentoryWire",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
             name: "MentoryEngineTests",
             dependencies: [
                 "MentoryTestSupport",
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
+                "MentoryMetrics",
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSwift6
@@ -235,6 +263,7 @@ let package = Package(
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // MARK: The daemon's modules under test (symlinked sources; keep in step with ../Package.swift).
@@ -35,9 +36,19 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .target(
+            name: "MentoryMetrics",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
             name: "MentoryEngine",
             dependencies: [
                 "MentoryWire",
+                "MentoryMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

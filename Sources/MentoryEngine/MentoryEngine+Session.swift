@@ -11,6 +11,7 @@ public enum SessionMethod: String, CaseIterable, Sendable {
     case status
     case subscribe
     case unsubscribe
+    case metrics
 }
 
 extension MentoryEngine {
@@ -32,6 +33,9 @@ extension MentoryEngine {
             let request = try call.decode(Mentory_V1_UnsubscribeRequest.self)
             self.unsubscribe(call.connection.id, from: request.topics)
             return Mentory_V1_Empty().wireBody()
+        case .metrics:
+            _ = try call.decode(Mentory_V1_MetricsRequest.self)
+            return self.metricsSnapshot().wireBody()
         }
     }
 

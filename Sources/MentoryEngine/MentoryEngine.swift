@@ -11,6 +11,7 @@
     import Darwin
 #endif
 import Logging
+import MentoryMetrics
 import MentoryWire
 import SwiftProtobuf
 
@@ -31,17 +32,22 @@ public actor MentoryEngine {
         /// The user the daemon runs as, trusted like root by the access policy (its peers could read
         /// the daemon's files anyway); `nil` trusts only root. Defaults to the process's effective uid.
         public var daemonUID: UInt32?
+        /// The largest reply body the engine itself builds (`session.metrics`), to fit one frame:
+        /// `ReplyBudget.bodyBytes(maxFrameLength:)` of the server's frame limit.
+        public var maxReplyBytes: Int
 
         public init(
             serverVersion: String,
             eventRingCapacity: Int = 4096,
             accessPolicy: AccessPolicy = .default,
-            daemonUID: UInt32? = geteuid()
+            daemonUID: UInt32? = geteuid(),
+            maxReplyBytes: Int = ReplyBudget.defaultBodyBytes
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
             self.accessPolicy = accessPolicy
             self.daemonUID = daemonUID
+            self.maxReplyBytes = maxReplyBytes
         }
     }
 
@@ -63,6 +69,10 @@ public actor MentoryEngine {
     public nonisolated let epoch: UInt64
     /// The engine's logger.
     public nonisolated let logger: Logger
+    /// Where the daemon's metrics are kept; `session.metrics` replies with its snapshot.
+    public nonisolated let metricsFactory: MentoryMetricsFactory
+    /// The engine's own metric objects, created once.
+    let metrics: EngineMetrics
 
     let startedAt = ContinuousClock.now
     var handlers: [String: any MentoryHandler] = [:]
@@ -79,16 +89,22 @@ public actor MentoryEngine {
     private var suppressedDenials = 0
 
     /// Creates an engine that runs on `executor`.
+    ///
+    /// `metrics` is where the engine records and what `session.metrics` reports: the daemon passes
+    /// the factory it bootstrapped swift-metrics with; by default the engine keeps its own.
     public init(
         configuration: Configuration,
         executor: any SerialExecutor,
         clock: any SessionClock = SystemSessionClock(),
-        logger: Logger = Logger(label: "mentoryd.engine")
+        logger: Logger = Logger(label: "mentoryd.engine"),
+        metrics: MentoryMetricsFactory = MentoryMetricsFactory()
     ) {
         self.configuration = configuration
         self.executor = executor
         self.clock = clock
         self.logger = logger
+        self.metricsFactory = metrics
+        self.metrics = EngineMetrics(factory: metrics)
         self.epoch = UInt64.random(in: 1...UInt64.max)
         self.accessPolicy = configuration.accessPolicy
     }
@@ -316,6 +332,7 @@ public actor MentoryEngine {
         event.epoch = self.epoch
         event = log.append(event)
         self.logs[topic] = log
+        self.metrics.recordPublished(topic)
         for id in self.subscriptions.subscribers(of: topic) {
             self.deliver(event, to: id)
         }
@@ -407,6 +424,7 @@ public actor MentoryEngine {
                 self.subscriptions.setDelivery(.overflowed, id, topic)
                 return
             }
+            if kind == .reset { self.metrics.recordReset(topic) }
             self.subscriptions.setDelivery(.live, id, topic)
             self.replay(topic, after: sequence, to: id)
             return

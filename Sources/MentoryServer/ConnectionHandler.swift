@@ -35,6 +35,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let configuration: ServerConfiguration
     private let logger: Logger
     private let credentials: PeerCredentials?
+    private let metrics: ServerMetrics
     private var phase = Phase.awaitingHello
     /// Whether the engine knows this connection (from the handshake until it is detached).
     private var attached = false
@@ -57,12 +58,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
         id: ConnectionID,
         configuration: ServerConfiguration,
         credentials: PeerCredentials?,
-        logger: Logger
+        logger: Logger,
+        metrics: ServerMetrics? = nil
     ) {
         self.engine = engine
         self.id = id
         self.configuration = configuration
         self.credentials = credentials
+        self.metrics = metrics ?? ServerMetrics(factory: engine.metricsFactory)
         var logger = logger
         logger[metadataKey: "connection"] = "\(id)"
         self.logger = logger
@@ -235,8 +238,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.inFlight[request.id] = "\(request.namespace).\(request.method)"
         let id = self.id
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let received = ContinuousClock.now
         self.onEngine { engine in
             let response = await engine.dispatch(request, from: id)
+            engine.recordRequest(request, response, duration: ContinuousClock.now - received)
             handler.value.finish(response)
         }
     }
@@ -353,6 +358,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.unflushed = true
         if !self.outboundPaused, self.outboundBytes >= self.configuration.maxOutboundBytes {
             self.outboundPaused = true
+            self.metrics.outboundBackpressure.increment()
             self.logger.debug(
                 "outbound bound reached; no longer reading this connection",
                 metadata: ["outboundBytes": "\(self.outboundBytes)"]

@@ -3,6 +3,7 @@ import MentoryDebug
 import MentoryDiary
 import MentoryEngine
 import MentoryMentor
+import MentoryMetrics
 import MentoryReachability
 import MentoryServer
 import MentoryStorage
@@ -43,6 +44,8 @@ struct Daemon {
     /// The level every logger follows; a reload changes it.
     let logLevel: DynamicLogLevel
     let systemd: Systemd
+    /// The swift-metrics backend bootstrapped at start-up; the engine serves its snapshot.
+    let metrics: MentoryMetricsFactory
     /// Reads the settings again, for a reload.
     let reloadSettings: @Sendable () async throws -> DaemonSettings
 
@@ -81,10 +84,12 @@ struct Daemon {
             configuration: .init(
                 serverVersion: self.version,
                 eventRingCapacity: self.settings.eventRingCapacity,
-                accessPolicy: self.settings.accessPolicy
+                accessPolicy: self.settings.accessPolicy,
+                maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength)
             ),
             executor: eventLoop.executor,
-            logger: self.logger
+            logger: self.logger,
+            metrics: self.metrics
         )
         let reloadRequests = ReloadRequests()
         var handlers: [any MentoryHandler] =

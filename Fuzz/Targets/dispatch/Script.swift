@@ -79,7 +79,7 @@ let methodTable: [(namespace: String, method: String)] = [
 
 /// The methods each namespace answers, as the shipped handlers declare them.
 let knownMethods: [String: Set<String>] = [
-    WireNames.session: ["ping", "status", "subscribe", "unsubscribe"],
+    WireNames.session: ["ping", "status", "subscribe", "unsubscribe", "metrics"],
     WireNames.mentor: ["set", "get", "completeTodo"],
     WireNames.reachability: ["report", "get"],
     WireNames.diary: ["add", "get", "list", "delete", "setSuggestionDone"],
