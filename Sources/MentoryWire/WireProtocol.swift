@@ -16,7 +16,7 @@ public enum WireProtocol {
 
 /// A well-known namespace or topic name.
 public enum WireNames {
-    /// The namespace built into the daemon: `ping`, `status`, `subscribe`, `unsubscribe`.
+    /// The namespace built into the daemon: `ping`, `status`, `subscribe`, `unsubscribe`, `metrics`.
     public static let session = "session"
     /// The mentor handler's namespace and topic.
     public static let mentor = "mentor"

@@ -18,6 +18,7 @@ METHODS: Dict[Tuple[str, str], Tuple[Type[Message], Type[Message]]] = {
     ("session", "status"): (pb.Empty, pb.StatusReply),
     ("session", "subscribe"): (pb.SubscribeRequest, pb.SubscribeReply),
     ("session", "unsubscribe"): (pb.UnsubscribeRequest, pb.Empty),
+    ("session", "metrics"): (pb.MetricsRequest, pb.MetricsReply),
     ("mentor", "set"): (pb.MentorSetRequest, pb.MentorState),
     ("mentor", "get"): (pb.Empty, pb.MentorState),
     ("mentor", "completeTodo"): (pb.MentorCompleteTodoRequest, pb.MentorState),
