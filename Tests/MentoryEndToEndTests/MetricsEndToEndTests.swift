@@ -67,6 +67,39 @@ struct MetricsEndToEndTests {
         #expect(await daemon.stop() == 0)
     }
 
+    @Test("a connection refused at the limit is counted with its reason")
+    func refusedConnections() async throws {
+        let daemon = try await DaemonProcess(environment: [
+            "MENTORYD_LIMITS_MAX_CONNECTIONS": "2", "MENTORYD_STORAGE_BACKEND": "memory",
+        ])
+        defer { daemon.removeFiles() }
+        // Open connections until one is refused (the start-up probe's may still count for a moment).
+        var held: [MentoryClient] = []
+        var wasRefused = false
+        while !wasRefused, held.count < 10 {
+            do {
+                held.append(try await daemon.client())
+            } catch {
+                wasRefused = true
+            }
+        }
+        #expect(wasRefused && held.count <= 2)
+        for client in held { await client.close() }
+        // The daemon notices the closes on its own time: ask until a slot is free.
+        var metrics = try await daemon.ctl(["metrics", "--json"])
+        let deadline = ContinuousClock.now + .seconds(30)
+        while metrics.status != 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            metrics = try await daemon.ctl(["metrics", "--json"])
+        }
+        #expect(metrics.status == 0, "\(metrics.stderr)")
+        let reply = try Mentory_V1_MetricsReply(jsonString: metrics.stdout)
+        let refused = Self.value(reply, "mentoryd_connections_refused_total", ["reason": "max_connections"]) ?? 0
+        #expect(refused >= 1)
+        #expect(Self.value(reply, "mentoryd_connections_refused_total", ["reason": "credentials"]) == 0)
+        #expect(await daemon.stop() == 0)
+    }
+
     static func entry() -> Mentory_V1_DiaryAddRequest {
         var request = Mentory_V1_DiaryAddRequest()
         request.recordDate = "2026-11-21"
