@@ -44,6 +44,8 @@ final class EngineMetrics {
         duration: Duration,
         declared: (String) -> [String]?
     ) {
+        // Codes mentory.proto does not declare (a future plugin's) share one key, as they share a label.
+        let code = ResultCodeLabel.isDeclared(code) ? code : .max
         var key = RequestKey(namespace: Self.unknown, method: Self.unknown, code: code)
         if let methods = self.declaredMethods[namespace] {
             key.namespace = namespace

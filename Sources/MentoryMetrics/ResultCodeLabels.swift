@@ -13,6 +13,11 @@ public enum ResultCodeLabel {
         code == 0 ? Self.ok : Self.names[code] ?? Self.unknown
     }
 
+    /// Whether `code` is 0 or an `ErrorCode` mentory.proto declares.
+    public static func isDeclared(_ code: UInt32) -> Bool {
+        code == 0 || Self.names[code] != nil
+    }
+
     /// The names of `ErrorCode`, read once from the schema's embedded descriptors (one source of truth).
     static let names: [UInt32: String] = {
         let prefix = "ERROR_CODE_"

@@ -180,5 +180,7 @@ struct MetricsBackendTests {
         #expect(ResultCodeLabel.label(UInt32(Mentory_V1_ErrorCode.notFound.rawValue)) == "NOT_FOUND")
         #expect(ResultCodeLabel.label(UInt32(Mentory_V1_ErrorCode.unknownMethod.rawValue)) == "UNKNOWN_METHOD")
         #expect(ResultCodeLabel.label(9_999) == "unknown")
+        #expect(ResultCodeLabel.isDeclared(0) && ResultCodeLabel.isDeclared(22))
+        #expect(!ResultCodeLabel.isDeclared(9_999) && !ResultCodeLabel.isDeclared(.max))
     }
 }
