@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
     ],
     targets: [
         // Layer 1: the wire protocol. Messages and framing, nothing else.
@@ -57,6 +58,7 @@ let package = Package(
                 "MentoryStorage",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -257,6 +259,7 @@ let package = Package(
                 "MentoryStorage",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6
         ),
