@@ -244,11 +244,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    public func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+    nonisolated(nonsending) public func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
         try await self.read { db in try DiaryRows.entry(id: id, in: db) }
     }
 
-    public func entries(limit: Int, before: String?) async throws(MentoryError) -> [Mentory_V1_DiaryEntry] {
+    nonisolated(nonsending) public func entries(limit: Int, before: String?) async throws(MentoryError)
+        -> [Mentory_V1_DiaryEntry]
+    {
         try await self.read { db in try DiaryRows.entries(limit: limit, before: before, in: db) }
     }
 
@@ -288,7 +290,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     // MARK: MentorStateStore
 
-    public func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState {
+    nonisolated(nonsending) public func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState {
         try await self.read { db in try MentorRows.load(from: db) }
     }
 
@@ -371,7 +373,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     // MARK: Opening
 
-    private func read<T: Sendable>(
+    nonisolated(nonsending) private func read<T: Sendable>(
         _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(MentoryError) -> T {
         do {
