@@ -1,6 +1,6 @@
-import Metrics
 import GRDB
 import MentoryWire
+import Metrics
 import Synchronization
 
 /// How the group commit has batched the writes so far.
@@ -21,7 +21,7 @@ public struct CommitStatistics: Sendable, Equatable {
 /// factory given in ``SQLiteSessionStore/Configuration/metricsFactory``, else the one bootstrapped
 /// in `MetricsSystem`).
 public enum StorageMetricLabels {
-    /// Counter: transactions committed.
+    /// Counter: transactions committed (a lone write that was refused, and so rolled back, is none).
     public static let commits = "mentoryd_storage_commits_total"
     /// Recorder: the writes (diary entries, deletes, mentor saves) in each committed transaction.
     public static let batchEntries = "mentoryd_storage_commit_batch_entries"
@@ -93,7 +93,7 @@ final class GroupCommitQueue: Sendable {
     }
 
     /// The metrics recorded once per commit, created once.
-    private struct Metrics: Sendable {
+    private struct CommitMetrics: Sendable {
         let commits: Counter
         let batchEntries: Recorder
         let fsyncDuration: Timer
@@ -111,7 +111,7 @@ final class GroupCommitQueue: Sendable {
     private let path: String
     private let maxBatchSize: Int
     private let maxQueuedWrites: Int
-    private let metrics: Metrics
+    private let metrics: CommitMetrics
     // SAFETY: the lock guards only the queue of pending writes and its counters, not domain state,
     // and is never held across SQLite work, an await or a continuation's resumption: each holder
     // appends or takes a slice of the array and lets go. It replaces an actor hop per write.
@@ -128,7 +128,7 @@ final class GroupCommitQueue: Sendable {
         self.path = path
         self.maxBatchSize = max(1, maxBatchSize)
         self.maxQueuedWrites = max(1, maxQueuedWrites)
-        self.metrics = Metrics(factory: metricsFactory)
+        self.metrics = CommitMetrics(factory: metricsFactory)
     }
 
     /// Writes queued and not yet in a transaction.
