@@ -118,6 +118,7 @@ let package = Package(
                 "MentoryStorage",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -375,6 +376,7 @@ let package = Package(
                 "MentoryStorage",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -268,14 +268,16 @@ func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
 
 let options = try Options(arguments: CommandLine.arguments)
 let binary = try mentorydPath()
-var rows: [Measurement] = []
+// Each mentoryd row is measured right before its baseline row, so that a ratio compares runs made
+// under the same disk and CPU conditions (on a shared machine, fsync latency drifts within seconds).
+var daemonRows: [Measurement] = []
+var baselineRows: [Measurement] = []
 for clients in options.clientCounts {
-    rows.append(
+    daemonRows.append(
         try await measureDaemon(binary: binary, root: options.directory, clients: clients, seconds: options.seconds))
+    baselineRows.append(try measureBaseline(root: options.directory, clients: clients, seconds: options.seconds))
 }
-for clients in options.clientCounts {
-    rows.append(try measureBaseline(root: options.directory, clients: clients, seconds: options.seconds))
-}
+let rows = daemonRows + baselineRows
 
 print("durable diary add (WAL, synchronous=FULL), \(options.seconds) s per row, files under \(options.directory)")
 print(

@@ -61,7 +61,11 @@ enum StoreBootstrap {
             let store: SQLiteSessionStore
             do {
                 // The open may wait for another daemon's lock: on a thread of its own, off the pool.
-                store = try await SQLiteSessionStore.opened(configuration: .init(path: path))
+                var configuration = SQLiteSessionStore.Configuration(path: path)
+                // Never refuse a write the server admitted: the commit queue holds at most one write
+                // per request in flight.
+                configuration.maxQueuedWrites = settings.maxConnections * settings.maxRequestsInFlight
+                store = try await SQLiteSessionStore.opened(configuration: configuration)
             } catch {
                 throw StoreStartupError(description: "cannot open the store: \(error.message)")
             }

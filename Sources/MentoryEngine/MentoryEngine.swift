@@ -417,7 +417,7 @@ public actor MentoryEngine {
     /// Handlers reach this only through their ``HandlerContext``, whose types let them name their
     /// own topics and no others.
     func publish(_ body: Data, on topic: String) {
-        guard var log = self.logs[topic] else {
+        guard self.logs[topic] != nil else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
             return
         }
@@ -426,8 +426,8 @@ public actor MentoryEngine {
         event.kind = .change
         event.body = body
         event.epoch = self.epoch
-        event = log.append(event)
-        self.logs[topic] = log
+        // Appended in place: taking the ring out of the dictionary would copy all of it (copy-on-write).
+        event = self.logs[topic]!.append(event)
         self.metrics.recordPublished(topic)
         for id in self.subscriptions.subscribers(of: topic) {
             self.deliver(event, to: id)

@@ -220,11 +220,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let sink = ChannelEventSink(handler: handler)
         let maxFrameLength = UInt32(clamping: self.configuration.maxFrameLength)
         self.logger.debug("handshake", metadata: ["client": "\(hello.clientName)"])
-        self.onEngine { engine in
-            var welcome = engine.attach(connection, sink: sink)
-            welcome.maxFrameLength = maxFrameLength
-            handler.value.sendWelcome(welcome)
-        }
+        // Attached at once (the engine's executor is this event loop), so a request pipelined right
+        // behind the Hello finds its connection, whether it is answered at once or as a task.
+        var welcome = self.engine.assumeIsolated { engine in engine.attach(connection, sink: sink) }
+        welcome.maxFrameLength = maxFrameLength
+        self.sendWelcome(welcome)
     }
 
     private func handleRequest(_ request: Mentory_V1_Request) {
@@ -239,14 +239,17 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let id = self.id
         let received = ContinuousClock.now
         // A request whose handler does not suspend is answered here, on the event loop (the engine's
-        // executor), with no task; the loop handling pending frames goes on with the next one.
-        let immediate = self.engine.assumeIsolated { engine in
-            let response = engine.dispatchImmediately(request, from: id)
-            if let response {
-                engine.recordRequest(request, response, duration: ContinuousClock.now - received)
-            }
-            return response
-        }
+        // executor), with no task; the loop handling pending frames goes on with the next one. Behind a
+        // request still in flight it waits its turn as a task instead, so requests start in the order sent.
+        let immediate: Mentory_V1_Response? =
+            self.inFlight.isEmpty
+            ? self.engine.assumeIsolated { engine in
+                let response = engine.dispatchImmediately(request, from: id)
+                if let response {
+                    engine.recordRequest(request, response, duration: ContinuousClock.now - received)
+                }
+                return response
+            } : nil
         if let immediate {
             if self.phase != .closing {
                 self.send(response: immediate, method: "\(request.namespace).\(request.method)")

@@ -1,5 +1,7 @@
 import GRDB
 import MentoryWire
+import Metrics
+import Synchronization
 
 /// How the group commit has batched the writes so far.
 public struct CommitStatistics: Sendable, Equatable {
@@ -9,73 +11,173 @@ public struct CommitStatistics: Sendable, Equatable {
     public var writes = 0
     /// The most writes one transaction held.
     public var largestBatch = 0
+    /// Transactions that failed as a whole, every write in them answered with a storage failure.
+    public var failedBatches = 0
 
     public init() {}
 }
 
+/// The labels of the metrics the store records once per commit (with swift-metrics, on the
+/// factory given in ``SQLiteSessionStore/Configuration/metricsFactory``, else the one bootstrapped
+/// in `MetricsSystem`).
+public enum StorageMetricLabels {
+    /// Counter: transactions committed (a lone write that was refused, and so rolled back, is none).
+    public static let commits = "mentoryd_storage_commits_total"
+    /// Recorder: the writes (diary entries, deletes, mentor saves) in each committed transaction.
+    public static let batchEntries = "mentoryd_storage_commit_batch_entries"
+    /// Timer, nanoseconds: how long each `COMMIT` took, which includes the log's fsync.
+    public static let fsyncDuration = "mentoryd_storage_fsync_seconds"
+    /// Counter: transactions that failed (their writes were all answered with a storage failure).
+    public static let commitFailures = "mentoryd_storage_commit_failures_total"
+}
+
 /// Runs writes in shared transactions so that concurrent writers share one fsync.
 ///
-/// A write is queued, and a single drain task commits the queue in batches: while one batch's
-/// transaction is being committed (and fsynced), new writes queue up and go into the next one. So
-/// a lone writer pays one transaction, and N concurrent writers pay far fewer than N.
+/// **Where it runs.** The queue has no thread or actor of its own: a write is appended to the
+/// queue on the caller's executor, and the batches are committed on GRDB's writer, one
+/// `writeWithoutTransaction` access per batch. The first write that finds the queue idle schedules
+/// that access; while a batch is being committed (and fsynced), later writes only append to the
+/// queue, and the access that committed the batch schedules the next one, which takes everything
+/// queued meanwhile. A write therefore costs one hop to the writer (shared by its batch) and one
+/// back to its caller; a lone writer pays one transaction and waits for nothing else: there is no
+/// batching delay.
 ///
-/// Each write runs inside its own savepoint within the batch's transaction, so a write that fails
-/// (a conflict, say) rolls back alone and the others still commit. Every caller is resumed only
-/// after the transaction holding its write committed; when that commit fails, every write of the
-/// batch fails with the commit's error and none is acknowledged.
-actor GroupCommitQueue {
+/// **Bounds.** One transaction holds at most `maxBatchSize` writes; the queue holds at most
+/// `maxQueuedWrites`, and a write beyond that fails at once with ``MentoryError/unavailable(_:)``
+/// (the daemon sets it to the most requests it has in flight, so it never refuses a write there).
+///
+/// **Outcomes.** Each write runs inside its own savepoint within the batch's transaction (a batch
+/// of one needs none), so a write that fails (a conflict, say) rolls back alone and the others
+/// still commit. Every caller is resumed only after the transaction holding its write committed;
+/// when that transaction fails, every write of the batch fails with
+/// ``MentoryError/storageFailure(_:)`` and none is acknowledged, and the queue goes on with the
+/// next batch.
+final class GroupCommitQueue: Sendable {
     /// A queued write.
     private struct PendingWrite: Sendable {
-        /// Applies the write inside the batch's transaction and returns how to answer its caller
-        /// once that transaction committed.
-        let apply: @Sendable (Database) throws -> @Sendable () -> Void
+        /// Applies the write inside the batch's transaction and says how to answer its caller once
+        /// that transaction ended. `shared` is whether other writes share the transaction (then the
+        /// write runs in a savepoint of its own); it throws only when the whole transaction is lost.
+        let apply: @Sendable (_ db: Database, _ shared: Bool) throws -> Applied
         /// Answers the caller when the batch failed as a whole.
         let fail: @Sendable (MentoryError) -> Void
+    }
+
+    /// A write applied in a batch's transaction.
+    private struct Applied: Sendable {
+        /// Answers the caller; called once the transaction ended.
+        var answer: @Sendable () -> Void
+        /// Whether the write, alone in its transaction, was refused: the transaction must be rolled
+        /// back rather than committed (shared writes roll back their own savepoint instead).
+        var mustRollBack: Bool
+    }
+
+    /// The queue's state, shared by the callers that append and the writer that commits.
+    private struct State {
+        /// Writes not yet in a transaction, oldest first; at most `maxQueuedWrites`.
+        var pending: [PendingWrite] = []
+        /// Whether an access to the writer is scheduled or running that will take the queued writes.
+        var isDraining = false
+        var isClosed = false
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
+        var statistics = CommitStatistics()
+
+        var queuedCount: Int { self.pending.count }
+    }
+
+    /// What a caller does after appending.
+    private enum Admission {
+        case queued
+        case startDrain
+        case refused(MentoryError)
+    }
+
+    /// The metrics recorded once per commit, created once.
+    private struct CommitMetrics: Sendable {
+        let commits: Counter
+        let batchEntries: Recorder
+        let fsyncDuration: Timer
+        let commitFailures: Counter
+
+        init(factory: any MetricsFactory) {
+            self.commits = Counter(label: StorageMetricLabels.commits, factory: factory)
+            self.batchEntries = Recorder(label: StorageMetricLabels.batchEntries, factory: factory)
+            self.fsyncDuration = Timer(label: StorageMetricLabels.fsyncDuration, factory: factory)
+            self.commitFailures = Counter(label: StorageMetricLabels.commitFailures, factory: factory)
+        }
     }
 
     private let writer: any DatabaseWriter
     private let path: String
     private let maxBatchSize: Int
-    private var pending: [PendingWrite] = []
-    private var isDraining = false
-    private var isClosed = false
-    private var drainWaiters: [CheckedContinuation<Void, Never>] = []
-    private(set) var statistics = CommitStatistics()
+    private let maxQueuedWrites: Int
+    private let metrics: CommitMetrics
+    // SAFETY: the lock guards only the queue of pending writes and its counters, not domain state,
+    // and is never held across SQLite work, an await or a continuation's resumption: each holder
+    // appends or takes a slice of the array and lets go. It replaces an actor hop per write.
+    private let state = Mutex(State())
 
-    init(writer: any DatabaseWriter, path: String, maxBatchSize: Int) {
+    init(
+        writer: any DatabaseWriter,
+        path: String,
+        maxBatchSize: Int,
+        maxQueuedWrites: Int,
+        metricsFactory: any MetricsFactory
+    ) {
         self.writer = writer
         self.path = path
         self.maxBatchSize = max(1, maxBatchSize)
+        self.maxQueuedWrites = max(1, maxQueuedWrites)
+        self.metrics = CommitMetrics(factory: metricsFactory)
     }
 
     /// Writes queued and not yet in a transaction.
-    var queuedCount: Int { self.pending.count }
+    var queuedCount: Int { self.state.withLock { $0.queuedCount } }
+
+    /// How the writes so far were batched.
+    var statistics: CommitStatistics { self.state.withLock { $0.statistics } }
 
     /// Runs `body` in the next batch's transaction and returns its value once that transaction committed.
     ///
     /// `body` may throw ``MentoryError`` to refuse the write (its savepoint is rolled back); SQLite
-    /// errors become ``MentoryError/storageFailure(_:)``.
-    func submit<T: Sendable>(
+    /// errors become ``MentoryError/storageFailure(_:)``. Runs on the caller's executor until it
+    /// waits for the commit.
+    nonisolated(nonsending) func submit<T: Sendable>(
         _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(MentoryError) -> T {
         let path = self.path
+        let maxQueuedWrites = self.maxQueuedWrites
         let result: Result<T, MentoryError> = await withCheckedContinuation { continuation in
-            guard !self.isClosed else {
-                continuation.resume(returning: .failure(.storageFailure("the database \(path) is closed")))
-                return
-            }
-            self.pending.append(
-                PendingWrite(
-                    apply: { db in
-                        let outcome = try Self.attempt(body, in: db, path: path)
-                        return { continuation.resume(returning: outcome) }
-                    },
-                    fail: { error in continuation.resume(returning: .failure(error)) }
-                )
+            let write = PendingWrite(
+                apply: { db, shared in
+                    let outcome = try Self.attempt(body, in: db, shared: shared, path: path)
+                    let failed: Bool
+                    if case .failure = outcome { failed = true } else { failed = false }
+                    return Applied(answer: { continuation.resume(returning: outcome) }, mustRollBack: !shared && failed)
+                },
+                fail: { error in continuation.resume(returning: .failure(error)) }
             )
-            if !self.isDraining {
-                self.isDraining = true
-                Task { await self.drain() }
+            let admission = self.state.withLock { state -> Admission in
+                guard !state.isClosed else {
+                    return .refused(.storageFailure("the database \(path) is closed"))
+                }
+                guard state.queuedCount < maxQueuedWrites else {
+                    return .refused(
+                        .unavailable(
+                            "\(maxQueuedWrites) writes are already waiting for the database \(path); retry later"))
+                }
+                state.pending.append(write)
+                guard !state.isDraining else { return .queued }
+                state.isDraining = true
+                return .startDrain
+            }
+            switch admission {
+            case .queued:
+                break
+            case .startDrain:
+                self.scheduleBatch()
+            case .refused(let error):
+                continuation.resume(returning: .failure(error))
             }
         }
         return try result.get()
@@ -85,61 +187,140 @@ actor GroupCommitQueue {
     ///
     /// Returns `true` the first time only.
     func close() async -> Bool {
-        guard !self.isClosed else { return false }
-        self.isClosed = true
-        if self.isDraining {
-            await withCheckedContinuation { self.drainWaiters.append($0) }
+        let (first, draining) = self.state.withLock { state in
+            defer { state.isClosed = true }
+            return (!state.isClosed, state.isDraining)
+        }
+        guard first else { return false }
+        if draining {
+            await withCheckedContinuation { continuation in
+                let idle = self.state.withLock { state in
+                    guard state.isDraining else { return true }
+                    state.drainWaiters.append(continuation)
+                    return false
+                }
+                if idle { continuation.resume() }
+            }
         }
         return true
     }
 
-    private func drain() async {
-        while !self.pending.isEmpty {
-            let count = min(self.pending.count, self.maxBatchSize)
-            let batch = Array(self.pending[..<count])
-            self.pending.removeFirst(count)
-            await self.commit(batch)
+    /// Commits the next batch on the writer: one access to it per batch, so that other accesses
+    /// (a checkpoint, a settings query) get their turn between batches.
+    private func scheduleBatch() {
+        self.writer.asyncWriteWithoutTransaction { db in
+            self.commitNextBatch(db)
         }
-        self.isDraining = false
-        let waiters = self.drainWaiters
-        self.drainWaiters = []
+    }
+
+    /// Takes up to `maxBatchSize` queued writes, commits them in one transaction, answers them, and
+    /// schedules the next batch when writes queued up meanwhile.
+    private func commitNextBatch(_ db: Database) {
+        let maxBatchSize = self.maxBatchSize
+        let batch = self.state.withLock { state -> [PendingWrite] in
+            let count = min(state.pending.count, maxBatchSize)
+            guard count > 0 else { return [] }
+            let batch = Array(state.pending[..<count])
+            if count == state.pending.count {
+                // The common case: the batch takes the whole queue.
+                state.pending.removeAll(keepingCapacity: state.pending.capacity <= 4 * maxBatchSize)
+            } else {
+                state.pending.removeFirst(count)
+            }
+            state.statistics.batches += 1
+            state.statistics.writes += batch.count
+            state.statistics.largestBatch = max(state.statistics.largestBatch, batch.count)
+            return batch
+        }
+        if !batch.isEmpty {
+            self.commit(batch, in: db)
+        }
+        let (more, waiters) = self.state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+            if state.queuedCount > 0 { return (true, []) }
+            state.isDraining = false
+            defer { state.drainWaiters = [] }
+            return (false, state.drainWaiters)
+        }
+        if more {
+            self.scheduleBatch()
+        }
         for waiter in waiters { waiter.resume() }
     }
 
-    private func commit(_ batch: [PendingWrite]) async {
-        self.statistics.batches += 1
-        self.statistics.writes += batch.count
-        self.statistics.largestBatch = max(self.statistics.largestBatch, batch.count)
+    private func commit(_ batch: [PendingWrite], in db: Database) {
+        let clock = ContinuousClock()
+        var commitDuration: Duration?
+        let outcome: Result<[Applied], any Error>
         do {
-            // `write` wraps the closure in one IMMEDIATE transaction and commits it; with
-            // synchronous=FULL the commit returns only after the WAL was fsynced.
-            let answers = try await self.writer.write { db in
-                try batch.map { try $0.apply(db) }
+            // IMMEDIATE: the write lock is taken now, not at the first write. With synchronous=FULL
+            // in WAL mode, COMMIT returns only after the log was fsynced.
+            try db.beginTransaction(.immediate)
+            do {
+                let shared = batch.count > 1
+                let applied = try batch.map { try $0.apply(db, shared) }
+                if applied.contains(where: \.mustRollBack) {
+                    // A lone write that was refused: nothing to keep.
+                    try db.rollback()
+                } else {
+                    let start = clock.now
+                    try db.commit()
+                    commitDuration = clock.now - start
+                }
+                outcome = .success(applied)
+            } catch {
+                if db.isInsideTransaction { try? db.rollback() }
+                throw error
             }
-            for answer in answers { answer() }
         } catch {
+            outcome = .failure(error)
+        }
+        switch outcome {
+        case .success(let applied):
+            if let commitDuration {
+                self.metrics.commits.increment()
+                self.metrics.batchEntries.record(batch.count)
+                self.metrics.fsyncDuration.recordNanoseconds(Self.nanoseconds(commitDuration))
+            }
+            for write in applied { write.answer() }
+        case .failure(let error):
+            self.metrics.commitFailures.increment()
+            self.state.withLock { $0.statistics.failedBatches += 1 }
             let failure = StorageFailures.write(error, path: self.path)
             for write in batch { write.fail(failure) }
         }
     }
 
-    /// Runs one write in a savepoint; returns its own outcome unless the whole transaction is lost.
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    /// Runs one write, in a savepoint when it shares the transaction; returns its own outcome
+    /// unless the whole transaction is lost.
     private static func attempt<T>(
         _ body: (Database) throws -> T,
         in db: Database,
+        shared: Bool,
         path: String
     ) throws -> Result<T, MentoryError> {
         var value: T?
         do {
-            try db.inSavepoint {
+            if shared {
+                try db.inSavepoint {
+                    value = try body(db)
+                    return .commit
+                }
+            } else {
+                // Alone in the transaction: when the write fails, the whole transaction is rolled
+                // back instead of a savepoint, which saves two statements per write.
                 value = try body(db)
-                return .commit
             }
         } catch let error as MentoryError {
             return .failure(error)
         } catch {
-            // The savepoint rolled this write back. When SQLite abandoned the whole transaction
-            // (it may on a full disk or an I/O error), the batch fails as a whole.
+            // The savepoint rolled this write back (or, alone, the transaction will be). When SQLite
+            // abandoned the whole transaction (it may on a full disk or an I/O error), the batch
+            // fails as a whole.
             guard db.isInsideTransaction else { throw error }
             return .failure(StorageFailures.write(error, path: path))
         }

@@ -3,14 +3,15 @@ import MentoryWire
 
 /// Reads and writes diary entries and the mentor state as rows of ``SQLiteSchema``.
 ///
-/// Every function runs inside a database access the caller opened; none opens a transaction.
+/// Every function runs inside a database access the caller opened; none opens a transaction. The
+/// statements of the write path and of single-entry reads are prepared once per connection and
+/// reused (GRDB's statement cache): the set of their SQL texts is fixed and small.
 enum DiaryRows {
     private static let entryColumns = "id, record_date, created_at_unix_ms, title, text, emotion, analysis"
 
     /// Inserts `entry` and its action items. The caller checked the conflict rules.
     static func insert(_ entry: Mentory_V1_DiaryEntry, into db: Database) throws {
-        try db.execute(
-            sql: "INSERT INTO diary_entry (\(entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        try db.cachedStatement(sql: "INSERT INTO diary_entry (\(entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)").execute(
             arguments: [
                 entry.id,
                 entry.recordDate,
@@ -21,17 +22,18 @@ enum DiaryRows {
                 entry.hasAnalysis ? entry.analysis : nil,
             ]
         )
+        guard !entry.actionItems.isEmpty else { return }
+        let insertItem = try db.cachedStatement(
+            sql: "INSERT INTO diary_action_item (entry_id, position, id, text, done) VALUES (?, ?, ?, ?, ?)")
         for (position, item) in entry.actionItems.enumerated() {
-            try db.execute(
-                sql: "INSERT INTO diary_action_item (entry_id, position, id, text, done) VALUES (?, ?, ?, ?, ?)",
-                arguments: [entry.id, position, item.id, item.text, item.done]
-            )
+            try insertItem.execute(arguments: [entry.id, position, item.id, item.text, item.done])
         }
     }
 
     /// The id of the entry for `recordDate`, if there is one.
     static func id(forRecordDate recordDate: String, in db: Database) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT id FROM diary_entry WHERE record_date = ?", arguments: [recordDate])
+        try String.fetchOne(
+            db.cachedStatement(sql: "SELECT id FROM diary_entry WHERE record_date = ?"), arguments: [recordDate])
     }
 
     /// The entry with `id`, with its action items, or `nil`.
@@ -61,7 +63,9 @@ enum DiaryRows {
     ) throws -> [Mentory_V1_DiaryEntry] {
         var entries: [Mentory_V1_DiaryEntry] = []
         var indexByID: [String: Int] = [:]
-        let rows = try Row.fetchCursor(db, sql: "SELECT \(entryColumns) FROM diary_entry \(sql)", arguments: arguments)
+        // `sql` is one of three fixed tails: cached.
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(sql: "SELECT \(entryColumns) FROM diary_entry \(sql)"), arguments: arguments)
         while let row = try rows.next() {
             var entry = Mentory_V1_DiaryEntry()
             entry.id = row[0]
@@ -83,14 +87,15 @@ enum DiaryRows {
         for start in stride(from: 0, to: ids.count, by: 500) {
             let chunk = Array(ids[start..<min(start + 500, ids.count)])
             let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
-            let items = try Row.fetchCursor(
-                db,
-                sql: """
-                    SELECT entry_id, id, text, done FROM diary_action_item
-                    WHERE entry_id IN (\(placeholders)) ORDER BY entry_id, position
-                    """,
-                arguments: StatementArguments(chunk)
-            )
+            let itemsSQL = """
+                SELECT entry_id, id, text, done FROM diary_action_item
+                WHERE entry_id IN (\(placeholders)) ORDER BY entry_id, position
+                """
+            // One entry's items (a get, or a write's check) is the common case: cached. Other
+            // chunk sizes are prepared each time rather than filling the cache with one per size.
+            let statement =
+                chunk.count == 1 ? try db.cachedStatement(sql: itemsSQL) : try db.makeStatement(sql: itemsSQL)
+            let items = try Row.fetchCursor(statement, arguments: StatementArguments(chunk))
             while let row = try items.next() {
                 let entryID: String = row[0]
                 guard let index = indexByID[entryID] else { continue }
@@ -106,7 +111,7 @@ enum DiaryRows {
 
     /// Deletes the entry with `id` (its action items cascade).
     static func delete(id: String, in db: Database) throws {
-        try db.execute(sql: "DELETE FROM diary_entry WHERE id = ?", arguments: [id])
+        try db.cachedStatement(sql: "DELETE FROM diary_entry WHERE id = ?").execute(arguments: [id])
     }
 
     /// Sets the done flag of the first action item of `entryID` whose id is `itemID`.

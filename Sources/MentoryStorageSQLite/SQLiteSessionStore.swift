@@ -9,6 +9,7 @@ import Foundation
 import GRDB
 import MentoryStorage
 import MentoryWire
+import Metrics
 
 /// A durable store for diary entries and the mentor state: one SQLite database in WAL mode.
 ///
@@ -17,9 +18,11 @@ import MentoryWire
 /// transaction holding its write committed: a change the daemon acknowledges survives `kill -9`
 /// and a power cut.
 ///
-/// **Group commit.** Writes go through one queue that commits them in batches (see
-/// ``CommitStatistics``): concurrent writers share a transaction and its fsync, so throughput grows
-/// with concurrency, while each caller still waits for its own commit.
+/// **Group commit.** Writes go through one queue that commits them in batches on GRDB's writer
+/// (see ``CommitStatistics``): concurrent writers share a transaction and its fsync, so throughput
+/// grows with concurrency, while each caller still waits for its own commit. A lone writer's write
+/// is committed at once, without waiting for company. Each commit is recorded in the metrics named
+/// by ``StorageMetricLabels``.
 ///
 /// **Reads** run on a pool of read-only connections and see every acknowledged write.
 ///
@@ -38,6 +41,14 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         public var busyTimeout: Duration = .seconds(5)
         /// The most writes one group-commit transaction holds.
         public var maxBatchSize: Int = 512
+        /// The most writes waiting for a transaction; a write beyond it fails at once with
+        /// ``MentoryError/unavailable(_:)``. The daemon sets it to the most requests it can have in
+        /// flight (`limits.maxConnections` x `limits.maxRequestsInFlight`), so that it never
+        /// refuses a write there; the default is that product for the default limits.
+        public var maxQueuedWrites: Int = 1024 * 128
+        /// Where the commit metrics go (``StorageMetricLabels``); `nil` for the factory bootstrapped
+        /// in `MetricsSystem` when the store opens.
+        public var metricsFactory: (any MetricsFactory)?
         /// A cap on the database's size in pages (of 4 KiB); a write past it fails as on a full
         /// disk. `nil` lets the database grow with the disk.
         public var maxPageCount: Int?
@@ -150,7 +161,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         self.path = path
         self.pool = pool
         self.lockDescriptor = descriptor
-        self.commits = GroupCommitQueue(writer: pool, path: path, maxBatchSize: configuration.maxBatchSize)
+        self.commits = GroupCommitQueue(
+            writer: pool,
+            path: path,
+            maxBatchSize: configuration.maxBatchSize,
+            maxQueuedWrites: configuration.maxQueuedWrites,
+            metricsFactory: configuration.metricsFactory ?? MetricsSystem.factory
+        )
     }
 
     /// Commits the queued writes, checkpoints the log into the database file, and closes it.
@@ -178,7 +195,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     /// How the writes so far were batched.
     public var commitStatistics: CommitStatistics {
-        get async { await self.commits.statistics }
+        self.commits.statistics
     }
 
     /// The durability settings of the connection that writes: `journal_mode` and `synchronous`
@@ -198,13 +215,15 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     /// Writes waiting for the next transaction.
     public var queuedWriteCount: Int {
-        get async { await self.commits.queuedCount }
+        self.commits.queuedCount
     }
 
     // MARK: DiaryStore
 
     @discardableResult
-    public func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError) -> DiaryInsertOutcome {
+    nonisolated(nonsending) public func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError)
+        -> DiaryInsertOutcome
+    {
         // The check and the insert share the write's transaction: two identical imports, even
         // concurrent ones, both succeed, and exactly one of them writes.
         try await self.commits.submit { db in
@@ -225,15 +244,17 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    public func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+    nonisolated(nonsending) public func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
         try await self.read { db in try DiaryRows.entry(id: id, in: db) }
     }
 
-    public func entries(limit: Int, before: String?) async throws(MentoryError) -> [Mentory_V1_DiaryEntry] {
+    nonisolated(nonsending) public func entries(limit: Int, before: String?) async throws(MentoryError)
+        -> [Mentory_V1_DiaryEntry]
+    {
         try await self.read { db in try DiaryRows.entries(limit: limit, before: before, in: db) }
     }
 
-    public func delete(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+    nonisolated(nonsending) public func delete(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
         try await self.commits.submit { db in
             guard let entry = try DiaryRows.entry(id: id, in: db) else { return nil }
             try DiaryRows.delete(id: id, in: db)
@@ -241,7 +262,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    public func setActionItemDone(
+    nonisolated(nonsending) public func setActionItemDone(
         entryID: String,
         itemID: String,
         done: Bool
@@ -269,11 +290,11 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     // MARK: MentorStateStore
 
-    public func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState {
+    nonisolated(nonsending) public func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState {
         try await self.read { db in try MentorRows.load(from: db) }
     }
 
-    public func saveMentorState(_ state: Mentory_V1_MentorState) async throws(MentoryError) {
+    nonisolated(nonsending) public func saveMentorState(_ state: Mentory_V1_MentorState) async throws(MentoryError) {
         try await self.commits.submit { db in try MentorRows.save(state, into: db) }
     }
 
@@ -352,7 +373,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     // MARK: Opening
 
-    private func read<T: Sendable>(
+    nonisolated(nonsending) private func read<T: Sendable>(
         _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(MentoryError) -> T {
         do {

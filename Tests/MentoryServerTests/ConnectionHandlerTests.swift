@@ -194,7 +194,9 @@ private func code(_ code: Mentory_V1_ErrorCode) -> UInt32 { UInt32(code.rawValue
 
 @Suite("ConnectionHandler: back-pressure, framing and timeouts")
 struct ConnectionHandlerTests {
-    @Test("a request whose handler does not suspend is answered within the read, with no task; subscribe waits")
+    @Test(
+        "requests that do not suspend are answered within the read, with no task; behind subscribe they wait their turn"
+    )
     func immediateAnswers() async throws {
         let harness = try await Harness()
         try await harness.handshake()
@@ -209,17 +211,17 @@ struct ConnectionHandlerTests {
         buffer.writeFrame(Harness.request(4, "session", "status"))
         // Only the read itself runs: no task the loop has queued meanwhile.
         try await harness.channel.writeInbound(buffer)
-        let immediate = try await harness.received()
-        #expect(
-            immediate.compactMap { if case .response(let response) = $0.kind { response.id } else { nil } } == [
-                1, 2, 4,
-            ] as [UInt64])
+        let immediate: [UInt64] = try await harness.received().compactMap { envelope in
+            if case .response(let response) = envelope.kind { response.id } else { nil }
+        }
+        #expect(immediate == [1, 2])
         await harness.channel.testingEventLoop.run()
-        let later = try await harness.received()
-        #expect(
-            later.compactMap { if case .response(let response) = $0.kind { response.id } else { nil } } == [3]
-                as [UInt64], "subscribe ran as a task")
-        #expect(later.events.map(\.kind) == [.snapshot])
+        let laterFrames = try await harness.received()
+        let later: [UInt64] = laterFrames.compactMap { envelope in
+            if case .response(let response) = envelope.kind { response.id } else { nil }
+        }
+        #expect(later == [3, 4], "subscribe ran as a task, then status in its turn")
+        #expect(laterFrames.events.map(\.kind) == [.snapshot])
         _ = try await harness.channel.finish()
     }
 

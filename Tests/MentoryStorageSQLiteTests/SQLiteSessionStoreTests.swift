@@ -314,14 +314,14 @@ struct GroupCommitTests {
                 }
             }
             // All but the first batch's writes are queued while the lock is held.
-            while await store.queuedWriteCount + (await store.commitStatistics).writes < writers + duplicates.count {
+            while store.queuedWriteCount + store.commitStatistics.writes < writers + duplicates.count {
                 try await Task.sleep(for: .milliseconds(5))
             }
             try await blocker.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") }
             try blocker.close()
             let results = await outcomes.value
 
-            let statistics = await store.commitStatistics
+            let statistics = store.commitStatistics
             #expect(statistics.writes == writers + duplicates.count)
             #expect(statistics.batches < statistics.writes / 10)
             #expect(statistics.largestBatch > 1)
@@ -368,7 +368,7 @@ struct GroupCommitTests {
                 try await group.waitForAll()
             }
             #expect(try await store.diaryEntryCount() == 320)
-            let statistics = await store.commitStatistics
+            let statistics = store.commitStatistics
             #expect(statistics.writes == 320)
             try observer.close()
             try await store.close()
