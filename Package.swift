@@ -340,7 +340,10 @@ let package = Package(
             dependencies: [
                 "MentoryHandlerKit",
                 "MentoryHandlerTesting",
+                "MentoryDiary",
+                "MentoryMentor",
                 "MentoryReachability",
+                "MentoryStorage",
                 "MentoryWire",
             ],
             swiftSettings: strictSwift6

@@ -174,3 +174,50 @@ extension Mentory_V1_DiaryAddRequest {
         return request
     }
 }
+
+/// The largest valid add: every field at its limit.
+func maximalAdd(_ date: String) -> Mentory_V1_DiaryAddRequest {
+    var request = Mentory_V1_DiaryAddRequest.make(
+        date,
+        title: String(repeating: "t", count: FieldLimits.diaryTitle.maximum),
+        text: String(repeating: "x", count: FieldLimits.diaryText.maximum)
+    )
+    request.analysis = String(repeating: "a", count: FieldLimits.diaryAnalysis.maximum)
+    request.actionItems = (0..<FieldLimits.actionItemCount.maximum).map { index in
+        var item = Mentory_V1_ActionItem()
+        let prefix = "item-\(index)-"
+        item.id = prefix + String(repeating: "i", count: FieldLimits.id.maximum - prefix.utf8.count)
+        item.text = String(repeating: "s", count: FieldLimits.actionItemText.maximum)
+        item.done = true
+        return item
+    }
+    request.id = EntityID.random()
+    request.createdAtUnixMs = .max
+    return request
+}
+
+/// The size of the frame payload carrying `response`.
+func frameSize(_ response: Mentory_V1_Response) throws -> Int {
+    var envelope = Mentory_V1_Envelope()
+    envelope.response = response
+    return try (envelope.serializedBytes() as [UInt8]).count
+}
+
+/// The size of the frame payload carrying `event`.
+func frameSize(_ event: Mentory_V1_Event) throws -> Int {
+    var envelope = Mentory_V1_Envelope()
+    envelope.event = event
+    return try (envelope.serializedBytes() as [UInt8]).count
+}
+
+/// The calendar day `index` days after 2001-01-01 (index < 365).
+func day(_ index: Int) -> String {
+    var month = 1
+    var rest = index
+    let lengths = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    while rest >= lengths[month - 1] {
+        rest -= lengths[month - 1]
+        month += 1
+    }
+    return CalendarDay(year: 2001, month: month, day: rest + 1)!.description
+}

@@ -184,6 +184,39 @@ struct EngineTests {
         request.topics = [subscription]
         #expect(try await fixture.failure(WireNames.session, "subscribe", request, from: client) == .invalidArgument)
     }
+
+    @Test("an update made while nobody listens reaches the next subscriber first, as its snapshot")
+    func cachedUntilSubscribed() async throws {
+        let fixture = try await EngineFixture()
+        let (writer, _) = await fixture.connect()
+        let state = try await fixture.call(
+            WireNames.mentor, "set", Mentory_V1_MentorSetRequest.make("while you were away"),
+            from: writer, as: Mentory_V1_MentorState.self
+        )
+        let (reader, sink) = await fixture.connect()
+        _ = try await fixture.subscribe(reader, to: [WireNames.mentor])
+        let event = try #require(await sink.next().first)
+        #expect(event.kind == .snapshot)
+        #expect(event.sequence == 1)
+        #expect(try Mentory_V1_MentorState(serializedBytes: event.body) == state)
+    }
+
+    @Test("a snapshot event carrying a full reply budget of diary entries fits the frame limit")
+    func largeSnapshotEventFits() async throws {
+        let fixture = try await EngineFixture()
+        let (client, _) = await fixture.connect()
+        for index in 0..<16 {
+            _ = try await fixture.call(
+                WireNames.diary, "add", maximalAdd(day(index)), from: client, as: Mentory_V1_DiaryEntry.self)
+        }
+        let (late, lateSink) = await fixture.connect()
+        _ = try await fixture.subscribe(late, to: [WireNames.diary])
+        let event = try #require(await lateSink.next().first)
+        #expect(event.kind == .snapshot)
+        #expect(event.body.count > ReplyBudget.defaultBodyBytes / 2, "the snapshot fills most of its budget")
+        #expect(try frameSize(event) <= event.body.count + ReplyBudget.envelopeReserve)
+        #expect(try frameSize(event) <= WireProtocol.defaultMaxFrameLength)
+    }
 }
 
 /// A second handler claiming an existing namespace.
