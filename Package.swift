@@ -97,6 +97,7 @@ let package = Package(
             dependencies: [
                 "MentoryHandlerKit",
                 "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 "MentoryMetrics",
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -59,6 +59,7 @@ let package = Package(
             dependencies: [
                 "MentoryHandlerKit",
                 "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
                 "MentoryMetrics",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

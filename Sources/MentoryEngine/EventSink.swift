@@ -1,5 +1,6 @@
 import MentoryHandlerKit
 import MentoryWire
+import NIOCore
 
 /// Where a subscriber's events go: the transport seam between the engine and a connection.
 ///
@@ -10,5 +11,30 @@ public protocol EventSink: Sendable {
     /// Returns `false`, without queueing, when the subscriber's bounded queue is full. The engine
     /// then stops sending that subscriber events and, once ``MentoryEngine/sinkDrained(_:)`` is
     /// called, sends a reset carrying the current state instead of what it skipped.
-    func deliver(_ event: Mentory_V1_Event) -> Bool
+    func deliver(_ event: SharedEvent) -> Bool
+}
+
+/// An event as the engine hands it to its subscribers: the message, and the frame that carries it,
+/// encoded once however many subscribers there are.
+///
+/// `frame` shares one storage among every subscriber's copy (`ByteBuffer` is copy-on-write and
+/// writing it does not change it), so fan-out costs no encoding and no copy per subscriber.
+public struct SharedEvent: Sendable {
+    /// The event.
+    public let event: Mentory_V1_Event
+    /// The event as one length-prefixed frame holding an `Envelope`.
+    public let frame: ByteBuffer
+
+    /// Encodes `event` into its frame.
+    public init(_ event: Mentory_V1_Event) {
+        var envelope = Mentory_V1_Envelope()
+        envelope.event = event
+        self.event = event
+        var frame = ByteBuffer()
+        frame.writeFrame(envelope)
+        self.frame = frame
+    }
+
+    /// The frame's payload size, which the connection checks against its frame limit.
+    public var payloadLength: Int { self.frame.readableBytes - WireProtocol.lengthPrefixSize }
 }

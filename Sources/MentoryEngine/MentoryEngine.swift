@@ -429,8 +429,12 @@ public actor MentoryEngine {
         // Appended in place: taking the ring out of the dictionary would copy all of it (copy-on-write).
         event = self.logs[topic]!.append(event)
         self.metrics.recordPublished(topic)
-        for id in self.subscriptions.subscribers(of: topic) {
-            self.deliver(event, to: id)
+        let subscribers = self.subscriptions.subscribers(of: topic)
+        guard !subscribers.isEmpty else { return }
+        // Encoded once, here, for every subscriber.
+        let shared = SharedEvent(event)
+        for id in subscribers {
+            self.deliver(shared, to: id)
         }
     }
 
@@ -456,14 +460,15 @@ public actor MentoryEngine {
         }
     }
 
-    func deliver(_ event: Mentory_V1_Event, to id: ConnectionID) {
-        guard self.subscriptions.entry(id, event.topic)?.delivery == .live, let connection = self.connections[id]
+    func deliver(_ event: SharedEvent, to id: ConnectionID) {
+        guard self.subscriptions.entry(id, event.event.topic)?.delivery == .live,
+            let connection = self.connections[id]
         else { return }
         if !connection.sink.deliver(event) {
-            self.subscriptions.setDelivery(.overflowed, id, event.topic)
+            self.subscriptions.setDelivery(.overflowed, id, event.event.topic)
             self.logger.debug(
                 "subscriber queue full; a reset will follow",
-                metadata: ["connection": "\(id)", "topic": "\(event.topic)"]
+                metadata: ["connection": "\(id)", "topic": "\(event.event.topic)"]
             )
         }
     }
@@ -514,7 +519,7 @@ public actor MentoryEngine {
             event.sequence = sequence
             event.body = body
             event.epoch = self.epoch
-            guard connection.sink.deliver(event) else {
+            guard connection.sink.deliver(SharedEvent(event)) else {
                 self.subscriptions.setDelivery(.overflowed, id, topic)
                 return
             }
@@ -527,7 +532,7 @@ public actor MentoryEngine {
 
     func replay(_ topic: String, after sequence: UInt64, to id: ConnectionID) {
         for event in self.logs[topic]?.events(after: sequence) ?? [] {
-            self.deliver(event, to: id)
+            self.deliver(SharedEvent(event), to: id)
         }
     }
 }

@@ -12,7 +12,7 @@ import NIOCore
 struct ChannelEventSink: EventSink {
     let handler: NIOLoopBound<ConnectionHandler>
 
-    func deliver(_ event: Mentory_V1_Event) -> Bool {
+    func deliver(_ event: SharedEvent) -> Bool {
         self.handler.value.deliver(event)
     }
 }

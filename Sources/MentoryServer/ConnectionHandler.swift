@@ -275,20 +275,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Delivers an event to the peer, or refuses it (`false`) when the subscriber's queue is full or the
     /// event would not fit in a frame; the engine then sends a reset once ``outboundBytes`` drain.
-    func deliver(_ event: Mentory_V1_Event) -> Bool {
+    func deliver(_ shared: SharedEvent) -> Bool {
         guard self.phase == .open else { return false }
-        var envelope = Mentory_V1_Envelope()
-        envelope.event = event
-        let frame: ByteBuffer
-        switch ServerFrameEncoder.encode(envelope, maxFrameLength: self.configuration.maxFrameLength) {
-        case .success(let encoded):
-            frame = encoded
-        case .failure(let oversized):
+        guard shared.payloadLength <= self.configuration.maxFrameLength else {
+            let event = shared.event
             self.logger.error(
                 "event too large for a frame; the subscriber gets a reset instead",
                 metadata: [
-                    "topic": "\(event.topic)", "kind": "\(event.kind)", "bytes": "\(oversized.length)",
-                    "maxFrameLength": "\(oversized.maximum)",
+                    "topic": "\(event.topic)", "kind": "\(event.kind)", "bytes": "\(shared.payloadLength)",
+                    "maxFrameLength": "\(self.configuration.maxFrameLength)",
                 ]
             )
             self.eventsRefused = true
@@ -297,10 +292,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if event.kind == .change { self.checkDrained(soon: true) }
             return false
         }
+        let frame = shared.frame
         if self.outboundBytes > 0, self.outboundBytes + frame.readableBytes > self.configuration.subscriberQueueBytes {
             self.eventsRefused = true
             return false
         }
+        // The same frame (one storage) goes to every subscriber.
         self.write(frame)
         return true
     }

@@ -27,9 +27,9 @@ final class RecordingSink: EventSink {
         (self.stream, self.continuation) = AsyncStream.makeStream(of: Mentory_V1_Event.self)
     }
 
-    func deliver(_ event: Mentory_V1_Event) -> Bool {
+    func deliver(_ event: SharedEvent) -> Bool {
         guard self.accepting.load(ordering: .relaxed) else { return false }
-        self.continuation.yield(event)
+        self.continuation.yield(event.event)
         return true
     }
 

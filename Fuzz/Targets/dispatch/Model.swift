@@ -222,8 +222,9 @@ final class FuzzSink: EventSink {
     func setAccepting(_ accepting: Bool) { self.state.withLock { $0.accepting = accepting } }
     func expectResumes(_ resumes: [Resume]) { self.state.withLock { $0.resumes += resumes } }
 
-    func deliver(_ event: Mentory_V1_Event) -> Bool {
-        self.state.withLock { state in
+    func deliver(_ shared: SharedEvent) -> Bool {
+        let event = shared.event
+        return self.state.withLock { state in
             guard state.accepting else { return false }
             self.check(event)
             var track = state.tracks[event.topic, default: Track()]
