@@ -34,6 +34,12 @@ let package = Package(
             exclude: ["Proto"],
             swiftSettings: strictSwift6
         ),
+        // Protobuf binary <-> proto3 JSON for any message of a descriptor set (mentoryctl's generic commands).
+        .target(
+            name: "MentoryDescriptors",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            swiftSettings: strictSwift6
+        ),
         // Layer 2: the engine actor, its handler API, subscriptions and the clock.
         .target(
             name: "MentoryEngine",
@@ -166,6 +172,9 @@ let package = Package(
             name: "mentoryctl",
             dependencies: [
                 "MentoryClient",
+                "MentoryDescriptors",
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift6
@@ -202,6 +211,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryDescriptorsTests",
+            dependencies: [
+                "MentoryDescriptors",
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: strictSwift6
         ),
