@@ -244,16 +244,16 @@ public struct DescriptorPool: Sendable {
                 guard enumClosed[typeName] != nil else {
                     throw DescriptorError(
                         .invalidDescriptors,
-                        "field \(fullName).\(field.name) has type \(field.typeName), which the descriptors do not define"
-                    )
+                        "field \(fullName).\(field.name) has type \(field.typeName), "
+                            + "which the descriptors do not define")
                 }
                 kind = .enumeration(typeName)
             case .message, .group:
                 guard messageNames.contains(typeName) else {
                     throw DescriptorError(
                         .invalidDescriptors,
-                        "field \(fullName).\(field.name) has type \(field.typeName), which the descriptors do not define"
-                    )
+                        "field \(fullName).\(field.name) has type \(field.typeName), "
+                            + "which the descriptors do not define")
                 }
                 kind = field.type == .group ? .group(typeName) : .message(typeName)
             }

@@ -120,11 +120,14 @@ struct JSONReader {
         guard depth <= self.pool.limits.maxDepth else {
             throw DescriptorError(
                 .limitExceeded,
-                "\(path.isEmpty ? type.fullName : "field '\(path)'") is nested more than \(self.pool.limits.maxDepth) messages deep"
+                "\(path.isEmpty ? type.fullName : "field '\(path)'") is nested more than "
+                    + "\(self.pool.limits.maxDepth) messages deep"
             )
         }
         if wrapperTypes.contains(type.fullName), let valueField = type.field(number: 1) {
             var message = DynamicMessage()
+            // `{}`, the body every request defaults to, is the wrapper's default value.
+            if case .object(let members) = json, members.isEmpty { return message }
             message.fields[1] = .single(
                 try self.scalar(json, field: valueField, path: path.isEmpty ? "value" : path, depth: depth))
             return message
@@ -132,7 +135,8 @@ struct JSONReader {
         guard case .object(let members) = json else {
             throw DescriptorError(
                 .invalidValue,
-                "\(path.isEmpty ? "the body" : "field '\(path)'") expects a JSON object (\(type.fullName)), not \(json.summary)"
+                "\(path.isEmpty ? "the body" : "field '\(path)'") expects a JSON object (\(type.fullName)), "
+                    + "not \(json.summary)"
             )
         }
         var message = DynamicMessage()
@@ -154,7 +158,8 @@ struct JSONReader {
                 if let other = oneofMembers[oneof] {
                     throw DescriptorError(
                         .invalidValue,
-                        "fields '\(other)' and '\(key)' of \(type.fullName) are both in oneof '\(type.oneofs[oneof])'; give at most one"
+                        "fields '\(other)' and '\(key)' of \(type.fullName) are both in oneof "
+                            + "'\(type.oneofs[oneof])'; give at most one"
                     )
                 }
                 oneofMembers[oneof] = key

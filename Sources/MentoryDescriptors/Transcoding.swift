@@ -22,7 +22,8 @@ extension DescriptorPool {
     /// Parses proto3 JSON as the message `messageName` and encodes it in protobuf binary.
     ///
     /// Field names may be JSON names or .proto names; 64-bit integers may be strings or numbers;
-    /// enums may be names or numbers; `null` leaves a field out. An unknown field, a field given
+    /// enums may be names or numbers; `null` leaves a field out; a wrapper message is its bare value
+    /// (or `{}` for its default). An unknown field, a field given
     /// twice, two members of one oneof or a value that does not fit its field is an error that
     /// names the field and what it accepts.
     public func binary(fromJSON json: String, messageName: String) throws(DescriptorError) -> Data {

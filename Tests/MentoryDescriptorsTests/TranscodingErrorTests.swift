@@ -77,7 +77,8 @@ struct TranscodingErrorTests {
         #expect(try Self.roundTrip(pool, #"{"f32": 1}"#).binary == Data([0x1D, 1, 0, 0, 0]))
         #expect(try Self.roundTrip(pool, #"{"sf32": -1}"#).binary == Data([0x2D, 0xFF, 0xFF, 0xFF, 0xFF]))
         let all =
-            #"{"s32":-2147483648,"s64":"-9223372036854775808","f32":4294967295,"f64":"18446744073709551615","sf32":-7,"sf64":"-8","fl":1.5,"raw":"AAE=","custom":3}"#
+            #"{"s32":-2147483648,"s64":"-9223372036854775808","f32":4294967295,"f64":"18446744073709551615","#
+            + #""sf32":-7,"sf64":"-8","fl":1.5,"raw":"AAE=","custom":3}"#
         #expect(try Canonical(Self.roundTrip(pool, all).json) == Canonical(all))
         #expect(try Self.roundTrip(pool, #"{"json_named": 3}"#).json == #"{"custom":3}"#)
     }

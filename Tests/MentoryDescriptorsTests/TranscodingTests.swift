@@ -129,7 +129,7 @@ struct TranscodingTests {
 
     @Test("StatusReply: doubles, uint32, uint64, repeated messages and repeated strings")
     func statusReply() throws {
-        for uptime in [0, 1.5, 0.1, 1e300, 5e-324, -2.75, Double.infinity, -Double.infinity] {
+        for uptime in [0, 1.5, 0.1, 1e300, Double.leastNonzeroMagnitude, -2.75, Double.infinity, -Double.infinity] {
             try Self.checkRoundTrip(
                 Mentory_V1_StatusReply.with {
                     $0.serverVersion = "0.1.0"
@@ -234,6 +234,8 @@ struct TranscodingTests {
         #expect(try Google_Protobuf_UInt32Value(serializedBytes: seven).value == 7)
         let asString = try Self.pool.binary(fromJSON: #""7""#, messageName: "google.protobuf.UInt32Value")
         #expect(try Google_Protobuf_UInt32Value(serializedBytes: asString).value == 7)
+        let empty = try Self.pool.binary(fromJSON: "{}", messageName: "google.protobuf.UInt32Value")
+        #expect(empty.isEmpty, "{}, every request's default body, is a wrapper's default value")
         for wrapper: any SwiftProtobuf.Message in [
             Google_Protobuf_StringValue("hé"), Google_Protobuf_Int64Value(-5), Google_Protobuf_BoolValue(true),
             Google_Protobuf_DoubleValue(2.5), Google_Protobuf_BytesValue(Data([1, 2])),
