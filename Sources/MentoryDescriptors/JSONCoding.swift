@@ -26,8 +26,11 @@ private let wrapperTypes: Set<String> = [
 struct JSONRenderer {
     let pool: DescriptorPool
     let options: JSONOutputOptions
+    /// How many Any messages enclose what is being rendered (each decodes its content anew).
+    var anyDepth = 0
 
-    func render(_ message: DynamicMessage, as type: MessageDescriptor) -> JSONValue {
+    func render(_ message: DynamicMessage, as type: MessageDescriptor) throws(DescriptorError) -> JSONValue {
+        if let special = try self.renderWellKnown(message, as: type) { return special }
         if wrapperTypes.contains(type.fullName), let valueField = type.field(number: 1) {
             let value: ProtoValue
             if case .single(let present)? = message.fields[1] {
@@ -35,7 +38,7 @@ struct JSONRenderer {
             } else {
                 value = .zero(of: valueField.kind)
             }
-            return self.render(value, kind: valueField.kind)
+            return try self.render(value, kind: valueField.kind)
         }
         var members: [(key: String, value: JSONValue)] = []
         for field in type.fields {
@@ -44,20 +47,21 @@ struct JSONRenderer {
             case .single(let value):
                 if !field.hasPresence, value.isDefault { continue }
                 if case .group = field.kind { continue }
-                members.append((field.jsonName, self.render(value, kind: field.kind)))
+                members.append((field.jsonName, try self.render(value, kind: field.kind)))
             case .list(let values):
                 if values.isEmpty { continue }
                 if case .group = field.kind { continue }
-                members.append((field.jsonName, .array(values.map { self.render($0, kind: field.kind) })))
+                var rendered: [JSONValue] = []
+                for value in values { rendered.append(try self.render(value, kind: field.kind)) }
+                members.append((field.jsonName, .array(rendered)))
             case .map(let entries):
                 guard !entries.isEmpty, let entry = self.pool.mapEntry(of: field),
                     let valueField = entry.field(number: 2)
                 else { continue }
-                let rendered = entries.keys.sorted().map { key in
-                    (
-                        key: Self.keyText(key),
-                        value: self.render(entries[key] ?? .zero(of: valueField.kind), kind: valueField.kind)
-                    )
+                var rendered: [(key: String, value: JSONValue)] = []
+                for key in entries.keys.sorted() {
+                    let value = entries[key] ?? .zero(of: valueField.kind)
+                    rendered.append((Self.keyText(key), try self.render(value, kind: valueField.kind)))
                 }
                 members.append((field.jsonName, .object(rendered)))
             }
@@ -74,7 +78,7 @@ struct JSONRenderer {
         }
     }
 
-    private func render(_ value: ProtoValue, kind: FieldKind) -> JSONValue {
+    func render(_ value: ProtoValue, kind: FieldKind) throws(DescriptorError) -> JSONValue {
         switch value {
         case .signed(let number):
             if case .int64 = kind, !self.options.int64AsNumbers { return .string(String(number)) }
@@ -104,7 +108,7 @@ struct JSONRenderer {
             return .number(String(number))
         case .message(let message):
             guard case .message(let name) = kind, let type = self.pool.message(named: name) else { return .object([]) }
-            return self.render(message, as: type)
+            return try self.render(message, as: type)
         }
     }
 }
@@ -124,6 +128,7 @@ struct JSONReader {
                     + "\(self.pool.limits.maxDepth) messages deep"
             )
         }
+        if let special = try self.readWellKnown(json, as: type, path: path, depth: depth) { return special }
         if wrapperTypes.contains(type.fullName), let valueField = type.field(number: 1) {
             var message = DynamicMessage()
             // `{}`, the body every request defaults to, is the wrapper's default value.
@@ -153,7 +158,8 @@ struct JSONReader {
                     "field '\(fieldPath)' of \(type.fullName) is given twice (as '\(earlier)' and '\(key)')")
             }
             given[field.number] = key
-            if value == .null { continue }
+            // null leaves a field out, except a google.protobuf.Value, whose null is a value.
+            if value == .null, !Self.isValueField(field) { continue }
             if let oneof = field.oneofIndex {
                 if let other = oneofMembers[oneof] {
                     throw DescriptorError(
@@ -199,7 +205,7 @@ struct JSONReader {
                 if map[mapKey] != nil {
                     throw DescriptorError(.invalidValue, "map '\(path)' has the key '\(key)' twice")
                 }
-                if value == .null, case .message = valueField.kind {
+                if value == .null, case .message = valueField.kind, !Self.isValueField(valueField) {
                     map[mapKey] = .zero(of: valueField.kind)
                     continue
                 }
@@ -214,7 +220,7 @@ struct JSONReader {
             var values: [ProtoValue] = []
             for (index, element) in elements.enumerated() {
                 let elementPath = "\(path)[\(index)]"
-                guard element != .null else {
+                guard element != .null || Self.isValueField(field) else {
                     throw DescriptorError(.invalidValue, "field '\(elementPath)' is null; a list cannot hold null")
                 }
                 values.append(try self.scalar(element, field: field, path: elementPath, depth: depth))
@@ -222,6 +228,11 @@ struct JSONReader {
             return .list(values)
         }
         return .single(try self.scalar(json, field: field, path: path, depth: depth))
+    }
+
+    static func isValueField(_ field: FieldDescriptor) -> Bool {
+        if case .message("google.protobuf.Value") = field.kind { return true }
+        return false
     }
 
     private func mapKey(_ key: String, field: FieldDescriptor, path: String) throws(DescriptorError) -> ProtoValue {
@@ -237,7 +248,7 @@ struct JSONReader {
         }
     }
 
-    private func scalar(_ json: JSONValue, field: FieldDescriptor, path: String, depth: Int) throws(DescriptorError)
+    func scalar(_ json: JSONValue, field: FieldDescriptor, path: String, depth: Int) throws(DescriptorError)
         -> ProtoValue
     {
         func invalid(_ expected: String) -> DescriptorError {

@@ -6,7 +6,9 @@ extension DescriptorPool {
     /// Fields come in field-number order under their JSON names; fields at their default value are
     /// left out unless the field tracks presence; 64-bit integers are strings (unless
     /// `options.int64AsNumbers`); enums are names (numbers when the enum has no name for the value);
-    /// bytes are base64; wrapper messages are their bare value. Unknown fields are skipped.
+    /// bytes are base64; the well-known types have their special forms (wrappers as bare values,
+    /// Timestamp and Duration as strings, Struct/Value/ListValue as plain JSON, FieldMask as a
+    /// string, Any with `@type`). Unknown fields are skipped.
     public func jsonString(
         fromBinary binary: Data,
         messageName: String,
@@ -15,7 +17,7 @@ extension DescriptorPool {
         let type = try self.requireMessage(messageName)
         let message = try self.decodeBinary(binary, as: type)
         var writer = JSONWriter(pretty: options.pretty)
-        writer.write(JSONRenderer(pool: self, options: options).render(message, as: type))
+        writer.write(try JSONRenderer(pool: self, options: options).render(message, as: type))
         return writer.text
     }
 
