@@ -13,6 +13,11 @@ let package = Package(
         .executable(name: "mentoryd", targets: ["mentoryd"]),
         .executable(name: "mentoryctl", targets: ["mentoryctl"]),
         .library(name: "MentoryClient", targets: ["MentoryClient"]),
+        .library(name: "MentoryWire", targets: ["MentoryWire"]),
+        .library(name: "MentoryHandlerKit", targets: ["MentoryHandlerKit"]),
+        .library(name: "MentoryHandlerTesting", targets: ["MentoryHandlerTesting"]),
+        .library(name: "MentoryDaemonKit", targets: ["MentoryDaemonKit"]),
+        .executable(name: "protoc-gen-mentory", targets: ["protoc-gen-mentory"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
@@ -40,11 +45,55 @@ let package = Package(
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: strictSwift6
         ),
-        // Layer 2: the engine actor, its handler API, subscriptions and the clock.
+        // Layer 2: the handler SDK. What a handler sees of the daemon, and nothing more.
+        .target(
+            name: "MentoryHandlerKit",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The SDK's test support: host one handler in memory, call it, see what it published.
+        .target(
+            name: "MentoryHandlerTesting",
+            dependencies: [
+                "MentoryHandlerKit",
+                "MentoryWire",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The protoc plugin generating each namespace's typed schema (and PROTOCOL.md's method tables) from
+        // the `service` declarations; scripts/generate-protos.sh builds and runs it.
+        .target(
+            name: "MentorySchemaGenerator",
+            dependencies: [
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "protoc-gen-mentory",
+            dependencies: [
+                "MentorySchemaGenerator",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // Layer 3: the engine actor: hosts the handlers, owns subscriptions and routing.
         .target(
             name: "MentoryEngine",
             dependencies: [
+                "MentoryHandlerKit",
                 "MentoryWire",
+                .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -69,25 +118,25 @@ let package = Package(
         // Layer 3: handler modules. Each sees only the handler API (and the store protocols).
         .target(
             name: "MentoryMentor",
-            dependencies: ["MentoryEngine", "MentoryStorage"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             path: "Sources/Handlers/MentoryMentor",
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryReachability",
-            dependencies: ["MentoryEngine"],
+            dependencies: ["MentoryHandlerKit", "MentoryWire"],
             path: "Sources/Handlers/MentoryReachability",
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryDiary",
-            dependencies: ["MentoryEngine", "MentoryStorage"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             path: "Sources/Handlers/MentoryDiary",
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryStorageAdmin",
-            dependencies: ["MentoryEngine", "MentoryWire"],
+            dependencies: ["MentoryHandlerKit", "MentoryWire"],
             path: "Sources/Handlers/MentoryStorageAdmin",
             swiftSettings: strictSwift6
         ),
@@ -95,7 +144,7 @@ let package = Package(
         .target(
             name: "MentoryDebug",
             dependencies: [
-                "MentoryEngine",
+                "MentoryHandlerKit",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -126,6 +175,7 @@ let package = Package(
                 "CMentoryShims",
                 "MentoryWire",
                 "MentoryEngine",
+                "MentoryHandlerKit",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -144,10 +194,12 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
-        // Layer 5: the executables.
-        .executableTarget(
-            name: "mentoryd",
+        // Layer 5: the daemon kit: settings, lifecycle and the built-in handlers, for mentoryd
+        // and for packages that build their own mentoryd with more handlers.
+        .target(
+            name: "MentoryDaemonKit",
             dependencies: [
+                "MentoryHandlerKit",
                 "MentorySystemd",
                 "MentoryDebug",
                 "MentoryEngine",
@@ -166,6 +218,12 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: strictSwift6
+        ),
+        // Layer 6: the executables.
+        .executableTarget(
+            name: "mentoryd",
+            dependencies: ["MentoryDaemonKit"],
             swiftSettings: strictSwift6
         ),
         .executableTarget(
@@ -208,10 +266,23 @@ let package = Package(
             name: "MentoryWireTests",
             dependencies: [
                 "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
             ],
+            swiftSettings: strictSwift6
+        ),
+        // protoc-gen-mentory in-process, and a third-party namespace (greeter.proto) compiled from its output.
+        .testTarget(
+            name: "MentorySchemaGeneratorTests",
+            dependencies: [
+                "MentoryWire",
+                "MentorySchemaGenerator",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
+            ],
+            exclude: ["Proto"],
             swiftSettings: strictSwift6
         ),
         .testTarget(
@@ -228,6 +299,7 @@ let package = Package(
             dependencies: [
                 "MentoryServer",
                 "MentoryEngine",
+                "MentoryHandlerKit",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -240,8 +312,25 @@ let package = Package(
             name: "MentoryEngineTests",
             dependencies: [
                 "MentoryTestSupport",
+                "MentoryHandlerKit",
+                .product(name: "Configuration", package: "swift-configuration"),
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryDaemonKitTests",
+            dependencies: ["MentoryDaemonKit"],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryHandlerTests",
+            dependencies: [
+                "MentoryHandlerKit",
+                "MentoryHandlerTesting",
+                "MentoryReachability",
+                "MentoryWire",
             ],
             swiftSettings: strictSwift6
         ),

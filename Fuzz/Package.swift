@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
     ],
     targets: [
         // MARK: The daemon's modules under test (symlinked sources; keep in step with ../Package.swift).
@@ -35,9 +36,21 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .target(
-            name: "MentoryEngine",
+            name: "MentoryHandlerKit",
             dependencies: [
                 "MentoryWire",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "MentoryEngine",
+            dependencies: [
+                "MentoryHandlerKit",
+                "MentoryWire",
+                .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -50,17 +63,17 @@ let package = Package(
         ),
         .target(
             name: "MentoryMentor",
-            dependencies: ["MentoryEngine", "MentoryStorage"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryReachability",
-            dependencies: ["MentoryEngine"],
+            dependencies: ["MentoryHandlerKit", "MentoryWire"],
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryDiary",
-            dependencies: ["MentoryEngine", "MentoryStorage"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             swiftSettings: strictSwift6
         ),
 
@@ -81,6 +94,7 @@ let package = Package(
             dependencies: [
                 "MentoryWire",
                 "MentoryEngine",
+                "MentoryHandlerKit",
                 "MentoryStorage",
                 "MentoryMentor",
                 "MentoryReachability",

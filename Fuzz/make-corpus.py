@@ -5,14 +5,17 @@ Usage: Fuzz/make-corpus.py   (rewrites Fuzz/corpus/frame-decoder and Fuzz/corpus
 
 The seeds are committed; rerun this after changing the wire protocol or an input layout
 (described at the top of Fuzz/Targets/*/*.swift). Protobuf is encoded by hand here so the
-script needs nothing but Python 3; field numbers follow Sources/MentoryWire/Proto/mentory.proto.
+script needs nothing but Python 3; field numbers follow Sources/MentoryWire/Proto/mentory.proto, and
+the methods are read from its `service` declarations.
 """
 
 import os
+import re
 import shutil
 import struct
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+PROTO = os.path.join(ROOT, "..", "Sources", "MentoryWire", "Proto", "mentory.proto")
 
 # --- protobuf encoding ------------------------------------------------------------------------
 
@@ -85,23 +88,54 @@ def diary_add(date, title="A day", text="It happened.", emotion=4, items=(), id=
 
 UUID = "e621e1f8-c36c-495a-93fc-0c247a3e6e5f"
 
-# One valid request body per method of every registered namespace.
-REQUESTS = [
-    ("session", "ping", b""),
-    ("session", "status", b""),
-    ("session", "subscribe", subscribe("mentor", "reachability", "diary")),
-    ("session", "unsubscribe", field_bytes(1, "diary")),
-    ("mentor", "set", mentor_set("Keep going.", 2, ["stretch", "drink water"])),
-    ("mentor", "get", b""),
-    ("mentor", "completeTodo", field_bytes(1, "missing")),
-    ("reachability", "report", peer_state("phone")),
-    ("reachability", "get", b""),
-    ("diary", "add", diary_add("2025-01-01", items=["walk"], id=UUID)),
-    ("diary", "get", field_bytes(1, UUID)),
-    ("diary", "list", field_varint(1, 10) + field_bytes(2, "2025-06-01")),
-    ("diary", "delete", field_bytes(1, UUID)),
-    ("diary", "setSuggestionDone", field_bytes(1, UUID) + field_bytes(2, "s1") + field_varint(3, 1)),
-]
+
+# --- the schema ---------------------------------------------------------------------------------
+
+
+def schema_methods(path=PROTO):
+    """(namespace, method) of every rpc of every service in mentory.proto, in declaration order."""
+    text = re.sub(r"//[^\n]*", "", open(path, encoding="utf-8").read())
+    methods = []
+    for match in re.finditer(r"\bservice\s+(\w+)\s*\{", text):
+        depth, index = 1, match.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(text[index], 0)
+            index += 1
+        body = text[match.end() : index - 1]
+        namespace = re.search(r'option\s*\(\s*namespace\s*\)\s*=\s*"([^"]*)"', body)
+        if namespace is None:
+            raise SystemExit(f"{path}: service {match.group(1)} has no (namespace) option")
+        methods += [(namespace.group(1), rpc) for rpc in re.findall(r"\brpc\s+(\w+)\s*\(", body)]
+    return methods
+
+
+# The namespaces the dispatch harness registers (Fuzz/Targets/dispatch/Script.swift).
+REGISTERED = ("session", "mentor", "reachability", "diary")
+
+# A valid request body for the methods that take more than an empty message.
+BODIES = {
+    ("session", "subscribe"): subscribe("mentor", "reachability", "diary"),
+    ("session", "unsubscribe"): field_bytes(1, "diary"),
+    ("mentor", "set"): mentor_set("Keep going.", 2, ["stretch", "drink water"]),
+    ("mentor", "completeTodo"): field_bytes(1, "missing"),
+    ("reachability", "report"): peer_state("phone"),
+    ("diary", "add"): diary_add("2025-01-01", items=["walk"], id=UUID),
+    ("diary", "get"): field_bytes(1, UUID),
+    ("diary", "list"): field_varint(1, 10) + field_bytes(2, "2025-06-01"),
+    ("diary", "delete"): field_bytes(1, UUID),
+    ("diary", "setSuggestionDone"): field_bytes(1, UUID) + field_bytes(2, "s1") + field_varint(3, 1),
+}
+
+# One request per method of every registered namespace, in the schema's order: raw request `i` of the
+# dispatch target calls REQUESTS[i]'s method (methodTable in Script.swift is built the same way).
+REQUESTS = [(ns, method, BODIES.get((ns, method), b"")) for ns, method in schema_methods() if ns in REGISTERED]
+# Raw requests len(REQUESTS) ..< len(REQUESTS) + UNKNOWN_COUNT call Script.swift's `unknownMethods`.
+UNKNOWN_COUNT = 12
+
+
+def request_index(namespace, method):
+    """The raw request number of a method."""
+    return next(i for i, (ns, m, _) in enumerate(REQUESTS) if (ns, m) == (namespace, method))
 
 
 def frame(payload):
@@ -173,8 +207,14 @@ def dispatch_seeds():
     seeds = {
         "every-method": b"\x00" + every_method,
         "every-method-concurrent": b"\x03" + op(ATTACH) + b"".join(raw(i, body, id=1) for i, (_, _, body) in enumerate(REQUESTS)),
-        "before-handshake": b"\x00" + raw(0) + raw(9, REQUESTS[9][2]) + op(ATTACH) + raw(0, id=2),
-        "unknown-names": b"\x00" + op(ATTACH) + b"".join(raw(i, id=i) for i in range(14, 26)),
+        "before-handshake": b"\x00"
+        + raw(0)
+        + raw(request_index("diary", "add"), BODIES[("diary", "add")])
+        + op(ATTACH)
+        + raw(0, id=2),
+        "unknown-names": b"\x00"
+        + op(ATTACH)
+        + b"".join(raw(i, id=i) for i in range(len(REQUESTS), len(REQUESTS) + UNKNOWN_COUNT)),
         "frames": b"\x00"
         + frame_op(envelope("request", request(5, "session", "ping")))
         + frame_op(envelope("hello", hello(version=2)))
@@ -236,8 +276,8 @@ def dispatch_seeds():
         + op(DETACH)
         + built(REPORT, 3, 0x20)
         + op(ATTACH),
-        "shutdown": b"\x00" + op(ATTACH) + built(MENTOR_SET, 1, 0x04, 0) + op(SHUTDOWN) + raw(5, id=2) + op(BARRIER) + raw(0, id=3),
-        "invalid-bodies": b"\x00" + op(ATTACH) + b"".join(raw(i, b"\xff\xff\xff", id=i) for i in range(14)),
+        "shutdown": b"\x00" + op(ATTACH) + built(MENTOR_SET, 1, 0x04, 0) + op(SHUTDOWN) + raw(request_index("mentor", "get"), id=2) + op(BARRIER) + raw(0, id=3),
+        "invalid-bodies": b"\x00" + op(ATTACH) + b"".join(raw(i, b"\xff\xff\xff", id=i) for i in range(len(REQUESTS))),
     }
     return seeds
 

@@ -1,29 +1,156 @@
 #!/usr/bin/env bash
-# Regenerates the code generated from the schema:
-#   Sources/MentoryWire/Generated/mentory.pb.swift (the daemon, mentoryctl)
-#   clients/python/src/mentory/_proto/mentory_pb2.py(i) (the Python client)
-# Needs protoc (apt-get install protobuf-compiler) and protoc-gen-swift built
-# from the swift-protobuf version Package.swift names:
-#   git clone -b 1.39.0 https://github.com/apple/swift-protobuf && cd swift-protobuf
-#   swift build -c release --product protoc-gen-swift
-# then pass its path as PROTOC_GEN_SWIFT or put it on PATH.
-# The Python code needs no plugin: protoc's built-in --python_out/--pyi_out.
+# Regenerates everything derived from the schema, Sources/MentoryWire/Proto/mentory.proto, whose
+# `service` declarations (one per namespace: rpcs, `(topic)` options, version) are the one place
+# methods and topics are declared:
+#   Sources/MentoryWire/Generated/mentory.pb.swift       messages (protoc-gen-swift)
+#   Sources/MentoryWire/Generated/mentory.schema.swift   MentorySchema: typed namespaces (protoc-gen-mentory)
+#   clients/python/src/mentory/_proto/mentory_pb2.py(i)  the Python client's messages (protoc's own)
+#   docs/PROTOCOL.md, between the `BEGIN/END GENERATED: namespaces` markers: the method and topic tables
+#   Tests/MentorySchemaGeneratorTests/Generated/          greeter.proto, a third-party namespace
+#   Examples/gratitude/Sources/GratitudeHandler/Generated/ the example handler package (docs/HANDLERS.md)
+#
+# Usage: scripts/generate-protos.sh [--check]
+#   --check   regenerate into a temporary folder and fail, listing the differences, if anything
+#             differs from the committed files (scripts/test.sh runs this)
+#
+# Needs protoc (apt-get install protobuf-compiler libprotobuf-dev). Both plugins are built here from
+# this package's graph, in debug: protoc-gen-mentory (Sources/protoc-gen-mentory) and protoc-gen-swift
+# from the swift-protobuf version Package.resolved pins. PROTOC_GEN_SWIFT=path uses another
+# protoc-gen-swift instead. The generated files are committed, so building mentoryd never needs protoc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-plugin=${PROTOC_GEN_SWIFT:-$(command -v protoc-gen-swift)}
-mkdir -p Sources/MentoryWire/Generated
+repo=$(pwd)
+
+check=0
+case "${1:-}" in
+  --check) check=1 ;;
+  "") ;;
+  *) echo "usage: scripts/generate-protos.sh [--check]" >&2; exit 2 ;;
+esac
+
+command -v protoc >/dev/null || {
+  echo "generate-protos: protoc not found; apt-get install protobuf-compiler libprotobuf-dev" >&2
+  exit 1
+}
+
+echo "generate-protos: building the protoc plugins" >&2
+swift build --product protoc-gen-mentory >&2
+bin=$(swift build --show-bin-path)
+mentory_plugin=$bin/protoc-gen-mentory
+if [ -n "${PROTOC_GEN_SWIFT:-}" ]; then
+  swift_plugin=$PROTOC_GEN_SWIFT
+else
+  swift build --product protoc-gen-swift >&2
+  swift_plugin=$bin/protoc-gen-swift
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/mentory-protos.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+if [ $check -eq 1 ]; then
+  out=$work/tree
+else
+  out=$repo
+fi
+
+proto_dir=Sources/MentoryWire/Proto
+swift_out=$out/Sources/MentoryWire/Generated
+python_out=$out/clients/python/src/mentory/_proto
+greeter_dir=Tests/MentorySchemaGeneratorTests
+greeter_out=$out/$greeter_dir/Generated
+gratitude_dir=Examples/gratitude/Sources/GratitudeHandler
+gratitude_out=$out/$gratitude_dir/Generated
+mkdir -p "$swift_out" "$python_out" "$greeter_out" "$gratitude_out" "$out/docs"
+
+# A regeneration replaces the folders' generated files, so a file whose source is gone disappears.
+if [ $check -eq 0 ]; then
+  rm -f "$swift_out"/*.swift "$greeter_out"/*.swift "$gratitude_out"/*.swift
+fi
+
 protoc \
-  --plugin=protoc-gen-swift="$plugin" \
+  --plugin=protoc-gen-swift="$swift_plugin" \
+  --plugin=protoc-gen-mentory="$mentory_plugin" \
   --swift_opt=Visibility=Public \
   --swift_opt=FileNaming=DropPath \
-  --swift_out=Sources/MentoryWire/Generated \
-  --proto_path=Sources/MentoryWire/Proto \
-  Sources/MentoryWire/Proto/mentory.proto
+  --swift_out="$swift_out" \
+  --mentory_opt=Visibility=Public \
+  --mentory_opt=FileNaming=DropPath \
+  --mentory_out="$swift_out" \
+  --proto_path="$proto_dir" \
+  "$proto_dir/mentory.proto"
 
-python_out=clients/python/src/mentory/_proto
-mkdir -p "$python_out"
 protoc \
   --python_out="$python_out" \
   --pyi_out="$python_out" \
-  --proto_path=Sources/MentoryWire/Proto \
-  Sources/MentoryWire/Proto/mentory.proto
+  --proto_path="$proto_dir" \
+  "$proto_dir/mentory.proto"
+
+# The method and topic tables of docs/PROTOCOL.md.
+protoc \
+  --plugin=protoc-gen-mentory="$mentory_plugin" \
+  --mentory_opt=Output=Markdown \
+  --mentory_out="$work" \
+  --proto_path="$proto_dir" \
+  "$proto_dir/mentory.proto"
+begin='<!-- BEGIN GENERATED: namespaces -->'
+end='<!-- END GENERATED: namespaces -->'
+for marker in "$begin" "$end"; do
+  if [ "$(grep -cxF -- "$marker" docs/PROTOCOL.md)" -ne 1 ]; then
+    echo "generate-protos: docs/PROTOCOL.md must hold the line '$marker' exactly once" >&2
+    exit 1
+  fi
+done
+awk -v begin="$begin" -v end="$end" -v block="$work/mentory.namespaces.md" '
+  $0 == begin { print; while ((getline line < block) > 0) print line; skipping = 1; next }
+  $0 == end { skipping = 0 }
+  !skipping { print }
+' docs/PROTOCOL.md >"$work/PROTOCOL.md"
+cp "$work/PROTOCOL.md" "$out/docs/PROTOCOL.md"
+
+# The third-party example: greeter.proto imports mentory.proto from the MentoryWire module.
+protoc \
+  --plugin=protoc-gen-swift="$swift_plugin" \
+  --plugin=protoc-gen-mentory="$mentory_plugin" \
+  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_out="$greeter_out" \
+  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_out="$greeter_out" \
+  --proto_path="$proto_dir" \
+  --proto_path="$greeter_dir/Proto" \
+  "$greeter_dir/Proto/greeter.proto"
+
+# The example handler package: gratitude.proto imports mentory.proto, whose types live in MentoryWire.
+protoc \
+  --plugin=protoc-gen-swift="$swift_plugin" \
+  --plugin=protoc-gen-mentory="$mentory_plugin" \
+  --swift_opt=Visibility=Public \
+  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_out="$gratitude_out" \
+  --mentory_opt=Visibility=Public \
+  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_out="$gratitude_out" \
+  --proto_path="$proto_dir" \
+  --proto_path="$gratitude_dir/Proto" \
+  "$gratitude_dir/Proto/gratitude.proto"
+
+if [ $check -eq 1 ]; then
+  status=0
+  for path in Sources/MentoryWire/Generated clients/python/src/mentory/_proto $greeter_dir/Generated \
+    $gratitude_dir/Generated; do
+    # Only the generated kinds of file (the Python folder also holds __init__.py, and __pycache__).
+    if ! diff -r -u -x '__init__.py' -x '__pycache__' "$path" "$out/$path" >"$work/diff" 2>&1; then
+      status=1
+      echo "generate-protos: $path is not what the schema generates:" >&2
+      head -40 "$work/diff" >&2
+    fi
+  done
+  if ! diff -u docs/PROTOCOL.md "$out/docs/PROTOCOL.md" >"$work/diff"; then
+    status=1
+    echo "generate-protos: docs/PROTOCOL.md's generated namespace tables are out of date:" >&2
+    head -40 "$work/diff" >&2
+  fi
+  if [ $status -ne 0 ]; then
+    echo "generate-protos: generated code is out of date; run scripts/generate-protos.sh and commit the result" >&2
+    exit 1
+  fi
+  echo "generate-protos: every generated file is current" >&2
+fi

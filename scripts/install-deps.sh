@@ -2,7 +2,7 @@
 # Installs the system packages mentoryd needs to build and test, if they are missing.
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
-packages=(libsystemd-dev libsqlite3-dev pkg-config)
+packages=(libsystemd-dev libsqlite3-dev pkg-config protobuf-compiler libprotobuf-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

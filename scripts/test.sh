@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
+#   0. the generated code is what the schema generates (scripts/generate-protos.sh --check)
 #   1. unit and end-to-end tests (debug build)
 #   2. the Python client's pytest suite against the real daemon (scripts/test-python.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
@@ -7,7 +8,7 @@
 #   5. the real-systemd harness (scripts/systemd-test.sh), when running as root
 #
 # Usage: scripts/test.sh [--quick]
-#   --quick   only step 1, for a fast local loop
+#   --quick   only steps 0 and 1, for a fast local loop
 # Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 4's time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,9 @@ quick=0
 section() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
 
 scripts/install-deps.sh
+
+section "generated code is current"
+scripts/generate-protos.sh --check
 
 section "unit and end-to-end tests"
 swift build --build-tests

@@ -1,17 +1,18 @@
 import MentoryWire
 
-/// Typed calls for every method the daemon ships with.
+/// Typed calls for every method the daemon ships with, each through ``call(_:_:timeout:)`` with the
+/// method as `MentorySchema` declares it.
 extension MentoryClient {
     // MARK: session
 
     /// Round-trips an empty request.
     public func ping() async throws(MentoryClientError) {
-        let _: Mentory_V1_Empty = try await self.call(WireNames.session, "ping", Mentory_V1_Empty())
+        _ = try await self.call(MentorySchema.Session.ping, Mentory_V1_Empty())
     }
 
     /// The daemon's version, uptime, connections, handlers and subscribers.
     public func status() async throws(MentoryClientError) -> Mentory_V1_StatusReply {
-        try await self.call(WireNames.session, "status", Mentory_V1_Empty())
+        try await self.call(MentorySchema.Session.status, Mentory_V1_Empty())
     }
 
     /// Subscribes this connection to `topics`; events then arrive on ``events``.
@@ -20,7 +21,7 @@ extension MentoryClient {
     {
         var request = Mentory_V1_SubscribeRequest()
         request.topics = topics
-        return try await self.call(WireNames.session, "subscribe", request)
+        return try await self.call(MentorySchema.Session.subscribe, request)
     }
 
     /// Subscribes this connection to `topics`, each starting with a snapshot.
@@ -38,28 +39,28 @@ extension MentoryClient {
     public func unsubscribe(topics: [String]) async throws(MentoryClientError) {
         var request = Mentory_V1_UnsubscribeRequest()
         request.topics = topics
-        let _: Mentory_V1_Empty = try await self.call(WireNames.session, "unsubscribe", request)
+        _ = try await self.call(MentorySchema.Session.unsubscribe, request)
     }
 
     // MARK: mentor
 
     /// The current mentor message, if any.
     public func mentorGet() async throws(MentoryClientError) -> Mentory_V1_MentorState {
-        try await self.call(WireNames.mentor, "get", Mentory_V1_Empty())
+        try await self.call(MentorySchema.Mentor.get, Mentory_V1_Empty())
     }
 
     /// Replaces the mentor message.
     public func mentorSet(_ request: Mentory_V1_MentorSetRequest) async throws(MentoryClientError)
         -> Mentory_V1_MentorState
     {
-        try await self.call(WireNames.mentor, "set", request)
+        try await self.call(MentorySchema.Mentor.set, request)
     }
 
     /// Marks a mentor action item done.
     public func mentorCompleteTodo(id: String) async throws(MentoryClientError) -> Mentory_V1_MentorState {
         var request = Mentory_V1_MentorCompleteTodoRequest()
         request.id = id
-        return try await self.call(WireNames.mentor, "completeTodo", request)
+        return try await self.call(MentorySchema.Mentor.completeTodo, request)
     }
 
     // MARK: reachability
@@ -68,12 +69,12 @@ extension MentoryClient {
     public func reachabilityReport(_ peer: Mentory_V1_PeerState) async throws(MentoryClientError)
         -> Mentory_V1_PeerState
     {
-        try await self.call(WireNames.reachability, "report", peer)
+        try await self.call(MentorySchema.Reachability.report, peer)
     }
 
     /// Every peer's state.
     public func reachabilityGet() async throws(MentoryClientError) -> Mentory_V1_ReachabilitySnapshot {
-        try await self.call(WireNames.reachability, "get", Mentory_V1_Empty())
+        try await self.call(MentorySchema.Reachability.get, Mentory_V1_Empty())
     }
 
     // MARK: diary
@@ -82,14 +83,14 @@ extension MentoryClient {
     public func diaryAdd(_ request: Mentory_V1_DiaryAddRequest) async throws(MentoryClientError)
         -> Mentory_V1_DiaryEntry
     {
-        try await self.call(WireNames.diary, "add", request)
+        try await self.call(MentorySchema.Diary.add, request)
     }
 
     /// The entry with `id`.
     public func diaryGet(id: String) async throws(MentoryClientError) -> Mentory_V1_DiaryEntry {
         var request = Mentory_V1_DiaryGetRequest()
         request.id = id
-        return try await self.call(WireNames.diary, "get", request)
+        return try await self.call(MentorySchema.Diary.get, request)
     }
 
     /// One `list` call: at most `limit` entries (0: the daemon's default, 50) before `before`
@@ -101,7 +102,7 @@ extension MentoryClient {
         var request = Mentory_V1_DiaryListRequest()
         request.limit = limit
         if let before { request.before = before }
-        return try await self.call(WireNames.diary, "list", request)
+        return try await self.call(MentorySchema.Diary.list, request)
     }
 
     /// Up to `limit` entries (1-1000; 0 means 50) before `before` (YYYY-MM-DD), newest first.
@@ -146,7 +147,7 @@ extension MentoryClient {
     public func diaryDelete(id: String) async throws(MentoryClientError) -> Mentory_V1_DiaryEntry {
         var request = Mentory_V1_DiaryDeleteRequest()
         request.id = id
-        return try await self.call(WireNames.diary, "delete", request)
+        return try await self.call(MentorySchema.Diary.delete, request)
     }
 
     /// Sets the done flag of one of an entry's action items.
@@ -159,7 +160,7 @@ extension MentoryClient {
         request.entryID = entryID
         request.suggestionID = suggestionID
         request.done = done
-        return try await self.call(WireNames.diary, "setSuggestionDone", request)
+        return try await self.call(MentorySchema.Diary.setSuggestionDone, request)
     }
 }
 

@@ -212,6 +212,16 @@ public final class MentoryClient: Sendable {
         }
     }
 
+    /// Calls a method the schema declares, e.g. `client.call(MentorySchema.Diary.add, request)`; the
+    /// request and reply types are the ones its `rpc` declares.
+    public func call<Namespace, Request, Reply>(
+        _ method: MethodSchema<Namespace, Request, Reply>,
+        _ request: Request,
+        timeout: Duration? = nil
+    ) async throws(MentoryClientError) -> Reply {
+        try await self.call(method.namespace, method.name, request, replying: Reply.self, timeout: timeout)
+    }
+
     /// Whether the connection is still open.
     public var isConnected: Bool { self.channel.isActive }
 

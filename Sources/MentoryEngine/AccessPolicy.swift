@@ -1,3 +1,4 @@
+import MentoryHandlerKit
 import MentoryWire
 
 /// Who may call which methods and subscribe to which topics.

@@ -1,3 +1,4 @@
+import MentoryHandlerKit
 import MentoryWire
 
 /// A topic's recent events, kept in a bounded ring so a subscriber can resume after a gap.

@@ -1,3 +1,4 @@
+import MentoryHandlerKit
 import MentoryWire
 
 /// Where a subscriber's events go: the transport seam between the engine and a connection.

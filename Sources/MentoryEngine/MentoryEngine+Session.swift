@@ -3,35 +3,61 @@
 #else
     import Foundation
 #endif
+import MentoryHandlerKit
 import MentoryWire
-
-/// The methods of the built-in `session` namespace.
-public enum SessionMethod: String, CaseIterable, Sendable {
-    case ping
-    case status
-    case subscribe
-    case unsubscribe
-}
+import SwiftProtobuf
 
 extension MentoryEngine {
-    func handleSession(_ call: HandlerCall) async throws(MentoryError) -> Data {
-        guard let method = SessionMethod(rawValue: call.method) else {
-            throw .unknownMethod(namespace: WireNames.session, method: call.method)
+    /// Answers a method of the built-in `session` namespace, declared by `service Session` in mentory.proto.
+    func handleSession(_ body: Data, call: RequestContext) async throws -> Data {
+        guard call.method == MentorySchema.Session.subscribe.name else {
+            return try self.handleSessionWithoutSuspending(body, call: call)
         }
-        switch method {
-        case .ping:
-            try call.requireEmptyBody()
+        let request = try Self.decode(MentorySchema.Session.subscribe, body)
+        return try await self.subscribe(call.connection.id, to: request).wireBody()
+    }
+
+    /// Answers a `session` method that does not suspend; `nil` for `subscribe`, which may.
+    func handleSessionImmediately(_ body: Data, call: RequestContext) throws -> Data? {
+        guard call.method != MentorySchema.Session.subscribe.name else { return nil }
+        // Every other session method answers without suspending.
+        return try self.handleSessionWithoutSuspending(body, call: call)
+    }
+
+    private func handleSessionWithoutSuspending(_ body: Data, call: RequestContext) throws -> Data {
+        typealias Session = MentorySchema.Session
+        switch call.method {
+        case Session.ping.name:
+            _ = try Self.decode(Session.ping, body)
             return Mentory_V1_Empty().wireBody()
-        case .status:
-            try call.requireEmptyBody()
+        case Session.status.name:
+            _ = try Self.decode(Session.status, body)
             return self.status().wireBody()
-        case .subscribe:
-            let request = try call.decode(Mentory_V1_SubscribeRequest.self)
-            return try await self.subscribe(call.connection.id, to: request).wireBody()
-        case .unsubscribe:
-            let request = try call.decode(Mentory_V1_UnsubscribeRequest.self)
+        case Session.unsubscribe.name:
+            let request = try Self.decode(Session.unsubscribe, body)
             self.unsubscribe(call.connection.id, from: request.topics)
             return Mentory_V1_Empty().wireBody()
+        case Session.describe.name:
+            let request = try Self.decode(Session.describe, body)
+            return try self.describe(request).wireBody()
+        default:
+            throw MentoryError.unknownMethod(namespace: Session.name, method: call.method)
+        }
+    }
+
+    /// Decodes the request of a `session` method, as every handler's routes do.
+    private static func decode<Request, Reply>(
+        _ method: MethodSchema<MentorySchema.Session, Request, Reply>,
+        _ body: Data
+    ) throws(MentoryError) -> Request {
+        if Request.self == Mentory_V1_Empty.self, !body.isEmpty {
+            throw .invalidArgument(
+                "'\(method.name)' takes an empty body (Empty), but the request carried \(body.count) bytes")
+        }
+        do {
+            return try Request(serializedBytes: body)
+        } catch {
+            throw .invalidArgument("the body of '\(method.name)' is not a valid \(Request.protoMessageName): \(error)")
         }
     }
 
@@ -45,6 +71,19 @@ extension MentoryEngine {
         reply.subscribers = UInt32(self.subscriberCount)
         reply.topics = self.topicPositions
         reply.epoch = self.epoch
+        return reply
+    }
+
+    /// Every namespace served, or the one asked for, with the descriptors of all their messages.
+    public func describe(_ request: Mentory_V1_DescribeRequest) throws(MentoryError) -> Mentory_V1_DescribeReply {
+        var namespaces = self.namespaces
+        if !request.namespace.isEmpty {
+            namespaces = namespaces.filter { $0.name == request.namespace }
+            guard !namespaces.isEmpty else { throw .unknownNamespace(request.namespace) }
+        }
+        var reply = Mentory_V1_DescribeReply()
+        reply.namespaces = namespaces.map(\.wireDescription)
+        reply.descriptors = self.describedDescriptors
         return reply
     }
 }

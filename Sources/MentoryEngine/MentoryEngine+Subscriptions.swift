@@ -1,3 +1,4 @@
+import MentoryHandlerKit
 import MentoryWire
 
 extension MentoryEngine {

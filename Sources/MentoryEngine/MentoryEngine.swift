@@ -10,7 +10,9 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Configuration
 import Logging
+import MentoryHandlerKit
 import MentoryWire
 import SwiftProtobuf
 
@@ -31,17 +33,21 @@ public actor MentoryEngine {
         /// The user the daemon runs as, trusted like root by the access policy (its peers could read
         /// the daemon's files anyway); `nil` trusts only root. Defaults to the process's effective uid.
         public var daemonUID: UInt32?
+        /// How long a request may take when it names no shorter deadline (`limits.requestTimeoutMilliseconds`).
+        public var requestTimeout: Duration
 
         public init(
             serverVersion: String,
             eventRingCapacity: Int = 4096,
             accessPolicy: AccessPolicy = .default,
-            daemonUID: UInt32? = geteuid()
+            daemonUID: UInt32? = geteuid(),
+            requestTimeout: Duration = .seconds(30)
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
             self.accessPolicy = accessPolicy
             self.daemonUID = daemonUID
+            self.requestTimeout = requestTimeout
         }
     }
 
@@ -65,10 +71,11 @@ public actor MentoryEngine {
     public nonisolated let logger: Logger
 
     let startedAt = ContinuousClock.now
-    var handlers: [String: any MentoryHandler] = [:]
+    var handlers: [String: any HostedHandler] = [:]
     var registrationOrder: [String] = []
     var topicOwners: [String: String] = [:]
-    private var states: [ObjectIdentifier: AnyObject] = [:]
+    /// The descriptors `session.describe` sends, merged once per registration.
+    var describedDescriptors = SchemaDescriptors.merged([MentorySchema.fileDescriptors])
     var connections: [ConnectionID: Connection] = [:]
     var logs: [String: EventLog] = [:]
     /// Every subscription, indexed both by connection and by topic.
@@ -120,25 +127,50 @@ public actor MentoryEngine {
 
     // MARK: Handler registry
 
-    /// Registers `handler` under its namespace and opens it.
-    package func register(_ handler: any MentoryHandler) async throws(MentoryError) {
-        let namespace = handler.namespace
-        guard namespace != WireNames.session, self.handlers[namespace] == nil else {
+    /// Opens `handler` and hosts it under its namespace.
+    ///
+    /// `config` is the handler's own section, `handlers.<namespace>`. Throws when the namespace or
+    /// one of its topics is taken, when the handler's routes do not match its schema, or when it
+    /// fails to open; nothing of it is registered then.
+    package func register<Handler: MentoryHandler>(
+        _ handler: Handler,
+        config: ConfigReader
+    ) async throws(MentoryError) {
+        let namespace = Handler.Namespace.name
+        guard namespace != MentorySchema.Session.name, self.handlers[namespace] == nil else {
             throw .internal("namespace '\(namespace)' is already registered")
         }
-        for topic in handler.topics {
-            guard self.topicOwners[topic] == nil else {
-                throw .internal("topic '\(topic)' is already published by '\(self.topicOwners[topic]!)'")
+        for topic in Handler.Namespace.topics {
+            if let owner = self.topicOwners[topic.name] {
+                throw .internal("topic '\(topic.name)' is already published by '\(owner)'")
             }
         }
-        try await self.scoped(namespace) { engine throws(MentoryError) in try await handler.open(engine: engine) }
-        self.handlers[namespace] = handler
-        self.registrationOrder.append(namespace)
-        for topic in handler.topics {
-            self.topicOwners[topic] = namespace
-            self.logs[topic] = EventLog(capacity: self.configuration.eventRingCapacity)
+        var logger = self.logger
+        logger[metadataKey: "namespace"] = "\(namespace)"
+        let setup = HandlerSetup(namespace: namespace, config: config, logger: logger, clock: self.clock)
+        let state: Handler.State
+        do {
+            state = try await handler.open(setup)
+        } catch {
+            throw .internal("\(Self.describe(error))")
         }
+        let hosted = try Hosted(
+            handler, state: state, config: config, logger: logger, clock: self.clock,
+            publisher: { topic, body in self.publish(body, on: topic) })
+        self.handlers[namespace] = hosted
+        self.registrationOrder.append(namespace)
+        for topic in Handler.Namespace.topics {
+            self.topicOwners[topic.name] = namespace
+            self.logs[topic.name] = EventLog(capacity: self.configuration.eventRingCapacity)
+        }
+        self.describedDescriptors = SchemaDescriptors.merged(
+            [MentorySchema.fileDescriptors] + self.registrationOrder.map { self.handlers[$0]!.descriptors })
         self.logger.debug("registered handler", metadata: ["namespace": "\(namespace)"])
+    }
+
+    /// Opens `handler` and hosts it with an empty configuration section.
+    package func register<Handler: MentoryHandler>(_ handler: Handler) async throws(MentoryError) {
+        try await self.register(handler, config: ConfigReader(provider: InMemoryProvider(values: [:])))
     }
 
     /// Closes every handler, last registered first. Requests after this get ``MentoryError/shuttingDown``.
@@ -146,33 +178,39 @@ public actor MentoryEngine {
         self.isShuttingDown = true
         for namespace in self.registrationOrder.reversed() {
             guard let handler = self.handlers[namespace] else { continue }
-            await HandlerScope.$namespace.withValue(namespace) { await handler.close(engine: self) }
+            await handler.close()
+            self.logger.debug("closed handler", metadata: ["namespace": "\(namespace)"])
         }
+    }
+
+    /// Hands every handler its reloaded configuration section; returns the namespaces that refused
+    /// theirs, with why (they keep the previous one).
+    package func reloadHandlers(config: (String) -> ConfigReader) -> [String: String] {
+        var refused: [String: String] = [:]
+        for namespace in self.registrationOrder {
+            do {
+                try self.handlers[namespace]!.reload(config: config(namespace))
+            } catch {
+                refused[namespace] = Self.describe(error)
+            }
+        }
+        return refused
+    }
+
+    /// The namespaces served, in registration order, `session` first.
+    public var namespaces: [NamespaceInfo] {
+        [MentorySchema.Session.info] + self.registrationOrder.map { self.handlers[$0]!.info }
     }
 
     /// Every registered handler, in registration order, as the handshake lists them.
     public var handlerDescriptions: [Mentory_V1_HandlerDescription] {
-        var descriptions: [Mentory_V1_HandlerDescription] = []
-        var session = Mentory_V1_HandlerDescription()
-        session.namespace = WireNames.session
-        session.methods = SessionMethod.allCases.map(\.rawValue)
-        descriptions.append(session)
-        for namespace in self.registrationOrder {
-            descriptions.append(self.handlers[namespace]!.handlerDescription)
+        self.namespaces.map { namespace in
+            var description = Mentory_V1_HandlerDescription()
+            description.namespace = namespace.name
+            description.methods = namespace.methods.map(\.name)
+            description.topics = namespace.topics.map(\.name)
+            return description
         }
-        return descriptions
-    }
-
-    /// The engine-owned state object of type `State`, created on first use.
-    public func state<State: HandlerState>(_ type: State.Type) -> State {
-        let key = ObjectIdentifier(type)
-        if let existing = self.states[key] {
-            // The dictionary is keyed by the type itself, so the cast cannot fail.
-            return unsafeDowncast(existing, to: State.self)
-        }
-        let created = State()
-        self.states[key] = created
-        return created
     }
 
     // MARK: Connections
@@ -196,8 +234,7 @@ public actor MentoryEngine {
         guard self.connections.removeValue(forKey: id) != nil else { return }
         self.subscriptions.removeAll(id)
         for namespace in self.registrationOrder {
-            let handler = self.handlers[namespace]!
-            HandlerScope.$namespace.withValue(namespace) { handler.connectionClosed(id, engine: self) }
+            self.handlers[namespace]!.connectionClosed(id)
         }
     }
 
@@ -231,23 +268,52 @@ public actor MentoryEngine {
     ///
     /// Every failure becomes an error response; nothing here closes the connection.
     package func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
-        do throws(MentoryError) {
+        do {
             let body = try await self.route(request, from: id)
             return .success(id: request.id, body: body)
         } catch {
-            if case .internal = error {
-                self.logger.error(
-                    "request failed",
-                    metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
-                )
-            }
-            return .failure(id: request.id, error: error.wireError)
+            return .failure(id: request.id, error: self.wireError(error, for: request))
         }
     }
 
-    private func route(_ request: Mentory_V1_Request, from id: ConnectionID) async throws(MentoryError) -> Data {
-        guard !self.isShuttingDown else { throw .shuttingDown }
-        guard let connection = self.connections[id] else { throw .handshakeRequired }
+    /// Answers `request` at once when its route does not suspend, or returns `nil` when it must
+    /// run as a task (``dispatch(_:from:)``).
+    ///
+    /// The server calls this on the event loop, which is the engine's executor: a request answered
+    /// here costs no task and no hop.
+    package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
+        do {
+            let call = try self.admit(request, from: id)
+            let body: Data?
+            if request.namespace == MentorySchema.Session.name {
+                body = try self.handleSessionImmediately(request.body, call: call)
+            } else if let handler = self.handlers[request.namespace] {
+                body = try handler.respondImmediately(method: request.method, body: request.body, call: call)
+            } else {
+                throw MentoryError.unknownNamespace(request.namespace)
+            }
+            return body.map { .success(id: request.id, body: $0) }
+        } catch {
+            return .failure(id: request.id, error: self.wireError(error, for: request))
+        }
+    }
+
+    private func route(_ request: Mentory_V1_Request, from id: ConnectionID) async throws -> Data {
+        let call = try self.admit(request, from: id)
+        if request.namespace == MentorySchema.Session.name {
+            return try await self.handleSession(request.body, call: call)
+        }
+        guard let handler = self.handlers[request.namespace] else {
+            throw MentoryError.unknownNamespace(request.namespace)
+        }
+        return try await handler.respond(method: request.method, body: request.body, call: call)
+    }
+
+    /// Checks that `request` may run now (not shutting down, a known connection, allowed by the
+    /// access policy) and builds its context.
+    private func admit(_ request: Mentory_V1_Request, from id: ConnectionID) throws -> RequestContext {
+        guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
+        guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
         guard
             self.accessPolicy.allowsCall(
                 connection.context.credentials,
@@ -257,62 +323,92 @@ public actor MentoryEngine {
             )
         else {
             self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
-            throw .permissionDenied(namespace: request.namespace, method: request.method)
+            throw MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
         }
-        let call = HandlerCall(method: request.method, body: request.body, connection: connection.context)
-        if request.namespace == WireNames.session {
-            return try await self.handleSession(call)
-        }
-        guard let handler = self.handlers[request.namespace] else {
-            throw .unknownNamespace(request.namespace)
-        }
-        return try await self.scoped(request.namespace) { engine throws(MentoryError) in
-            try await handler.handle(call, engine: engine)
+        return RequestContext(
+            requestID: request.id,
+            method: request.method,
+            connection: connection.context,
+            deadline: self.deadline(of: request),
+            logger: self.logger
+        )
+    }
+
+    /// When the request's answer is due: its own `timeout_ms`, at most the configured default.
+    private func deadline(of request: Mentory_V1_Request) -> ContinuousClock.Instant {
+        ContinuousClock.now + self.timeout(of: request)
+    }
+
+    /// The request's own `timeout_ms`, at most the configured default; the default when it names none.
+    private func timeout(of request: Mentory_V1_Request) -> Duration {
+        guard request.timeoutMs != 0 else { return self.configuration.requestTimeout }
+        return min(.milliseconds(Int64(request.timeoutMs)), self.configuration.requestTimeout)
+    }
+
+    /// The wire form of any error a request ended with; causes and unexpected errors are logged.
+    func wireError(_ error: any Error, for request: Mentory_V1_Request) -> Mentory_V1_Error {
+        switch error {
+        case let error as MentoryError:
+            if case .internal = error {
+                self.logger.error(
+                    "request failed",
+                    metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
+                )
+            }
+            return error.wireError
+        case let error as any HandlerError:
+            if let cause = error.underlyingError {
+                self.logger.warning(
+                    "request failed",
+                    metadata: [
+                        "namespace": "\(request.namespace)", "method": "\(request.method)",
+                        "reason": "\(error.reason)", "cause": "\(cause)",
+                    ]
+                )
+            }
+            var wire = Mentory_V1_Error(code: error.code, message: error.message)
+            wire.reason = "\(request.namespace).\(error.reason)"
+            return wire
+        case HandlerFailure.deadlineExceeded:
+            let timeout = self.timeout(of: request)
+            let milliseconds =
+                timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+            return MentoryError.deadlineExceeded(
+                namespace: request.namespace, method: request.method, milliseconds: Int(milliseconds)
+            ).wireError
+        default:
+            self.logger.error(
+                "request failed with an unexpected error",
+                metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
+            )
+            return MentoryError.internal("\(request.namespace).\(request.method) failed: \(error)").wireError
         }
     }
 
-    /// Runs `body` as handler `namespace`: only its own topics may be published on meanwhile.
-    ///
-    /// The scope is a task-local value, so it follows the handler's work across suspension points
-    /// (and into tasks it starts) while other handlers' requests interleave on the engine.
-    func scoped<Value: Sendable>(
-        _ namespace: String,
-        _ body: (isolated MentoryEngine) async throws(MentoryError) -> Value
-    ) async throws(MentoryError) -> Value {
-        let outcome: Result<Value, MentoryError> = await HandlerScope.$namespace.withValue(namespace) {
-            do throws(MentoryError) {
-                return .success(try await body(self))
-            } catch {
-                return .failure(error)
-            }
+    /// A person's description of an error a handler threw.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as MentoryError: error.message
+        case let error as any HandlerError: error.message
+        default: "\(error)"
         }
-        return try outcome.get()
     }
 
     // MARK: Publishing
 
     /// Publishes a change on `topic` to every subscriber and keeps it for resuming ones.
     ///
-    /// Only the handler that declared `topic` may publish on it, from its own requirements (or
-    /// tasks they start): any other publish is refused, logged as an error, and sends nothing.
-    public func publish(_ body: some SwiftProtobuf.Message, on topic: String) {
-        guard let owner = self.topicOwners[topic], var log = self.logs[topic] else {
+    /// Handlers reach this only through their ``HandlerContext``, whose types let them name their
+    /// own topics and no others.
+    func publish(_ body: Data, on topic: String) {
+        guard var log = self.logs[topic] else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
-            return
-        }
-        guard let publisher = HandlerScope.namespace, publisher == owner else {
-            self.logger.error(
-                "refused a publish on a topic another handler owns",
-                metadata: [
-                    "topic": "\(topic)", "owner": "\(owner)", "publisher": "\(HandlerScope.namespace ?? "none")",
-                ]
-            )
             return
         }
         var event = Mentory_V1_Event()
         event.topic = topic
         event.kind = .change
-        event.body = body.wireBody()
+        event.body = body
         event.epoch = self.epoch
         event = log.append(event)
         self.logs[topic] = log
@@ -374,13 +470,11 @@ public actor MentoryEngine {
         while true {
             let sequence = self.lastSequence(of: topic)
             let body: Data
-            do throws(MentoryError) {
-                body = try await self.scoped(owner) { engine throws(MentoryError) in
-                    try await handler.snapshot(of: topic, engine: engine)
-                }
+            do {
+                body = try await handler.snapshot(of: topic)
             } catch {
                 self.logger.error("snapshot failed", metadata: ["topic": "\(topic)", "error": "\(error)"])
-                throw error
+                throw (error as? MentoryError) ?? .internal("the snapshot of \(topic) failed: \(Self.describe(error))")
             }
             // The snapshot reflects at least every event up to `sequence`; events published while it
             // was being taken follow it, so nothing is lost and no sequence number repeats.
@@ -418,9 +512,4 @@ public actor MentoryEngine {
             self.deliver(event, to: id)
         }
     }
-}
-
-/// The handler on whose behalf the current task runs, if any; publishing checks it.
-enum HandlerScope {
-    @TaskLocal static var namespace: String?
 }

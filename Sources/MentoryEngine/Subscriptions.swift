@@ -1,3 +1,5 @@
+import MentoryHandlerKit
+
 /// Which connection is subscribed to which topic, and how far each subscription's delivery got.
 ///
 /// One value holds both directions of the relation, so they cannot disagree: every mutation

@@ -1,5 +1,6 @@
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import NIOCore
 
@@ -232,8 +233,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.send(response: .failure(id: request.id, error: MentoryError.duplicateRequestID(request.id).wireError))
             return
         }
-        self.inFlight[request.id] = "\(request.namespace).\(request.method)"
         let id = self.id
+        // A request whose handler does not suspend is answered here, on the event loop (the engine's
+        // executor), with no task; the loop handling pending frames goes on with the next one.
+        if let response = self.engine.assumeIsolated({ engine in engine.dispatchImmediately(request, from: id) }) {
+            if self.phase != .closing {
+                self.send(response: response, method: "\(request.namespace).\(request.method)")
+            }
+            return
+        }
+        self.inFlight[request.id] = "\(request.namespace).\(request.method)"
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.onEngine { engine in
             let response = await engine.dispatch(request, from: id)
@@ -300,13 +309,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func send(response: Mentory_V1_Response, method: String = "?") {
+    private func send(response: Mentory_V1_Response, method: @autoclosure () -> String = "?") {
         var envelope = Mentory_V1_Envelope()
         envelope.response = response
         switch ServerFrameEncoder.encode(envelope, maxFrameLength: self.configuration.maxFrameLength) {
         case .success(let frame):
             self.write(frame)
         case .failure(let oversized):
+            let method = method()
             let message =
                 "the reply to \(method) is \(oversized.length) bytes, over the frame limit of \(oversized.maximum)"
                 + " bytes; the handler must page its replies"

@@ -1,4 +1,5 @@
 import MentoryEngine
+import MentoryHandlerKit
 import NIOCore
 
 /// The server's bookkeeping of open connections. Lives on the server's event loop.

@@ -3,6 +3,7 @@
 #endif
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import NIOCore
 import NIOPosix

@@ -1,6 +1,7 @@
 import CMentoryShims
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import NIOCore
 import Synchronization
 

@@ -14,14 +14,14 @@ public enum WireProtocol {
     public static let defaultMaxFrameLength = 1 << 20
 }
 
-/// A well-known namespace or topic name.
+/// A well-known namespace or topic name, as `MentorySchema` declares it (from the services in mentory.proto).
 public enum WireNames {
-    /// The namespace built into the daemon: `ping`, `status`, `subscribe`, `unsubscribe`.
-    public static let session = "session"
+    /// The namespace built into the daemon: `ping`, `status`, `subscribe`, `unsubscribe`, `describe`.
+    public static let session = MentorySchema.Session.name
     /// The mentor handler's namespace and topic.
-    public static let mentor = "mentor"
+    public static let mentor = MentorySchema.Mentor.name
     /// The reachability handler's namespace and topic.
-    public static let reachability = "reachability"
+    public static let reachability = MentorySchema.Reachability.name
     /// The diary handler's namespace and topic.
-    public static let diary = "diary"
+    public static let diary = MentorySchema.Diary.name
 }

@@ -380,14 +380,13 @@ struct Backup: AsyncParsableCommand {
             close(descriptor)
             unlink(partial)
         }
-        let snapshot: Mentory_V1_StorageBackupReply = try await client.call(
-            "storage", "backup", Mentory_V1_StorageBackupRequest())
+        let snapshot = try await client.call(MentorySchema.Storage.backup, Mentory_V1_StorageBackupRequest())
         var offset: UInt64 = 0
         var header: [UInt8] = []
         while true {
             var request = Mentory_V1_StorageBackupReadRequest()
             request.offset = offset
-            let piece: Mentory_V1_StorageBackupReadReply = try await client.call("storage", "backupRead", request)
+            let piece = try await client.call(MentorySchema.Storage.backupRead, request)
             guard piece.data.count <= max(Int(snapshot.chunkBytes), 1),
                 offset + UInt64(piece.data.count) <= snapshot.bytes
             else {

@@ -19,8 +19,7 @@ struct Reload: AsyncParsableCommand {
 
     func run() async throws {
         try await self.options.withClient { client in
-            let _: Mentory_V1_DaemonReloadReply = try await client.call(
-                "daemon", "reload", Mentory_V1_DaemonReloadRequest())
+            _ = try await client.call(MentorySchema.Daemon.reload, Mentory_V1_DaemonReloadRequest())
             if self.options.json {
                 print(#"{"reloaded":true}"#)
             } else {

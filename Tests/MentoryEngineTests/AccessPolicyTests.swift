@@ -1,5 +1,6 @@
 import Foundation
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import Testing
 
@@ -119,13 +120,15 @@ struct AccessPolicyTests {
 
 /// Stands in for the storage administration handler: answers `backup` without taking a snapshot.
 private struct FakeStorageHandler: MentoryHandler {
+    typealias Namespace = MentorySchema.Storage
     static let snapshotSize: UInt64 = 4096
-    var namespace: String { "storage" }
-    var methods: [String] { ["backup"] }
-    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        _ = try call.decode(Mentory_V1_StorageBackupRequest.self)
-        var reply = Mentory_V1_StorageBackupReply()
-        reply.bytes = Self.snapshotSize
-        return reply.wireBody()
+
+    func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.on(Namespace.backup) { _, _, _ in
+            var reply = Mentory_V1_StorageBackupReply()
+            reply.bytes = Self.snapshotSize
+            return reply
+        }
+        routes.on(Namespace.backupRead) { _, _, _ in Mentory_V1_StorageBackupReadReply() }
     }
 }

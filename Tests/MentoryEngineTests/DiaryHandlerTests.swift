@@ -1,5 +1,6 @@
 import MentoryDiary
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import Testing
 

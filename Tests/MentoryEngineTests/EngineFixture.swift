@@ -1,6 +1,7 @@
 import Foundation
 import MentoryDiary
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryMentor
 import MentoryReachability
 import MentoryStorage

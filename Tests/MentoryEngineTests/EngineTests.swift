@@ -1,5 +1,6 @@
 import Foundation
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import Testing
 
@@ -187,9 +188,11 @@ struct EngineTests {
 
 /// A second handler claiming an existing namespace.
 private struct MentoryReachabilityProbe: MentoryHandler {
-    var namespace: String { WireNames.reachability }
-    var methods: [String] { [] }
-    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        Data()
+    typealias Namespace = MentorySchema.Reachability
+
+    func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.on(Namespace.report) { request, _, _ in request }
+        routes.on(Namespace.get) { _, _, _ in Mentory_V1_ReachabilitySnapshot() }
+        routes.snapshot(Namespace.reachabilityTopic) { _ in Mentory_V1_ReachabilitySnapshot() }
     }
 }

@@ -1,4 +1,5 @@
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import Testing
 

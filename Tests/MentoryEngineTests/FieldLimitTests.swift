@@ -1,5 +1,6 @@
 import Foundation
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import SwiftProtobuf
 import Testing

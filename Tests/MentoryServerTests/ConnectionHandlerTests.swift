@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import NIOCore
 import NIOEmbedded
@@ -54,29 +55,37 @@ final class PeerSimulator: ChannelOutboundHandler {
     }
 }
 
+/// A namespace for these tests: replies and events as large as asked.
+enum BlobSchema: NamespaceSchema {
+    static let name = "blob"
+    static let version: UInt32 = 1
+    static let get = MethodSchema<BlobSchema, Google_Protobuf_UInt32Value, Google_Protobuf_BytesValue>(name: "get")
+    static let publish = MethodSchema<BlobSchema, Google_Protobuf_UInt32Value, Mentory_V1_Empty>(name: "publish")
+    static let blobTopic = TopicSchema<BlobSchema, Mentory_V1_Hello, Mentory_V1_Hello>(name: "blob")
+    static let methods: [MethodInfo] = [get.info, publish.info]
+    static let topics: [TopicInfo] = [blobTopic.info]
+    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+}
+
 /// A handler whose replies and events are as large as asked.
 struct BlobHandler: MentoryHandler {
-    let namespace = "blob"
-    let methods = ["get", "publish"]
-    let topics = ["blob"]
+    typealias Namespace = BlobSchema
 
-    func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        let size = Int(String(decoding: call.body, as: UTF8.self)) ?? 0
-        switch call.method {
-        case "get":
-            return Data(repeating: 0x42, count: size)
-        case "publish":
-            var body = Mentory_V1_Hello()
-            body.clientName = String(repeating: "e", count: size)
-            engine.publish(body, on: "blob")
-            return Data()
-        default:
-            throw .unknownMethod(namespace: self.namespace, method: call.method)
+    func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.on(Namespace.get) { request, _, _ in
+            Google_Protobuf_BytesValue(Data(repeating: 0x42, count: Int(request.value)))
         }
-    }
-
-    func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        Data("snapshot".utf8)
+        routes.on(Namespace.publish) { request, _, context in
+            var body = Mentory_V1_Hello()
+            body.clientName = String(repeating: "e", count: Int(request.value))
+            context.publish(body, on: Namespace.blobTopic)
+            return Mentory_V1_Empty()
+        }
+        routes.snapshot(Namespace.blobTopic) { _ in
+            var body = Mentory_V1_Hello()
+            body.clientName = "snapshot"
+            return body
+        }
     }
 }
 
@@ -168,7 +177,7 @@ struct Harness {
     }
 
     static func blob(_ id: UInt64, bytes: Int, method: String = "get") -> Mentory_V1_Envelope {
-        Self.request(id, "blob", method, Data("\(bytes)".utf8))
+        Self.request(id, "blob", method, Google_Protobuf_UInt32Value(UInt32(bytes)).wireBody())
     }
 }
 
@@ -185,6 +194,30 @@ private func code(_ code: Mentory_V1_ErrorCode) -> UInt32 { UInt32(code.rawValue
 
 @Suite("ConnectionHandler: back-pressure, framing and timeouts")
 struct ConnectionHandlerTests {
+    @Test("a request whose handler does not suspend is answered within the read, with no task; subscribe waits")
+    func immediateAnswers() async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        var subscribe = Mentory_V1_SubscribeRequest()
+        var topic = Mentory_V1_TopicSubscription()
+        topic.topic = "blob"
+        subscribe.topics = [topic]
+        var buffer = ByteBuffer()
+        buffer.writeFrame(Harness.request(1, "session", "ping"))
+        buffer.writeFrame(Harness.blob(2, bytes: 10))
+        buffer.writeFrame(Harness.request(3, "session", "subscribe", subscribe.wireBody()))
+        buffer.writeFrame(Harness.request(4, "session", "status"))
+        // Only the read itself runs: no task the loop has queued meanwhile.
+        try await harness.channel.writeInbound(buffer)
+        let immediate = try await harness.received()
+        #expect(immediate.compactMap { if case .response(let response) = $0.kind { response.id } else { nil } } == [1, 2, 4])
+        await harness.channel.testingEventLoop.run()
+        let later = try await harness.received()
+        #expect(later.compactMap { if case .response(let response) = $0.kind { response.id } else { nil } } == [3], "subscribe ran as a task")
+        #expect(later.events.map(\.kind) == [.snapshot])
+        _ = try await harness.channel.finish()
+    }
+
     @Test("past maxOutboundBytes the handler stops dispatching and reading; it resumes once the peer drains")
     func outboundBackPressure() async throws {
         let harness = try await Harness {
@@ -270,7 +303,8 @@ struct ConnectionHandlerTests {
         #expect(failed.error.message.contains("4096"))
         let numbers = failed.error.message.split { !$0.isNumber }.compactMap { Int($0) }
         #expect(numbers.contains { $0 >= 10_000 }, "the size: \(failed.error.message)")
-        #expect(replies[1].response.id == 8 && replies[1].response.body.count == 100, "the connection goes on")
+        let echoed = try Google_Protobuf_BytesValue(serializedBytes: replies[1].response.body)
+        #expect(replies[1].response.id == 8 && echoed.value.count == 100, "the connection goes on")
         _ = try await harness.channel.finish()
     }
 

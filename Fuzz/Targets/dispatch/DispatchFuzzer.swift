@@ -22,6 +22,7 @@
 import Logging
 import MentoryDiary
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryMentor
 import MentoryReachability
 import MentoryStorage
@@ -265,20 +266,31 @@ private func checkReply(_ body: Data, to call: Call, what: String, engine: isola
         return message
     }
     switch (call.namespace, call.method) {
-    case (WireNames.session, "ping"), (WireNames.session, "unsubscribe"):
+    case (WireNames.session, MentorySchema.Session.ping.name),
+        (WireNames.session, MentorySchema.Session.unsubscribe.name):
         _ = decode(Mentory_V1_Empty.self)
-    case (WireNames.session, "status"):
+    case (WireNames.session, MentorySchema.Session.status.name):
         let reply = decode(Mentory_V1_StatusReply.self)
         guard reply.epoch == engine.epoch, reply.handlers.count == 4, reply.topics.count == 3 else {
             fail("\(what): unexpected status \(reply)")
         }
-    case (WireNames.session, "subscribe"):
+    case (WireNames.session, MentorySchema.Session.subscribe.name):
         let reply = decode(Mentory_V1_SubscribeReply.self)
         let asked = request(Mentory_V1_SubscribeRequest.self)
         guard reply.epoch == engine.epoch, reply.topics.map(\.topic) == asked.topics.map(\.topic) else {
             fail("\(what): the reply \(reply) does not match the request \(asked)")
         }
-    case (WireNames.mentor, "set"):
+    case (WireNames.session, MentorySchema.Session.describe.name):
+        // Every namespace described is one the schema declares, with the methods it declares.
+        let reply = decode(Mentory_V1_DescribeReply.self)
+        for described in reply.namespaces {
+            guard let declared = MentorySchema.namespaces.first(where: { $0.name == described.namespace }),
+                described.methods.map(\.name) == declared.methods.map(\.name)
+            else {
+                fail("\(what): \(described.namespace) is not described as the schema declares it")
+            }
+        }
+    case (WireNames.mentor, MentorySchema.Mentor.set.name):
         let reply = decode(Mentory_V1_MentorState.self)
         let asked = request(Mentory_V1_MentorSetRequest.self)
         guard reply.message.content == asked.content, reply.message.character == asked.character,
@@ -290,7 +302,7 @@ private func checkReply(_ body: Data, to call: Call, what: String, engine: isola
         }
     case (WireNames.mentor, _):
         _ = decode(Mentory_V1_MentorState.self)
-    case (WireNames.reachability, "report"):
+    case (WireNames.reachability, MentorySchema.Reachability.report.name):
         let reply = decode(Mentory_V1_PeerState.self)
         let asked = request(Mentory_V1_PeerState.self)
         guard reply.peer == asked.peer, !reply.peer.isEmpty else {
@@ -302,7 +314,7 @@ private func checkReply(_ body: Data, to call: Call, what: String, engine: isola
         guard names == names.sorted(), Set(names).count == names.count else {
             fail("\(what): peers not sorted or repeated: \(names)")
         }
-    case (WireNames.diary, "list"):
+    case (WireNames.diary, MentorySchema.Diary.list.name):
         let reply = decode(Mentory_V1_DiaryListReply.self)
         let asked = request(Mentory_V1_DiaryListRequest.self)
         let limit = asked.limit == 0 ? DiaryHandler.defaultListLimit : Int(asked.limit)
@@ -312,7 +324,7 @@ private func checkReply(_ body: Data, to call: Call, what: String, engine: isola
         else {
             fail("\(what): list of \(dates) breaks limit \(limit) / order / before \(asked.before)")
         }
-    case (WireNames.diary, "add"):
+    case (WireNames.diary, MentorySchema.Diary.add.name):
         let reply = decode(Mentory_V1_DiaryEntry.self)
         let asked = request(Mentory_V1_DiaryAddRequest.self)
         guard reply.recordDate == asked.recordDate, reply.title == asked.title, reply.text == asked.text,

@@ -43,13 +43,14 @@ final class Model: Sendable {
         case (WireNames.mentor, _):
             guard let state = try? Mentory_V1_MentorState(serializedBytes: reply) else { return }
             self.state.withLock { $0.mentorItems = state.message.actionItems.map(\.id) }
-        case (WireNames.diary, "add"), (WireNames.diary, "setSuggestionDone"):
+        case (WireNames.diary, MentorySchema.Diary.add.name),
+            (WireNames.diary, MentorySchema.Diary.setSuggestionDone.name):
             guard let entry = try? Mentory_V1_DiaryEntry(serializedBytes: reply) else { return }
             self.state.withLock { state in
                 state.diary.removeAll { $0.id == entry.id }
                 state.diary.append((entry.id, entry.actionItems.map(\.id)))
             }
-        case (WireNames.diary, "delete"):
+        case (WireNames.diary, MentorySchema.Diary.delete.name):
             guard let entry = try? Mentory_V1_DiaryEntry(serializedBytes: reply) else { return }
             self.state.withLock { state in state.diary.removeAll { $0.id == entry.id } }
         default:
@@ -89,7 +90,7 @@ final class Model: Sendable {
                 return subscription
             }
             call.namespace = WireNames.session
-            call.method = "subscribe"
+            call.method = MentorySchema.Session.subscribe.name
             call.body = body(request)
             call.resumes = request.topics.filter { $0.hasResumeAfter && $0.epoch == self.epoch }.map {
                 Resume(topic: $0.topic, after: $0.resumeAfter)
@@ -98,7 +99,7 @@ final class Model: Sendable {
             var request = Mentory_V1_UnsubscribeRequest()
             request.topics = Self.topics(mask)
             call.namespace = WireNames.session
-            call.method = "unsubscribe"
+            call.method = MentorySchema.Session.unsubscribe.name
             call.body = body(request)
         case .mentorSet(let a, let b):
             var request = Mentory_V1_MentorSetRequest()
@@ -112,14 +113,14 @@ final class Model: Sendable {
                 return item
             }
             call.namespace = WireNames.mentor
-            call.method = "set"
+            call.method = MentorySchema.Mentor.set.name
             call.body = body(request)
         case .mentorComplete(let pick):
             let items = self.state.withLock { $0.mentorItems }
             var request = Mentory_V1_MentorCompleteTodoRequest()
             request.id = items.isEmpty || pick & 0x80 != 0 ? "missing-\(pick)" : items[Int(pick) % items.count]
             call.namespace = WireNames.mentor
-            call.method = "completeTodo"
+            call.method = MentorySchema.Mentor.completeTodo.name
             call.body = body(request)
         case .report(let flags):
             var request = Mentory_V1_PeerState()
@@ -129,7 +130,7 @@ final class Model: Sendable {
             request.isReachable = flags & 0x20 != 0
             request.updatedAtUnixMs = flags & 0x40 != 0 ? -1 : 0
             call.namespace = WireNames.reachability
-            call.method = "report"
+            call.method = MentorySchema.Reachability.report.name
             call.body = body(request)
         case .diaryAdd(let a, let b, let c):
             var request = Mentory_V1_DiaryAddRequest()
@@ -147,7 +148,7 @@ final class Model: Sendable {
                 return item
             }
             call.namespace = WireNames.diary
-            call.method = "add"
+            call.method = MentorySchema.Diary.add.name
             call.body = body(request)
         case .diaryRef(let method, let entryPick, let itemPick):
             let diary = self.state.withLock { $0.diary }
@@ -158,12 +159,12 @@ final class Model: Sendable {
             case 0:
                 var request = Mentory_V1_DiaryGetRequest()
                 request.id = entryID
-                call.method = "get"
+                call.method = MentorySchema.Diary.get.name
                 call.body = body(request)
             case 1:
                 var request = Mentory_V1_DiaryDeleteRequest()
                 request.id = entryID
-                call.method = "delete"
+                call.method = MentorySchema.Diary.delete.name
                 call.body = body(request)
             default:
                 var request = Mentory_V1_DiarySuggestionDoneRequest()
@@ -171,7 +172,7 @@ final class Model: Sendable {
                 let items = entry?.items ?? []
                 request.suggestionID = items.isEmpty || itemPick & 0x80 != 0 ? "s9" : items[Int(itemPick) % items.count]
                 request.done = itemPick & 0x40 == 0
-                call.method = "setSuggestionDone"
+                call.method = MentorySchema.Diary.setSuggestionDone.name
                 call.body = body(request)
             }
         case .diaryList(let limit, let before):
@@ -180,7 +181,7 @@ final class Model: Sendable {
             let befores: [String?] = [nil, "2025-01-02", "2025-06-15", "0000-00-00", "2025-1-1", "", "9999-12-31", "2024-02-29"]
             if let value = befores[Int(before & 0x7)] { request.before = value }
             call.namespace = WireNames.diary
-            call.method = "list"
+            call.method = MentorySchema.Diary.list.name
             call.body = body(request)
         }
         return call

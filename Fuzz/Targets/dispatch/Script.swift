@@ -64,28 +64,42 @@ struct ByteReader {
     }
 }
 
-/// Every method the daemon registers, and a few it does not.
-let methodTable: [(namespace: String, method: String)] = [
-    ("session", "ping"), ("session", "status"), ("session", "subscribe"), ("session", "unsubscribe"),
-    ("mentor", "set"), ("mentor", "get"), ("mentor", "completeTodo"),
-    ("reachability", "report"), ("reachability", "get"),
-    ("diary", "add"), ("diary", "get"), ("diary", "list"), ("diary", "delete"), ("diary", "setSuggestionDone"),
+/// The namespaces whose handlers the harness registers (`session` is built into the engine).
+let registeredNamespaces = [
+    MentorySchema.Session.info, MentorySchema.Mentor.info, MentorySchema.Reachability.info, MentorySchema.Diary.info,
+]
+
+/// Every method of the registered namespaces, as the schema (mentory.proto's services) declares them.
+let schemaMethods: [(namespace: String, method: String)] = registeredNamespaces.flatMap { namespace in
+    namespace.methods.map { (namespace.name, $0.name) }
+}
+
+/// Near misses the daemon must refuse. Fuzz/make-corpus.py counts on there being 12 of them.
+let unknownMethods: [(namespace: String, method: String)] = [
     ("session", "Ping"), ("session", ""), ("mentor", "nope"), ("diary", "add "),
     ("", ""), ("nope", "ping"), ("Diary", "add"), ("storage", "backup"), ("debug", "crash"),
     ("reachability", "set"), ("mentor", "completetodo"), ("session", "subscribe\u{0}"),
-    ("diary", "list"), ("diary", "add"), ("mentor", "set"), ("reachability", "report"),
-    ("session", "subscribe"), ("diary", "setSuggestionDone"),
 ]
 
-/// The methods each namespace answers, as the shipped handlers declare them.
-let knownMethods: [String: Set<String>] = [
-    WireNames.session: ["ping", "status", "subscribe", "unsubscribe"],
-    WireNames.mentor: ["set", "get", "completeTodo"],
-    WireNames.reachability: ["report", "get"],
-    WireNames.diary: ["add", "get", "list", "delete", "setSuggestionDone"],
-]
+/// What raw requests 0..<32 call: the schema's methods in declaration order, then the near misses, then
+/// the schema's methods again from the start until 32 (Fuzz/make-corpus.py builds the same table).
+let methodTable: [(namespace: String, method: String)] = {
+    var table = schemaMethods + unknownMethods
+    var index = 0
+    while table.count < 32 {
+        table.append(schemaMethods[index % schemaMethods.count])
+        index += 1
+    }
+    return Array(table.prefix(32))
+}()
 
-let topicNames = [WireNames.mentor, WireNames.reachability, WireNames.diary]
+/// The methods each namespace answers, as the schema declares them.
+let knownMethods: [String: Set<String>] = Dictionary(
+    uniqueKeysWithValues: registeredNamespaces.map { ($0.name, Set($0.methods.map(\.name))) }
+)
+
+/// The topics of the registered namespaces, in declaration order (bit `i` of a topic mask is topic `i`).
+let topicNames = registeredNamespaces.flatMap { $0.topics.map(\.name) }
 
 /// One request to send.
 struct Call: Sendable {

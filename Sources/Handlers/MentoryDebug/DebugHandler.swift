@@ -8,7 +8,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 import SwiftProtobuf
 
@@ -22,13 +22,7 @@ import SwiftProtobuf
 ///   for that long. With mentoryd's engine running on the event loop, nothing is served meanwhile
 ///   and the liveness probe behind `WATCHDOG=1` stalls, so systemd's watchdog fires.
 public struct DebugHandler: MentoryHandler {
-    /// The namespace this handler serves.
-    public static let namespace = "debug"
-
-    /// The methods of the `debug` namespace.
-    public enum Method: String, CaseIterable, Sendable {
-        case freezeEngine
-    }
+    public typealias Namespace = MentorySchema.Debug
 
     /// The longest freeze accepted, in seconds.
     public static let maxFreezeSeconds: UInt32 = 600
@@ -36,36 +30,21 @@ public struct DebugHandler: MentoryHandler {
     /// The fault-injection handler; register it only when `debug.faultInjection` is on.
     public init() {}
 
-    public var namespace: String { Self.namespace }
-    public var methods: [String] { Method.allCases.map(\.rawValue) }
-
-    public func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        guard let method = Method(rawValue: call.method) else {
-            throw .unknownMethod(namespace: self.namespace, method: call.method)
-        }
-        guard call.connection.credentials?.uid == 0 else {
-            engine.logger.warning(
-                "refused a fault-injection request from a peer that is not root",
-                metadata: [
-                    "method": "\(call.method)",
-                    "uid": "\(call.connection.credentials.map { String($0.uid) } ?? "unknown")",
-                ]
-            )
-            throw .permissionDenied(namespace: self.namespace, method: call.method)
-        }
-        switch method {
-        case .freezeEngine:
-            let seconds = try call.decode(Google_Protobuf_UInt32Value.self).value
-            guard (1...Self.maxFreezeSeconds).contains(seconds) else {
-                throw .invalidArgument("freezeEngine takes 1 to \(Self.maxFreezeSeconds) seconds, not \(seconds)")
+    public func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.on(Namespace.freezeEngine) { request, call, _ in
+            guard call.credentials?.uid == 0 else {
+                call.logger.warning("refused a fault-injection request from a peer that is not root")
+                throw MentoryError.permissionDenied(namespace: Namespace.name, method: call.method)
             }
-            engine.logger.warning(
-                "fault injection: freezing the engine's executor",
-                metadata: ["seconds": "\(seconds)", "connection": "\(call.connection.id)"]
-            )
+            let seconds = request.value
+            guard (1...Self.maxFreezeSeconds).contains(seconds) else {
+                throw MentoryError.invalidArgument(
+                    "freezeEngine takes 1 to \(Self.maxFreezeSeconds) seconds, not \(seconds)")
+            }
+            call.logger.warning("fault injection: freezing the engine's executor", metadata: ["seconds": "\(seconds)"])
             Self.blockThread(seconds: seconds)
-            engine.logger.notice("fault injection: the engine's executor runs again")
-            return Mentory_V1_Empty().wireBody()
+            call.logger.notice("fault injection: the engine's executor runs again")
+            return Mentory_V1_Empty()
         }
     }
 

@@ -3,7 +3,7 @@
 #else
     import Foundation
 #endif
-import MentoryEngine
+import MentoryHandlerKit
 import MentoryStorage
 import MentoryWire
 
@@ -16,14 +16,7 @@ import MentoryWire
 /// Every reply and snapshot fits a frame: `list` and the topic's snapshot stop adding entries
 /// before their body would exceed the reply budget, and tell the client where to continue.
 public struct DiaryHandler: MentoryHandler {
-    /// The methods of the `diary` namespace.
-    public enum Method: String, CaseIterable, Sendable {
-        case add
-        case get
-        case list
-        case delete
-        case setSuggestionDone
-    }
+    public typealias Namespace = MentorySchema.Diary
 
     /// How many entries `list` returns when the request names no limit.
     public static let defaultListLimit = 50
@@ -56,72 +49,66 @@ public struct DiaryHandler: MentoryHandler {
         self.snapshotLimit = max(1, snapshotLimit)
     }
 
-    public var namespace: String { WireNames.diary }
-    public var methods: [String] { Method.allCases.map(\.rawValue) }
-    public var topics: [String] { [WireNames.diary] }
-
-    public func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        guard let method = Method(rawValue: call.method) else {
-            throw .unknownMethod(namespace: self.namespace, method: call.method)
-        }
-        switch method {
-        case .add:
-            let request = try call.decode(Mentory_V1_DiaryAddRequest.self)
-            let entry = try Self.entry(from: request, now: engine.clock.nowUnixMilliseconds())
+    public func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.onAsync(Namespace.add) { request, _, context in
+            let entry = try Self.entry(from: request, now: context.clock.nowUnixMilliseconds())
             // Importing the same entry twice is a no-op; anything else under that id is a conflict.
             if try await self.store.insert(entry) == .inserted {
-                engine.publish(Self.change(.added(entry)), on: WireNames.diary)
+                context.publish(Self.change(.added(entry)), on: Namespace.diaryTopic)
             }
-            return entry.wireBody()
-        case .get:
-            let request = try call.decode(Mentory_V1_DiaryGetRequest.self)
-            return try await self.existingEntry(id: Self.lookupID(request.id, field: "id")).wireBody()
-        case .list:
-            let request = try call.decode(Mentory_V1_DiaryListRequest.self)
+            return entry
+        }
+        routes.onAsync(Namespace.get) { request, _, _ in
+            try await self.existingEntry(id: Self.lookupID(request.id, field: "id"))
+        }
+        routes.onAsync(Namespace.list) { request, _, _ in
             let limit = request.limit == 0 ? Self.defaultListLimit : Int(request.limit)
             guard limit <= Self.maxListLimit else {
-                throw .invalidArgument("list at most \(Self.maxListLimit) entries at a time, not \(limit)")
+                throw MentoryError.invalidArgument("list at most \(Self.maxListLimit) entries at a time, not \(limit)")
             }
             let before = request.hasBefore ? request.before : nil
             if let before, CalendarDay(before) == nil {
-                throw .invalidArgument(
+                throw MentoryError.invalidArgument(
                     "'before' must be a date written YYYY-MM-DD, not \(FieldLimits.quoted(before))")
             }
             let page = try await self.page(limit: limit, before: before)
             var reply = Mentory_V1_DiaryListReply()
             reply.entries = page.entries
             if let next = page.nextBefore { reply.nextBefore = next }
-            return reply.wireBody()
-        case .delete:
-            let request = try call.decode(Mentory_V1_DiaryDeleteRequest.self)
+            return reply
+        }
+        routes.onAsync(Namespace.delete) { request, _, context in
             let id = try Self.lookupID(request.id, field: "id")
             guard let deleted = try await self.store.delete(id: id) else {
-                throw .notFound("diary entry \(FieldLimits.quoted(id))")
+                throw MentoryError.notFound("diary entry \(FieldLimits.quoted(id))")
             }
-            engine.publish(Self.change(.deletedID(deleted.id)), on: WireNames.diary)
-            return deleted.wireBody()
-        case .setSuggestionDone:
-            let request = try call.decode(Mentory_V1_DiarySuggestionDoneRequest.self)
+            context.publish(Self.change(.deletedID(deleted.id)), on: Namespace.diaryTopic)
+            return deleted
+        }
+        routes.onAsync(Namespace.setSuggestionDone) { request, _, context in
             let update = try await self.store.setActionItemDone(
                 entryID: Self.lookupID(request.entryID, field: "entry_id"),
                 itemID: Self.lookupID(request.suggestionID, field: "suggestion_id"),
                 done: request.done
             )
             if update.changed {
-                engine.publish(Self.change(.updated(update.entry)), on: WireNames.diary)
+                context.publish(Self.change(.updated(update.entry)), on: Namespace.diaryTopic)
             }
-            return update.entry.wireBody()
+            return update.entry
+        }
+        routes.snapshot(Namespace.diaryTopic) { _ in
+            try await self.snapshot()
         }
     }
 
     /// The newest entries, at most ``defaultSnapshotLimit`` (or the `snapshotLimit` given) and no
     /// more than fit the reply budget, with `next_before` set when older entries exist.
-    public func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
+    func snapshot() async throws(MentoryError) -> Mentory_V1_DiarySnapshot {
         let page = try await self.page(limit: self.snapshotLimit, before: nil)
         var snapshot = Mentory_V1_DiarySnapshot()
         snapshot.entries = page.entries
         if let next = page.nextBefore { snapshot.nextBefore = next }
-        return snapshot.wireBody()
+        return snapshot
     }
 
     /// Up to `limit` entries before `before`, newest first, as many as fit the reply budget, and

@@ -3,7 +3,7 @@
 #else
     import Foundation
 #endif
-import MentoryEngine
+import MentoryHandlerKit
 import MentoryStorage
 import MentoryWire
 
@@ -15,18 +15,17 @@ import MentoryWire
 /// message again, an item already done) succeeds without saving or publishing. A new subscriber
 /// first gets the current state, so a change made while nobody listened is never lost.
 public struct MentorHandler: MentoryHandler {
-    /// The methods of the `mentor` namespace.
-    public enum Method: String, CaseIterable, Sendable {
-        case set
-        case get
-        case completeTodo
-    }
+    public typealias Namespace = MentorySchema.Mentor
 
-    final class State: HandlerState {
-        var current = Mentory_V1_MentorState()
+    /// The current mentor state and the chain of changes being saved.
+    public final class State {
+        var current: Mentory_V1_MentorState
         /// Ends when the last change started has been saved (or failed) and applied.
         var lastChange: Task<Void, Never>?
-        init() {}
+
+        init(current: Mentory_V1_MentorState) {
+            self.current = current
+        }
     }
 
     private let store: any MentorStateStore
@@ -36,39 +35,29 @@ public struct MentorHandler: MentoryHandler {
         self.store = store
     }
 
-    public var namespace: String { WireNames.mentor }
-    public var methods: [String] { Method.allCases.map(\.rawValue) }
-    public var topics: [String] { [WireNames.mentor] }
-
-    public func open(engine: isolated MentoryEngine) async throws(MentoryError) {
-        engine.state(State.self).current = try await self.store.loadMentorState()
+    public func open(_ setup: HandlerSetup) async throws -> sending State {
+        State(current: try await self.store.loadMentorState())
     }
 
-    public func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        guard let method = Method(rawValue: call.method) else {
-            throw .unknownMethod(namespace: self.namespace, method: call.method)
+    public func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.on(Namespace.get) { _, _, context in
+            context.state.current
         }
-        let state = engine.state(State.self)
-        switch method {
-        case .get:
-            try call.requireEmptyBody()
-            return state.current.wireBody()
-        case .set:
-            let request = try call.decode(Mentory_V1_MentorSetRequest.self)
+        routes.onAsync(Namespace.set) { request, _, context in
             try Self.validate(request)
-            let timestamp = engine.clock.nowUnixMilliseconds()
-            return try await self.change(state: state, engine: engine) { current throws(MentoryError) in
+            let timestamp = context.clock.nowUnixMilliseconds()
+            return try await self.change(context) { current throws(MentoryError) in
                 guard !Self.isSame(request, as: current) else { return nil }
                 var updated = Mentory_V1_MentorState()
                 updated.message = try Self.message(from: request, at: timestamp)
                 return updated
             }
-        case .completeTodo:
-            let request = try call.decode(Mentory_V1_MentorCompleteTodoRequest.self)
+        }
+        routes.onAsync(Namespace.completeTodo) { request, _, context in
             try FieldLimits.id.check(request.id, field: "id")
             let id = EntityID.normalized(request.id)
-            let timestamp = engine.clock.nowUnixMilliseconds()
-            return try await self.change(state: state, engine: engine) { current throws(MentoryError) in
+            let timestamp = context.clock.nowUnixMilliseconds()
+            return try await self.change(context) { current throws(MentoryError) in
                 guard current.hasMessage, let index = current.message.actionItems.firstIndex(where: { $0.id == id })
                 else {
                     throw .notFound("mentor action item \(FieldLimits.quoted(id))")
@@ -80,10 +69,9 @@ public struct MentorHandler: MentoryHandler {
                 return updated
             }
         }
-    }
-
-    public func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        engine.state(State.self).current.wireBody()
+        routes.snapshot(Namespace.mentorTopic) { context in
+            context.state.current
+        }
     }
 
     /// Runs one change after every change started before it has finished: `makeChange` derives
@@ -92,23 +80,23 @@ public struct MentorHandler: MentoryHandler {
     ///
     /// Changes wait for each other because each is computed from the saved state: a change built
     /// on one whose save then fails would otherwise save what the failed one had.
-    private func change(
-        state: State,
-        engine: isolated MentoryEngine,
+    private nonisolated(nonsending) func change(
+        _ context: HandlerContext<Self>,
         _ makeChange: (Mentory_V1_MentorState) throws(MentoryError) -> Mentory_V1_MentorState?
-    ) async throws(MentoryError) -> Data {
+    ) async throws(MentoryError) -> Mentory_V1_MentorState {
+        let state = context.state
         let previous = state.lastChange
         let (finished, finish) = AsyncStream<Never>.makeStream()
         state.lastChange = Task { for await _ in finished {} }
         defer { finish.finish() }
         await previous?.value
         guard let updated = try makeChange(state.current) else {
-            return state.current.wireBody()
+            return state.current
         }
         try await self.store.saveMentorState(updated)
         state.current = updated
-        engine.publish(updated, on: WireNames.mentor)
-        return updated.wireBody()
+        context.publish(updated, on: Namespace.mentorTopic)
+        return updated
     }
 
     /// Checks a set request against the rules and ``FieldLimits`` before it waits for its turn.

@@ -1,9 +1,4 @@
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 
 /// Serves the `reachability` namespace: whether each companion device is paired, has the app
@@ -13,74 +8,73 @@ import MentoryWire
 /// marked unreachable and subscribers are told. Reachability describes live connections, so it is
 /// not persisted: after a restart no peer is connected, and every peer reports again.
 public struct ReachabilityHandler: MentoryHandler {
-    /// The methods of the `reachability` namespace.
-    public enum Method: String, CaseIterable, Sendable {
-        case report
-        case get
-    }
+    public typealias Namespace = MentorySchema.Reachability
 
     /// The longest peer name accepted, in UTF-8 bytes.
     public static var maxPeerNameLength: Int { FieldLimits.peerName.maximum }
 
-    final class State: HandlerState {
+    /// The peers known since start-up.
+    public final class State {
         var peers: [String: Mentory_V1_PeerState] = [:]
         /// The connection that last reported each peer.
         var reporters: [String: ConnectionID] = [:]
-        init() {}
     }
 
     public init() {}
 
-    public var namespace: String { WireNames.reachability }
-    public var methods: [String] { Method.allCases.map(\.rawValue) }
-    public var topics: [String] { [WireNames.reachability] }
+    public func open(_ setup: HandlerSetup) async throws -> sending State {
+        State()
+    }
 
-    public func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        guard let method = Method(rawValue: call.method) else {
-            throw .unknownMethod(namespace: self.namespace, method: call.method)
+    public func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.on(Namespace.get) { _, _, context in
+            Self.snapshot(context.state)
         }
-        let state = engine.state(State.self)
-        switch method {
-        case .get:
-            try call.requireEmptyBody()
-            return Self.snapshot(state).wireBody()
-        case .report:
-            var peer = try call.decode(Mentory_V1_PeerState.self)
-            try Self.validate(peerName: peer.peer)
-            if let known = state.peers[peer.peer] {
-                state.reporters[peer.peer] = call.connection.id
-                // The same state again changes nothing: no new timestamp, no event.
-                if known.isPaired == peer.isPaired, known.isAppInstalled == peer.isAppInstalled,
-                    known.isReachable == peer.isReachable
-                {
-                    return known.wireBody()
-                }
-            } else {
-                try FieldLimits.peerCount.check(count: state.peers.count + 1, field: "the number of peers")
-                state.reporters[peer.peer] = call.connection.id
-            }
-            peer.updatedAtUnixMs = engine.clock.nowUnixMilliseconds()
-            state.peers[peer.peer] = peer
-            engine.publish(peer, on: WireNames.reachability)
-            return peer.wireBody()
+        routes.on(Namespace.report) { peer, call, context in
+            try Self.report(peer, from: call.connection.id, context: context)
+        }
+        routes.snapshot(Namespace.reachabilityTopic) { context in
+            Self.snapshot(context.state)
         }
     }
 
-    public func snapshot(of topic: String, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        Self.snapshot(engine.state(State.self)).wireBody()
-    }
-
-    public func connectionClosed(_ connection: ConnectionID, engine: isolated MentoryEngine) {
-        let state = engine.state(State.self)
+    public func connectionClosed(_ connection: ConnectionID, context: HandlerContext<Self>) {
+        let state = context.state
         let lost = state.reporters.filter { $0.value == connection }.keys.sorted()
         for name in lost {
             state.reporters[name] = nil
             guard var peer = state.peers[name], peer.isReachable else { continue }
             peer.isReachable = false
-            peer.updatedAtUnixMs = engine.clock.nowUnixMilliseconds()
+            peer.updatedAtUnixMs = context.clock.nowUnixMilliseconds()
             state.peers[name] = peer
-            engine.publish(peer, on: WireNames.reachability)
+            context.publish(peer, on: Namespace.reachabilityTopic)
         }
+    }
+
+    private static func report(
+        _ report: Mentory_V1_PeerState,
+        from connection: ConnectionID,
+        context: HandlerContext<Self>
+    ) throws(MentoryError) -> Mentory_V1_PeerState {
+        let state = context.state
+        var peer = report
+        try Self.validate(peerName: peer.peer)
+        if let known = state.peers[peer.peer] {
+            state.reporters[peer.peer] = connection
+            // The same state again changes nothing: no new timestamp, no event.
+            if known.isPaired == peer.isPaired, known.isAppInstalled == peer.isAppInstalled,
+                known.isReachable == peer.isReachable
+            {
+                return known
+            }
+        } else {
+            try FieldLimits.peerCount.check(count: state.peers.count + 1, field: "the number of peers")
+            state.reporters[peer.peer] = connection
+        }
+        peer.updatedAtUnixMs = context.clock.nowUnixMilliseconds()
+        state.peers[peer.peer] = peer
+        context.publish(peer, on: Namespace.reachabilityTopic)
+        return peer
     }
 
     private static func snapshot(_ state: State) -> Mentory_V1_ReachabilitySnapshot {

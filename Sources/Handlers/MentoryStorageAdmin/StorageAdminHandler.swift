@@ -10,7 +10,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import MentoryEngine
+import MentoryHandlerKit
 import MentoryWire
 
 /// A store that can copy itself while it serves.
@@ -32,14 +32,7 @@ public protocol StorageBackupTarget: Sendable {
 /// ``MentoryError/permissionDenied(namespace:method:)`` (it fails closed).
 /// Snapshots are bounded, see ``BackupSnapshots``.
 public struct StorageAdminHandler: MentoryHandler {
-    /// The namespace this handler serves.
-    public static let namespace = "storage"
-
-    /// The methods of the `storage` namespace.
-    public enum Method: String, CaseIterable, Sendable {
-        case backup
-        case backupRead
-    }
+    public typealias Namespace = MentorySchema.Storage
 
     private let target: any StorageBackupTarget
     private let snapshots: BackupSnapshots
@@ -57,47 +50,40 @@ public struct StorageAdminHandler: MentoryHandler {
         self.ownerUID = ownerUID
     }
 
-    public var namespace: String { Self.namespace }
-    public var methods: [String] { Method.allCases.map(\.rawValue) }
-
-    public func handle(_ call: HandlerCall, engine: isolated MentoryEngine) async throws(MentoryError) -> Data {
-        guard let method = Method(rawValue: call.method) else {
-            throw .unknownMethod(namespace: self.namespace, method: call.method)
-        }
-        // Only the daemon's own user and root may read the whole database; a peer the kernel did
-        // not vouch for is refused whatever the access rules say.
-        guard let peer = call.connection.credentials, peer.uid == 0 || peer.uid == self.ownerUID else {
-            throw .permissionDenied(namespace: self.namespace, method: call.method)
-        }
-        switch method {
-        case .backup:
-            _ = try call.decode(Mentory_V1_StorageBackupRequest.self)
+    public func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.onAsync(Namespace.backup) { _, call, _ in
+            try self.authorize(call)
             let reply = try await self.snapshots.create(for: call.connection.id, from: self.target)
-            engine.logger.notice(
+            call.logger.notice(
                 "backup snapshot taken",
-                metadata: [
-                    "connection": "\(call.connection.id)", "bytes": "\(reply.bytes)",
-                    "entries": "\(reply.diaryEntries)",
-                ]
+                metadata: ["bytes": "\(reply.bytes)", "entries": "\(reply.diaryEntries)"]
             )
-            return reply.wireBody()
-        case .backupRead:
-            let request = try call.decode(Mentory_V1_StorageBackupReadRequest.self)
+            return reply
+        }
+        routes.onAsync(Namespace.backupRead) { request, call, _ in
+            try self.authorize(call)
             let reply = try await self.snapshots.read(for: call.connection.id, at: request.offset)
             if reply.end {
-                engine.logger.notice(
-                    "backup snapshot read to the end", metadata: ["connection": "\(call.connection.id)"])
+                call.logger.notice("backup snapshot read to the end")
             }
-            return reply.wireBody()
+            return reply
         }
     }
 
-    public func connectionClosed(_ connection: ConnectionID, engine: isolated MentoryEngine) {
+    /// Only the daemon's own user and root may read the whole database; a peer the kernel did not
+    /// vouch for is refused whatever the access rules say.
+    private func authorize(_ call: RequestContext) throws(MentoryError) {
+        guard let peer = call.credentials, peer.uid == 0 || peer.uid == self.ownerUID else {
+            throw .permissionDenied(namespace: Namespace.name, method: call.method)
+        }
+    }
+
+    public func connectionClosed(_ connection: ConnectionID, context: HandlerContext<Self>) {
         let snapshots = self.snapshots
         Task { await snapshots.release(connection) }
     }
 
-    public func close(engine: isolated MentoryEngine) async {
+    public func close(_ setup: HandlerSetup) async {
         await self.snapshots.removeAll()
     }
 }

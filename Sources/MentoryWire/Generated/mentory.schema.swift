@@ -8,6 +8,8 @@ public enum MentorySchema {}
 
 extension MentorySchema {
     /// Namespace `session`: service `Session` in mentory.proto.
+    ///
+    /// Built into the daemon: liveness, vital signs, subscriptions, introspection.
     public enum Session: NamespaceSchema {
         public static let name = "session"
         public static let version: UInt32 = 1
@@ -16,12 +18,21 @@ extension MentorySchema {
         /// `session.status`: `mentory.v1.Empty` → `mentory.v1.StatusReply`.
         public static let status = MethodSchema<Session, Mentory_V1_Empty, Mentory_V1_StatusReply>(name: "status")
         /// `session.subscribe`: `mentory.v1.SubscribeRequest` → `mentory.v1.SubscribeReply`.
-        public static let subscribe = MethodSchema<Session, Mentory_V1_SubscribeRequest, Mentory_V1_SubscribeReply>(name: "subscribe")
+        public static let subscribe =
+            MethodSchema<Session, Mentory_V1_SubscribeRequest, Mentory_V1_SubscribeReply>(name: "subscribe")
         /// `session.unsubscribe`: `mentory.v1.UnsubscribeRequest` → `mentory.v1.Empty`.
-        public static let unsubscribe = MethodSchema<Session, Mentory_V1_UnsubscribeRequest, Mentory_V1_Empty>(name: "unsubscribe")
+        public static let unsubscribe =
+            MethodSchema<Session, Mentory_V1_UnsubscribeRequest, Mentory_V1_Empty>(name: "unsubscribe")
         /// `session.describe`: `mentory.v1.DescribeRequest` → `mentory.v1.DescribeReply`.
-        public static let describe = MethodSchema<Session, Mentory_V1_DescribeRequest, Mentory_V1_DescribeReply>(name: "describe")
-        public static let methods: [MethodInfo] = [ping.info, status.info, subscribe.info, unsubscribe.info, describe.info]
+        public static let describe =
+            MethodSchema<Session, Mentory_V1_DescribeRequest, Mentory_V1_DescribeReply>(name: "describe")
+        public static let methods: [MethodInfo] = [
+            ping.info,
+            status.info,
+            subscribe.info,
+            unsubscribe.info,
+            describe.info,
+        ]
         public static let topics: [TopicInfo] = []
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
     }
@@ -29,6 +40,8 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Namespace `mentor`: service `Mentor` in mentory.proto.
+    ///
+    /// The day's mentor message.
     public enum Mentor: NamespaceSchema {
         public static let name = "mentor"
         public static let version: UInt32 = 1
@@ -37,9 +50,11 @@ extension MentorySchema {
         /// `mentor.get`: `mentory.v1.Empty` → `mentory.v1.MentorState`.
         public static let `get` = MethodSchema<Mentor, Mentory_V1_Empty, Mentory_V1_MentorState>(name: "get")
         /// `mentor.completeTodo`: `mentory.v1.MentorCompleteTodoRequest` → `mentory.v1.MentorState`.
-        public static let completeTodo = MethodSchema<Mentor, Mentory_V1_MentorCompleteTodoRequest, Mentory_V1_MentorState>(name: "completeTodo")
+        public static let completeTodo =
+            MethodSchema<Mentor, Mentory_V1_MentorCompleteTodoRequest, Mentory_V1_MentorState>(name: "completeTodo")
         /// Topic `mentor`: changes `mentory.v1.MentorState`, snapshots `mentory.v1.MentorState`.
-        public static let mentorTopic = TopicSchema<Mentor, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "mentor")
+        public static let mentorTopic =
+            TopicSchema<Mentor, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "mentor")
         public static let methods: [MethodInfo] = [`set`.info, `get`.info, completeTodo.info]
         public static let topics: [TopicInfo] = [mentorTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
@@ -48,15 +63,20 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Namespace `reachability`: service `Reachability` in mentory.proto.
+    ///
+    /// Companion devices: paired, app installed, reachable.
     public enum Reachability: NamespaceSchema {
         public static let name = "reachability"
         public static let version: UInt32 = 1
         /// `reachability.report`: `mentory.v1.PeerState` → `mentory.v1.PeerState`.
-        public static let report = MethodSchema<Reachability, Mentory_V1_PeerState, Mentory_V1_PeerState>(name: "report")
+        public static let report =
+            MethodSchema<Reachability, Mentory_V1_PeerState, Mentory_V1_PeerState>(name: "report")
         /// `reachability.get`: `mentory.v1.Empty` → `mentory.v1.ReachabilitySnapshot`.
-        public static let `get` = MethodSchema<Reachability, Mentory_V1_Empty, Mentory_V1_ReachabilitySnapshot>(name: "get")
+        public static let `get` =
+            MethodSchema<Reachability, Mentory_V1_Empty, Mentory_V1_ReachabilitySnapshot>(name: "get")
         /// Topic `reachability`: changes `mentory.v1.PeerState`, snapshots `mentory.v1.ReachabilitySnapshot`.
-        public static let reachabilityTopic = TopicSchema<Reachability, Mentory_V1_PeerState, Mentory_V1_ReachabilitySnapshot>(name: "reachability")
+        public static let reachabilityTopic =
+            TopicSchema<Reachability, Mentory_V1_PeerState, Mentory_V1_ReachabilitySnapshot>(name: "reachability")
         public static let methods: [MethodInfo] = [report.info, `get`.info]
         public static let topics: [TopicInfo] = [reachabilityTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
@@ -65,6 +85,8 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Namespace `diary`: service `Diary` in mentory.proto.
+    ///
+    /// Diary entries, one per day.
     public enum Diary: NamespaceSchema {
         public static let name = "diary"
         public static let version: UInt32 = 1
@@ -73,14 +95,18 @@ extension MentorySchema {
         /// `diary.get`: `mentory.v1.DiaryGetRequest` → `mentory.v1.DiaryEntry`.
         public static let `get` = MethodSchema<Diary, Mentory_V1_DiaryGetRequest, Mentory_V1_DiaryEntry>(name: "get")
         /// `diary.list`: `mentory.v1.DiaryListRequest` → `mentory.v1.DiaryListReply`.
-        public static let `list` = MethodSchema<Diary, Mentory_V1_DiaryListRequest, Mentory_V1_DiaryListReply>(name: "list")
+        public static let list =
+            MethodSchema<Diary, Mentory_V1_DiaryListRequest, Mentory_V1_DiaryListReply>(name: "list")
         /// `diary.delete`: `mentory.v1.DiaryDeleteRequest` → `mentory.v1.DiaryEntry`.
-        public static let `delete` = MethodSchema<Diary, Mentory_V1_DiaryDeleteRequest, Mentory_V1_DiaryEntry>(name: "delete")
+        public static let delete =
+            MethodSchema<Diary, Mentory_V1_DiaryDeleteRequest, Mentory_V1_DiaryEntry>(name: "delete")
         /// `diary.setSuggestionDone`: `mentory.v1.DiarySuggestionDoneRequest` → `mentory.v1.DiaryEntry`.
-        public static let setSuggestionDone = MethodSchema<Diary, Mentory_V1_DiarySuggestionDoneRequest, Mentory_V1_DiaryEntry>(name: "setSuggestionDone")
+        public static let setSuggestionDone =
+            MethodSchema<Diary, Mentory_V1_DiarySuggestionDoneRequest, Mentory_V1_DiaryEntry>(name: "setSuggestionDone")
         /// Topic `diary`: changes `mentory.v1.DiaryChange`, snapshots `mentory.v1.DiarySnapshot`.
-        public static let diaryTopic = TopicSchema<Diary, Mentory_V1_DiaryChange, Mentory_V1_DiarySnapshot>(name: "diary")
-        public static let methods: [MethodInfo] = [add.info, `get`.info, `list`.info, `delete`.info, setSuggestionDone.info]
+        public static let diaryTopic =
+            TopicSchema<Diary, Mentory_V1_DiaryChange, Mentory_V1_DiarySnapshot>(name: "diary")
+        public static let methods: [MethodInfo] = [add.info, `get`.info, list.info, delete.info, setSuggestionDone.info]
         public static let topics: [TopicInfo] = [diaryTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
     }
@@ -88,13 +114,19 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Namespace `storage`: service `Storage` in mentory.proto.
+    ///
+    /// Present when mentoryd runs on its SQLite store.
     public enum Storage: NamespaceSchema {
         public static let name = "storage"
         public static let version: UInt32 = 1
         /// `storage.backup`: `mentory.v1.StorageBackupRequest` → `mentory.v1.StorageBackupReply`.
-        public static let backup = MethodSchema<Storage, Mentory_V1_StorageBackupRequest, Mentory_V1_StorageBackupReply>(name: "backup")
+        public static let backup =
+            MethodSchema<Storage, Mentory_V1_StorageBackupRequest, Mentory_V1_StorageBackupReply>(name: "backup")
         /// `storage.backupRead`: `mentory.v1.StorageBackupReadRequest` → `mentory.v1.StorageBackupReadReply`.
-        public static let backupRead = MethodSchema<Storage, Mentory_V1_StorageBackupReadRequest, Mentory_V1_StorageBackupReadReply>(name: "backupRead")
+        public static let backupRead =
+            MethodSchema<
+                Storage, Mentory_V1_StorageBackupReadRequest, Mentory_V1_StorageBackupReadReply
+            >(name: "backupRead")
         public static let methods: [MethodInfo] = [backup.info, backupRead.info]
         public static let topics: [TopicInfo] = []
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
@@ -103,11 +135,14 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Namespace `daemon`: service `Daemon` in mentory.proto.
+    ///
+    /// The daemon itself; root and the daemon's own user only.
     public enum Daemon: NamespaceSchema {
         public static let name = "daemon"
         public static let version: UInt32 = 1
         /// `daemon.reload`: `mentory.v1.DaemonReloadRequest` → `mentory.v1.DaemonReloadReply`.
-        public static let reload = MethodSchema<Daemon, Mentory_V1_DaemonReloadRequest, Mentory_V1_DaemonReloadReply>(name: "reload")
+        public static let reload =
+            MethodSchema<Daemon, Mentory_V1_DaemonReloadRequest, Mentory_V1_DaemonReloadReply>(name: "reload")
         public static let methods: [MethodInfo] = [reload.info]
         public static let topics: [TopicInfo] = []
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
@@ -116,11 +151,16 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Namespace `debug`: service `Debug` in mentory.proto.
+    ///
+    /// Fault injection for tests; registered only when `debug.faultInjection` is on.
     public enum Debug: NamespaceSchema {
         public static let name = "debug"
         public static let version: UInt32 = 1
         /// `debug.freezeEngine`: `google.protobuf.UInt32Value` → `mentory.v1.Empty`.
-        public static let freezeEngine = MethodSchema<Debug, SwiftProtobuf.Google_Protobuf_UInt32Value, Mentory_V1_Empty>(name: "freezeEngine")
+        ///
+        /// Blocks the engine's executor for this many seconds (1 to 600).
+        public static let freezeEngine =
+            MethodSchema<Debug, SwiftProtobuf.Google_Protobuf_UInt32Value, Mentory_V1_Empty>(name: "freezeEngine")
         public static let methods: [MethodInfo] = [freezeEngine.info]
         public static let topics: [TopicInfo] = []
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
@@ -129,12 +169,226 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Every namespace the file declares, in declaration order.
-    public static let namespaces: [NamespaceInfo] = [Session.info, Mentor.info, Reachability.info, Diary.info, Storage.info, Daemon.info, Debug.info]
+    public static let namespaces: [NamespaceInfo] = [
+        Session.info,
+        Mentor.info,
+        Reachability.info,
+        Diary.info,
+        Storage.info,
+        Daemon.info,
+        Debug.info,
+    ]
 
     /// The descriptors of mentory.proto and of every file it imports, dependencies first.
     public static let fileDescriptors = SchemaDescriptors(base64Files: [
-        "CiBnb29nbGUvcHJvdG9idWYvZGVzY3JpcHRvci5wcm90bxIPZ29vZ2xlLnByb3RvYnVmIk0KEUZpbGVEZXNjcmlwdG9yU2V0EjgKBGZpbGUYASADKAsyJC5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JQcm90b1IEZmlsZSLkBAoTRmlsZURlc2NyaXB0b3JQcm90bxISCgRuYW1lGAEgASgJUgRuYW1lEhgKB3BhY2thZ2UYAiABKAlSB3BhY2thZ2USHgoKZGVwZW5kZW5jeRgDIAMoCVIKZGVwZW5kZW5jeRIrChFwdWJsaWNfZGVwZW5kZW5jeRgKIAMoBVIQcHVibGljRGVwZW5kZW5jeRInCg93ZWFrX2RlcGVuZGVuY3kYCyADKAVSDndlYWtEZXBlbmRlbmN5EkMKDG1lc3NhZ2VfdHlwZRgEIAMoCzIgLmdvb2dsZS5wcm90b2J1Zi5EZXNjcmlwdG9yUHJvdG9SC21lc3NhZ2VUeXBlEkEKCWVudW1fdHlwZRgFIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5FbnVtRGVzY3JpcHRvclByb3RvUghlbnVtVHlwZRJBCgdzZXJ2aWNlGAYgAygLMicuZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VEZXNjcmlwdG9yUHJvdG9SB3NlcnZpY2USQwoJZXh0ZW5zaW9uGAcgAygLMiUuZ29vZ2xlLnByb3RvYnVmLkZpZWxkRGVzY3JpcHRvclByb3RvUglleHRlbnNpb24SNgoHb3B0aW9ucxgIIAEoCzIcLmdvb2dsZS5wcm90b2J1Zi5GaWxlT3B0aW9uc1IHb3B0aW9ucxJJChBzb3VyY2VfY29kZV9pbmZvGAkgASgLMh8uZ29vZ2xlLnByb3RvYnVmLlNvdXJjZUNvZGVJbmZvUg5zb3VyY2VDb2RlSW5mbxIWCgZzeW50YXgYDCABKAlSBnN5bnRheCK5BgoPRGVzY3JpcHRvclByb3RvEhIKBG5hbWUYASABKAlSBG5hbWUSOwoFZmllbGQYAiADKAsyJS5nb29nbGUucHJvdG9idWYuRmllbGREZXNjcmlwdG9yUHJvdG9SBWZpZWxkEkMKCWV4dGVuc2lvbhgGIAMoCzIlLmdvb2dsZS5wcm90b2J1Zi5GaWVsZERlc2NyaXB0b3JQcm90b1IJZXh0ZW5zaW9uEkEKC25lc3RlZF90eXBlGAMgAygLMiAuZ29vZ2xlLnByb3RvYnVmLkRlc2NyaXB0b3JQcm90b1IKbmVzdGVkVHlwZRJBCgllbnVtX3R5cGUYBCADKAsyJC5nb29nbGUucHJvdG9idWYuRW51bURlc2NyaXB0b3JQcm90b1IIZW51bVR5cGUSWAoPZXh0ZW5zaW9uX3JhbmdlGAUgAygLMi8uZ29vZ2xlLnByb3RvYnVmLkRlc2NyaXB0b3JQcm90by5FeHRlbnNpb25SYW5nZVIOZXh0ZW5zaW9uUmFuZ2USRAoKb25lb2ZfZGVjbBgIIAMoCzIlLmdvb2dsZS5wcm90b2J1Zi5PbmVvZkRlc2NyaXB0b3JQcm90b1IJb25lb2ZEZWNsEjkKB29wdGlvbnMYByABKAsyHy5nb29nbGUucHJvdG9idWYuTWVzc2FnZU9wdGlvbnNSB29wdGlvbnMSVQoOcmVzZXJ2ZWRfcmFuZ2UYCSADKAsyLi5nb29nbGUucHJvdG9idWYuRGVzY3JpcHRvclByb3RvLlJlc2VydmVkUmFuZ2VSDXJlc2VydmVkUmFuZ2USIwoNcmVzZXJ2ZWRfbmFtZRgKIAMoCVIMcmVzZXJ2ZWROYW1lGnoKDkV4dGVuc2lvblJhbmdlEhQKBXN0YXJ0GAEgASgFUgVzdGFydBIQCgNlbmQYAiABKAVSA2VuZBJACgdvcHRpb25zGAMgASgLMiYuZ29vZ2xlLnByb3RvYnVmLkV4dGVuc2lvblJhbmdlT3B0aW9uc1IHb3B0aW9ucxo3Cg1SZXNlcnZlZFJhbmdlEhQKBXN0YXJ0GAEgASgFUgVzdGFydBIQCgNlbmQYAiABKAVSA2VuZCJ8ChVFeHRlbnNpb25SYW5nZU9wdGlvbnMSWAoUdW5pbnRlcnByZXRlZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb25SE3VuaW50ZXJwcmV0ZWRPcHRpb24qCQjoBxCAgICAAiLBBgoURmllbGREZXNjcmlwdG9yUHJvdG8SEgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZudW1iZXIYAyABKAVSBm51bWJlchJBCgVsYWJlbBgEIAEoDjIrLmdvb2dsZS5wcm90b2J1Zi5GaWVsZERlc2NyaXB0b3JQcm90by5MYWJlbFIFbGFiZWwSPgoEdHlwZRgFIAEoDjIqLmdvb2dsZS5wcm90b2J1Zi5GaWVsZERlc2NyaXB0b3JQcm90by5UeXBlUgR0eXBlEhsKCXR5cGVfbmFtZRgGIAEoCVIIdHlwZU5hbWUSGgoIZXh0ZW5kZWUYAiABKAlSCGV4dGVuZGVlEiMKDWRlZmF1bHRfdmFsdWUYByABKAlSDGRlZmF1bHRWYWx1ZRIfCgtvbmVvZl9pbmRleBgJIAEoBVIKb25lb2ZJbmRleBIbCglqc29uX25hbWUYCiABKAlSCGpzb25OYW1lEjcKB29wdGlvbnMYCCABKAsyHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zUgdvcHRpb25zEicKD3Byb3RvM19vcHRpb25hbBgRIAEoCFIOcHJvdG8zT3B0aW9uYWwitgIKBFR5cGUSDwoLVFlQRV9ET1VCTEUQARIOCgpUWVBFX0ZMT0FUEAISDgoKVFlQRV9JTlQ2NBADEg8KC1RZUEVfVUlOVDY0EAQSDgoKVFlQRV9JTlQzMhAFEhAKDFRZUEVfRklYRUQ2NBAGEhAKDFRZUEVfRklYRUQzMhAHEg0KCVRZUEVfQk9PTBAIEg8KC1RZUEVfU1RSSU5HEAkSDgoKVFlQRV9HUk9VUBAKEhAKDFRZUEVfTUVTU0FHRRALEg4KClRZUEVfQllURVMQDBIPCgtUWVBFX1VJTlQzMhANEg0KCVRZUEVfRU5VTRAOEhEKDVRZUEVfU0ZJWEVEMzIQDxIRCg1UWVBFX1NGSVhFRDY0EBASDwoLVFlQRV9TSU5UMzIQERIPCgtUWVBFX1NJTlQ2NBASIkMKBUxhYmVsEhIKDkxBQkVMX09QVElPTkFMEAESEgoOTEFCRUxfUkVRVUlSRUQQAhISCg5MQUJFTF9SRVBFQVRFRBADImMKFE9uZW9mRGVzY3JpcHRvclByb3RvEhIKBG5hbWUYASABKAlSBG5hbWUSNwoHb3B0aW9ucxgCIAEoCzIdLmdvb2dsZS5wcm90b2J1Zi5PbmVvZk9wdGlvbnNSB29wdGlvbnMi4wIKE0VudW1EZXNjcmlwdG9yUHJvdG8SEgoEbmFtZRgBIAEoCVIEbmFtZRI/CgV2YWx1ZRgCIAMoCzIpLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVEZXNjcmlwdG9yUHJvdG9SBXZhbHVlEjYKB29wdGlvbnMYAyABKAsyHC5nb29nbGUucHJvdG9idWYuRW51bU9wdGlvbnNSB29wdGlvbnMSXQoOcmVzZXJ2ZWRfcmFuZ2UYBCADKAsyNi5nb29nbGUucHJvdG9idWYuRW51bURlc2NyaXB0b3JQcm90by5FbnVtUmVzZXJ2ZWRSYW5nZVINcmVzZXJ2ZWRSYW5nZRIjCg1yZXNlcnZlZF9uYW1lGAUgAygJUgxyZXNlcnZlZE5hbWUaOwoRRW51bVJlc2VydmVkUmFuZ2USFAoFc3RhcnQYASABKAVSBXN0YXJ0EhAKA2VuZBgCIAEoBVIDZW5kIoMBChhFbnVtVmFsdWVEZXNjcmlwdG9yUHJvdG8SEgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZudW1iZXIYAiABKAVSBm51bWJlchI7CgdvcHRpb25zGAMgASgLMiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnNSB29wdGlvbnMipwEKFlNlcnZpY2VEZXNjcmlwdG9yUHJvdG8SEgoEbmFtZRgBIAEoCVIEbmFtZRI+CgZtZXRob2QYAiADKAsyJi5nb29nbGUucHJvdG9idWYuTWV0aG9kRGVzY3JpcHRvclByb3RvUgZtZXRob2QSOQoHb3B0aW9ucxgDIAEoCzIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9uc1IHb3B0aW9ucyKJAgoVTWV0aG9kRGVzY3JpcHRvclByb3RvEhIKBG5hbWUYASABKAlSBG5hbWUSHQoKaW5wdXRfdHlwZRgCIAEoCVIJaW5wdXRUeXBlEh8KC291dHB1dF90eXBlGAMgASgJUgpvdXRwdXRUeXBlEjgKB29wdGlvbnMYBCABKAsyHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9uc1IHb3B0aW9ucxIwChBjbGllbnRfc3RyZWFtaW5nGAUgASgIOgVmYWxzZVIPY2xpZW50U3RyZWFtaW5nEjAKEHNlcnZlcl9zdHJlYW1pbmcYBiABKAg6BWZhbHNlUg9zZXJ2ZXJTdHJlYW1pbmcikQkKC0ZpbGVPcHRpb25zEiEKDGphdmFfcGFja2FnZRgBIAEoCVILamF2YVBhY2thZ2USMAoUamF2YV9vdXRlcl9jbGFzc25hbWUYCCABKAlSEmphdmFPdXRlckNsYXNzbmFtZRI1ChNqYXZhX211bHRpcGxlX2ZpbGVzGAogASgIOgVmYWxzZVIRamF2YU11bHRpcGxlRmlsZXMSRAodamF2YV9nZW5lcmF0ZV9lcXVhbHNfYW5kX2hhc2gYFCABKAhCAhgBUhlqYXZhR2VuZXJhdGVFcXVhbHNBbmRIYXNoEjoKFmphdmFfc3RyaW5nX2NoZWNrX3V0ZjgYGyABKAg6BWZhbHNlUhNqYXZhU3RyaW5nQ2hlY2tVdGY4ElMKDG9wdGltaXplX2ZvchgJIAEoDjIpLmdvb2dsZS5wcm90b2J1Zi5GaWxlT3B0aW9ucy5PcHRpbWl6ZU1vZGU6BVNQRUVEUgtvcHRpbWl6ZUZvchIdCgpnb19wYWNrYWdlGAsgASgJUglnb1BhY2thZ2USNQoTY2NfZ2VuZXJpY19zZXJ2aWNlcxgQIAEoCDoFZmFsc2VSEWNjR2VuZXJpY1NlcnZpY2VzEjkKFWphdmFfZ2VuZXJpY19zZXJ2aWNlcxgRIAEoCDoFZmFsc2VSE2phdmFHZW5lcmljU2VydmljZXMSNQoTcHlfZ2VuZXJpY19zZXJ2aWNlcxgSIAEoCDoFZmFsc2VSEXB5R2VuZXJpY1NlcnZpY2VzEjcKFHBocF9nZW5lcmljX3NlcnZpY2VzGCogASgIOgVmYWxzZVIScGhwR2VuZXJpY1NlcnZpY2VzEiUKCmRlcHJlY2F0ZWQYFyABKAg6BWZhbHNlUgpkZXByZWNhdGVkEi4KEGNjX2VuYWJsZV9hcmVuYXMYHyABKAg6BHRydWVSDmNjRW5hYmxlQXJlbmFzEioKEW9iamNfY2xhc3NfcHJlZml4GCQgASgJUg9vYmpjQ2xhc3NQcmVmaXgSKQoQY3NoYXJwX25hbWVzcGFjZRglIAEoCVIPY3NoYXJwTmFtZXNwYWNlEiEKDHN3aWZ0X3ByZWZpeBgnIAEoCVILc3dpZnRQcmVmaXgSKAoQcGhwX2NsYXNzX3ByZWZpeBgoIAEoCVIOcGhwQ2xhc3NQcmVmaXgSIwoNcGhwX25hbWVzcGFjZRgpIAEoCVIMcGhwTmFtZXNwYWNlEjQKFnBocF9tZXRhZGF0YV9uYW1lc3BhY2UYLCABKAlSFHBocE1ldGFkYXRhTmFtZXNwYWNlEiEKDHJ1YnlfcGFja2FnZRgtIAEoCVILcnVieVBhY2thZ2USWAoUdW5pbnRlcnByZXRlZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb25SE3VuaW50ZXJwcmV0ZWRPcHRpb24iOgoMT3B0aW1pemVNb2RlEgkKBVNQRUVEEAESDQoJQ09ERV9TSVpFEAISEAoMTElURV9SVU5USU1FEAMqCQjoBxCAgICAAkoECCYQJyLjAgoOTWVzc2FnZU9wdGlvbnMSPAoXbWVzc2FnZV9zZXRfd2lyZV9mb3JtYXQYASABKAg6BWZhbHNlUhRtZXNzYWdlU2V0V2lyZUZvcm1hdBJMCh9ub19zdGFuZGFyZF9kZXNjcmlwdG9yX2FjY2Vzc29yGAIgASgIOgVmYWxzZVIcbm9TdGFuZGFyZERlc2NyaXB0b3JBY2Nlc3NvchIlCgpkZXByZWNhdGVkGAMgASgIOgVmYWxzZVIKZGVwcmVjYXRlZBIbCgltYXBfZW50cnkYByABKAhSCG1hcEVudHJ5ElgKFHVuaW50ZXJwcmV0ZWRfb3B0aW9uGOcHIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5VbmludGVycHJldGVkT3B0aW9uUhN1bmludGVycHJldGVkT3B0aW9uKgkI6AcQgICAgAJKBAgEEAVKBAgFEAZKBAgGEAdKBAgIEAlKBAgJEAoikgQKDEZpZWxkT3B0aW9ucxJBCgVjdHlwZRgBIAEoDjIjLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMuQ1R5cGU6BlNUUklOR1IFY3R5cGUSFgoGcGFja2VkGAIgASgIUgZwYWNrZWQSRwoGanN0eXBlGAYgASgOMiQuZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucy5KU1R5cGU6CUpTX05PUk1BTFIGanN0eXBlEhkKBGxhenkYBSABKAg6BWZhbHNlUgRsYXp5Ei4KD3VudmVyaWZpZWRfbGF6eRgPIAEoCDoFZmFsc2VSDnVudmVyaWZpZWRMYXp5EiUKCmRlcHJlY2F0ZWQYAyABKAg6BWZhbHNlUgpkZXByZWNhdGVkEhkKBHdlYWsYCiABKAg6BWZhbHNlUgR3ZWFrElgKFHVuaW50ZXJwcmV0ZWRfb3B0aW9uGOcHIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5VbmludGVycHJldGVkT3B0aW9uUhN1bmludGVycHJldGVkT3B0aW9uIi8KBUNUeXBlEgoKBlNUUklORxAAEggKBENPUkQQARIQCgxTVFJJTkdfUElFQ0UQAiI1CgZKU1R5cGUSDQoJSlNfTk9STUFMEAASDQoJSlNfU1RSSU5HEAESDQoJSlNfTlVNQkVSEAIqCQjoBxCAgICAAkoECAQQBSJzCgxPbmVvZk9wdGlvbnMSWAoUdW5pbnRlcnByZXRlZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb25SE3VuaW50ZXJwcmV0ZWRPcHRpb24qCQjoBxCAgICAAiLAAQoLRW51bU9wdGlvbnMSHwoLYWxsb3dfYWxpYXMYAiABKAhSCmFsbG93QWxpYXMSJQoKZGVwcmVjYXRlZBgDIAEoCDoFZmFsc2VSCmRlcHJlY2F0ZWQSWAoUdW5pbnRlcnByZXRlZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb25SE3VuaW50ZXJwcmV0ZWRPcHRpb24qCQjoBxCAgICAAkoECAUQBiKeAQoQRW51bVZhbHVlT3B0aW9ucxIlCgpkZXByZWNhdGVkGAEgASgIOgVmYWxzZVIKZGVwcmVjYXRlZBJYChR1bmludGVycHJldGVkX29wdGlvbhjnByADKAsyJC5nb29nbGUucHJvdG9idWYuVW5pbnRlcnByZXRlZE9wdGlvblITdW5pbnRlcnByZXRlZE9wdGlvbioJCOgHEICAgIACIpwBCg5TZXJ2aWNlT3B0aW9ucxIlCgpkZXByZWNhdGVkGCEgASgIOgVmYWxzZVIKZGVwcmVjYXRlZBJYChR1bmludGVycHJldGVkX29wdGlvbhjnByADKAsyJC5nb29nbGUucHJvdG9idWYuVW5pbnRlcnByZXRlZE9wdGlvblITdW5pbnRlcnByZXRlZE9wdGlvbioJCOgHEICAgIACIuACCg1NZXRob2RPcHRpb25zEiUKCmRlcHJlY2F0ZWQYISABKAg6BWZhbHNlUgpkZXByZWNhdGVkEnEKEWlkZW1wb3RlbmN5X2xldmVsGCIgASgOMi8uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMuSWRlbXBvdGVuY3lMZXZlbDoTSURFTVBPVEVOQ1lfVU5LTk9XTlIQaWRlbXBvdGVuY3lMZXZlbBJYChR1bmludGVycHJldGVkX29wdGlvbhjnByADKAsyJC5nb29nbGUucHJvdG9idWYuVW5pbnRlcnByZXRlZE9wdGlvblITdW5pbnRlcnByZXRlZE9wdGlvbiJQChBJZGVtcG90ZW5jeUxldmVsEhcKE0lERU1QT1RFTkNZX1VOS05PV04QABITCg9OT19TSURFX0VGRkVDVFMQARIOCgpJREVNUE9URU5UEAIqCQjoBxCAgICAAiKaAwoTVW5pbnRlcnByZXRlZE9wdGlvbhJBCgRuYW1lGAIgAygLMi0uZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb24uTmFtZVBhcnRSBG5hbWUSKQoQaWRlbnRpZmllcl92YWx1ZRgDIAEoCVIPaWRlbnRpZmllclZhbHVlEiwKEnBvc2l0aXZlX2ludF92YWx1ZRgEIAEoBFIQcG9zaXRpdmVJbnRWYWx1ZRIsChJuZWdhdGl2ZV9pbnRfdmFsdWUYBSABKANSEG5lZ2F0aXZlSW50VmFsdWUSIQoMZG91YmxlX3ZhbHVlGAYgASgBUgtkb3VibGVWYWx1ZRIhCgxzdHJpbmdfdmFsdWUYByABKAxSC3N0cmluZ1ZhbHVlEicKD2FnZ3JlZ2F0ZV92YWx1ZRgIIAEoCVIOYWdncmVnYXRlVmFsdWUaSgoITmFtZVBhcnQSGwoJbmFtZV9wYXJ0GAEgAigJUghuYW1lUGFydBIhCgxpc19leHRlbnNpb24YAiACKAhSC2lzRXh0ZW5zaW9uIqcCCg5Tb3VyY2VDb2RlSW5mbxJECghsb2NhdGlvbhgBIAMoCzIoLmdvb2dsZS5wcm90b2J1Zi5Tb3VyY2VDb2RlSW5mby5Mb2NhdGlvblIIbG9jYXRpb24azgEKCExvY2F0aW9uEhYKBHBhdGgYASADKAVCAhABUgRwYXRoEhYKBHNwYW4YAiADKAVCAhABUgRzcGFuEikKEGxlYWRpbmdfY29tbWVudHMYAyABKAlSD2xlYWRpbmdDb21tZW50cxIrChF0cmFpbGluZ19jb21tZW50cxgEIAEoCVIQdHJhaWxpbmdDb21tZW50cxI6ChlsZWFkaW5nX2RldGFjaGVkX2NvbW1lbnRzGAYgAygJUhdsZWFkaW5nRGV0YWNoZWRDb21tZW50cyLRAQoRR2VuZXJhdGVkQ29kZUluZm8STQoKYW5ub3RhdGlvbhgBIAMoCzItLmdvb2dsZS5wcm90b2J1Zi5HZW5lcmF0ZWRDb2RlSW5mby5Bbm5vdGF0aW9uUgphbm5vdGF0aW9uGm0KCkFubm90YXRpb24SFgoEcGF0aBgBIAMoBUICEAFSBHBhdGgSHwoLc291cmNlX2ZpbGUYAiABKAlSCnNvdXJjZUZpbGUSFAoFYmVnaW4YAyABKAVSBWJlZ2luEhAKA2VuZBgEIAEoBVIDZW5kQn4KE2NvbS5nb29nbGUucHJvdG9idWZCEERlc2NyaXB0b3JQcm90b3NIAVotZ29vZ2xlLmdvbGFuZy5vcmcvcHJvdG9idWYvdHlwZXMvZGVzY3JpcHRvcnBi+AEBogIDR1BCqgIaR29vZ2xlLlByb3RvYnVmLlJlZmxlY3Rpb24=",
-        "Ch5nb29nbGUvcHJvdG9idWYvd3JhcHBlcnMucHJvdG8SD2dvb2dsZS5wcm90b2J1ZiIjCgtEb3VibGVWYWx1ZRIUCgV2YWx1ZRgBIAEoAVIFdmFsdWUiIgoKRmxvYXRWYWx1ZRIUCgV2YWx1ZRgBIAEoAlIFdmFsdWUiIgoKSW50NjRWYWx1ZRIUCgV2YWx1ZRgBIAEoA1IFdmFsdWUiIwoLVUludDY0VmFsdWUSFAoFdmFsdWUYASABKARSBXZhbHVlIiIKCkludDMyVmFsdWUSFAoFdmFsdWUYASABKAVSBXZhbHVlIiMKC1VJbnQzMlZhbHVlEhQKBXZhbHVlGAEgASgNUgV2YWx1ZSIhCglCb29sVmFsdWUSFAoFdmFsdWUYASABKAhSBXZhbHVlIiMKC1N0cmluZ1ZhbHVlEhQKBXZhbHVlGAEgASgJUgV2YWx1ZSIiCgpCeXRlc1ZhbHVlEhQKBXZhbHVlGAEgASgMUgV2YWx1ZUKDAQoTY29tLmdvb2dsZS5wcm90b2J1ZkINV3JhcHBlcnNQcm90b1ABWjFnb29nbGUuZ29sYW5nLm9yZy9wcm90b2J1Zi90eXBlcy9rbm93bi93cmFwcGVyc3Bi+AEBogIDR1BCqgIeR29vZ2xlLlByb3RvYnVmLldlbGxLbm93blR5cGVzYgZwcm90bzM=",
-        "Cg1tZW50b3J5LnByb3RvEgptZW50b3J5LnYxGiBnb29nbGUvcHJvdG9idWYvZGVzY3JpcHRvci5wcm90bxoeZ29vZ2xlL3Byb3RvYnVmL3dyYXBwZXJzLnByb3RvIloKEFRvcGljRGVjbGFyYXRpb24SEgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZjaGFuZ2UYAiABKAlSBmNoYW5nZRIaCghzbmFwc2hvdBgDIAEoCVIIc25hcHNob3QiyAIKCEVudmVsb3BlEikKBWhlbGxvGAEgASgLMhEubWVudG9yeS52MS5IZWxsb0gAUgVoZWxsbxIvCgd3ZWxjb21lGAIgASgLMhMubWVudG9yeS52MS5XZWxjb21lSABSB3dlbGNvbWUSLwoHcmVxdWVzdBgDIAEoCzITLm1lbnRvcnkudjEuUmVxdWVzdEgAUgdyZXF1ZXN0EjIKCHJlc3BvbnNlGAQgASgLMhQubWVudG9yeS52MS5SZXNwb25zZUgAUghyZXNwb25zZRIpCgVldmVudBgFIAEoCzIRLm1lbnRvcnkudjEuRXZlbnRIAFIFZXZlbnQSSAoQY29ubmVjdGlvbl9lcnJvchgGIAEoCzIbLm1lbnRvcnkudjEuQ29ubmVjdGlvbkVycm9ySABSD2Nvbm5lY3Rpb25FcnJvckIGCgRraW5kIlMKBUhlbGxvEikKEHByb3RvY29sX3ZlcnNpb24YASABKA1SD3Byb3RvY29sVmVyc2lvbhIfCgtjbGllbnRfbmFtZRgCIAEoCVIKY2xpZW50TmFtZSLXAQoHV2VsY29tZRIpChBwcm90b2NvbF92ZXJzaW9uGAEgASgNUg9wcm90b2NvbFZlcnNpb24SJQoOc2VydmVyX3ZlcnNpb24YAiABKAlSDXNlcnZlclZlcnNpb24SOgoIaGFuZGxlcnMYAyADKAsyHi5tZW50b3J5LnYxLkhhbmRsZXJEZXNjcmlwdGlvblIIaGFuZGxlcnMSKAoQbWF4X2ZyYW1lX2xlbmd0aBgEIAEoDVIObWF4RnJhbWVMZW5ndGgSFAoFZXBvY2gYBSABKARSBWVwb2NoImQKEkhhbmRsZXJEZXNjcmlwdGlvbhIcCgluYW1lc3BhY2UYASABKAlSCW5hbWVzcGFjZRIYCgdtZXRob2RzGAIgAygJUgdtZXRob2RzEhYKBnRvcGljcxgDIAMoCVIGdG9waWNzIoIBCgdSZXF1ZXN0Eg4KAmlkGAEgASgEUgJpZBIcCgluYW1lc3BhY2UYAiABKAlSCW5hbWVzcGFjZRIWCgZtZXRob2QYAyABKAlSBm1ldGhvZBISCgRib2R5GAQgASgMUgRib2R5Eh0KCnRpbWVvdXRfbXMYBSABKA1SCXRpbWVvdXRNcyJlCghSZXNwb25zZRIOCgJpZBgBIAEoBFICaWQSFAoEYm9keRgCIAEoDEgAUgRib2R5EikKBWVycm9yGAMgASgLMhEubWVudG9yeS52MS5FcnJvckgAUgVlcnJvckIICgZyZXN1bHQiTQoFRXJyb3ISEgoEY29kZRgBIAEoDVIEY29kZRIYCgdtZXNzYWdlGAIgASgJUgdtZXNzYWdlEhYKBnJlYXNvbhgDIAEoCVIGcmVhc29uIlQKD0Nvbm5lY3Rpb25FcnJvchInCgVlcnJvchgBIAEoCzIRLm1lbnRvcnkudjEuRXJyb3JSBWVycm9yEhgKB2Nsb3NpbmcYAiABKAhSB2Nsb3NpbmcijgEKBUV2ZW50EhQKBXRvcGljGAEgASgJUgV0b3BpYxIaCghzZXF1ZW5jZRgCIAEoBFIIc2VxdWVuY2USKQoEa2luZBgDIAEoDjIVLm1lbnRvcnkudjEuRXZlbnRLaW5kUgRraW5kEhIKBGJvZHkYBCABKAxSBGJvZHkSFAoFZXBvY2gYBSABKARSBWVwb2NoIgcKBUVtcHR5IqQCCgtTdGF0dXNSZXBseRIlCg5zZXJ2ZXJfdmVyc2lvbhgBIAEoCVINc2VydmVyVmVyc2lvbhIlCg51cHRpbWVfc2Vjb25kcxgCIAEoAVINdXB0aW1lU2Vjb25kcxIgCgtjb25uZWN0aW9ucxgDIAEoDVILY29ubmVjdGlvbnMSOgoIaGFuZGxlcnMYBCADKAsyHi5tZW50b3J5LnYxLkhhbmRsZXJEZXNjcmlwdGlvblIIaGFuZGxlcnMSIAoLc3Vic2NyaWJlcnMYBSABKA1SC3N1YnNjcmliZXJzEjEKBnRvcGljcxgGIAMoCzIZLm1lbnRvcnkudjEuVG9waWNQb3NpdGlvblIGdG9waWNzEhQKBWVwb2NoGAcgASgEUgVlcG9jaCJBCg1Ub3BpY1Bvc2l0aW9uEhQKBXRvcGljGAEgASgJUgV0b3BpYxIaCghzZXF1ZW5jZRgCIAEoBFIIc2VxdWVuY2UiSQoQU3Vic2NyaWJlUmVxdWVzdBI1CgZ0b3BpY3MYASADKAsyHS5tZW50b3J5LnYxLlRvcGljU3Vic2NyaXB0aW9uUgZ0b3BpY3MieAoRVG9waWNTdWJzY3JpcHRpb24SFAoFdG9waWMYASABKAlSBXRvcGljEiYKDHJlc3VtZV9hZnRlchgCIAEoBEgAUgtyZXN1bWVBZnRlcogBARIUCgVlcG9jaBgDIAEoBFIFZXBvY2hCDwoNX3Jlc3VtZV9hZnRlciJZCg5TdWJzY3JpYmVSZXBseRIxCgZ0b3BpY3MYASADKAsyGS5tZW50b3J5LnYxLlRvcGljUG9zaXRpb25SBnRvcGljcxIUCgVlcG9jaBgCIAEoBFIFZXBvY2giLAoSVW5zdWJzY3JpYmVSZXF1ZXN0EhYKBnRvcGljcxgBIAMoCVIGdG9waWNzIi8KD0Rlc2NyaWJlUmVxdWVzdBIcCgluYW1lc3BhY2UYASABKAlSCW5hbWVzcGFjZSJXChFNZXRob2REZXNjcmlwdGlvbhISCgRuYW1lGAEgASgJUgRuYW1lEhgKB3JlcXVlc3QYAiABKAlSB3JlcXVlc3QSFAoFcmVwbHkYAyABKAlSBXJlcGx5IloKEFRvcGljRGVzY3JpcHRpb24SEgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZjaGFuZ2UYAiABKAlSBmNoYW5nZRIaCghzbmFwc2hvdBgDIAEoCVIIc25hcHNob3QivQEKFE5hbWVzcGFjZURlc2NyaXB0aW9uEhwKCW5hbWVzcGFjZRgBIAEoCVIJbmFtZXNwYWNlEhgKB3ZlcnNpb24YAiABKA1SB3ZlcnNpb24SNwoHbWV0aG9kcxgDIAMoCzIdLm1lbnRvcnkudjEuTWV0aG9kRGVzY3JpcHRpb25SB21ldGhvZHMSNAoGdG9waWNzGAQgAygLMhwubWVudG9yeS52MS5Ub3BpY0Rlc2NyaXB0aW9uUgZ0b3BpY3MilwEKDURlc2NyaWJlUmVwbHkSQAoKbmFtZXNwYWNlcxgBIAMoCzIgLm1lbnRvcnkudjEuTmFtZXNwYWNlRGVzY3JpcHRpb25SCm5hbWVzcGFjZXMSRAoLZGVzY3JpcHRvcnMYAiABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXRSC2Rlc2NyaXB0b3JzIkQKCkFjdGlvbkl0ZW0SDgoCaWQYASABKAlSAmlkEhIKBHRleHQYAiABKAlSBHRleHQSEgoEZG9uZRgDIAEoCFIEZG9uZSLMAQoNTWVudG9yTWVzc2FnZRIYCgdjb250ZW50GAEgASgJUgdjb250ZW50EjkKCWNoYXJhY3RlchgCIAEoDjIbLm1lbnRvcnkudjEuTWVudG9yQ2hhcmFjdGVyUgljaGFyYWN0ZXISOQoMYWN0aW9uX2l0ZW1zGAMgAygLMhYubWVudG9yeS52MS5BY3Rpb25JdGVtUgthY3Rpb25JdGVtcxIrChJ1cGRhdGVkX2F0X3VuaXhfbXMYBCABKANSD3VwZGF0ZWRBdFVuaXhNcyJTCgtNZW50b3JTdGF0ZRI4CgdtZXNzYWdlGAEgASgLMhkubWVudG9yeS52MS5NZW50b3JNZXNzYWdlSABSB21lc3NhZ2WIAQFCCgoIX21lc3NhZ2UiogEKEE1lbnRvclNldFJlcXVlc3QSGAoHY29udGVudBgBIAEoCVIHY29udGVudBI5CgljaGFyYWN0ZXIYAiABKA4yGy5tZW50b3J5LnYxLk1lbnRvckNoYXJhY3RlclIJY2hhcmFjdGVyEjkKDGFjdGlvbl9pdGVtcxgDIAMoCzIWLm1lbnRvcnkudjEuQWN0aW9uSXRlbVILYWN0aW9uSXRlbXMiKwoZTWVudG9yQ29tcGxldGVUb2RvUmVxdWVzdBIOCgJpZBgBIAEoCVICaWQitgEKCVBlZXJTdGF0ZRISCgRwZWVyGAEgASgJUgRwZWVyEhsKCWlzX3BhaXJlZBgCIAEoCFIIaXNQYWlyZWQSKAoQaXNfYXBwX2luc3RhbGxlZBgDIAEoCFIOaXNBcHBJbnN0YWxsZWQSIQoMaXNfcmVhY2hhYmxlGAQgASgIUgtpc1JlYWNoYWJsZRIrChJ1cGRhdGVkX2F0X3VuaXhfbXMYBSABKANSD3VwZGF0ZWRBdFVuaXhNcyJDChRSZWFjaGFiaWxpdHlTbmFwc2hvdBIrCgVwZWVycxgBIAMoCzIVLm1lbnRvcnkudjEuUGVlclN0YXRlUgVwZWVycyKsAgoKRGlhcnlFbnRyeRIOCgJpZBgBIAEoCVICaWQSHwoLcmVjb3JkX2RhdGUYAiABKAlSCnJlY29yZERhdGUSKwoSY3JlYXRlZF9hdF91bml4X21zGAMgASgDUg9jcmVhdGVkQXRVbml4TXMSFAoFdGl0bGUYBCABKAlSBXRpdGxlEhIKBHRleHQYBSABKAlSBHRleHQSLQoHZW1vdGlvbhgGIAEoDjITLm1lbnRvcnkudjEuRW1vdGlvblIHZW1vdGlvbhIfCghhbmFseXNpcxgHIAEoCUgAUghhbmFseXNpc4gBARI5CgxhY3Rpb25faXRlbXMYCCADKAsyFi5tZW50b3J5LnYxLkFjdGlvbkl0ZW1SC2FjdGlvbkl0ZW1zQgsKCV9hbmFseXNpcyKxAgoPRGlhcnlBZGRSZXF1ZXN0Eh8KC3JlY29yZF9kYXRlGAEgASgJUgpyZWNvcmREYXRlEhQKBXRpdGxlGAIgASgJUgV0aXRsZRISCgR0ZXh0GAMgASgJUgR0ZXh0Ei0KB2Vtb3Rpb24YBCABKA4yEy5tZW50b3J5LnYxLkVtb3Rpb25SB2Vtb3Rpb24SHwoIYW5hbHlzaXMYBSABKAlIAFIIYW5hbHlzaXOIAQESOQoMYWN0aW9uX2l0ZW1zGAYgAygLMhYubWVudG9yeS52MS5BY3Rpb25JdGVtUgthY3Rpb25JdGVtcxIOCgJpZBgHIAEoCVICaWQSKwoSY3JlYXRlZF9hdF91bml4X21zGAggASgDUg9jcmVhdGVkQXRVbml4TXNCCwoJX2FuYWx5c2lzIiEKD0RpYXJ5R2V0UmVxdWVzdBIOCgJpZBgBIAEoCVICaWQiUAoQRGlhcnlMaXN0UmVxdWVzdBIUCgVsaW1pdBgBIAEoDVIFbGltaXQSGwoGYmVmb3JlGAIgASgJSABSBmJlZm9yZYgBAUIJCgdfYmVmb3JlIngKDkRpYXJ5TGlzdFJlcGx5EjAKB2VudHJpZXMYASADKAsyFi5tZW50b3J5LnYxLkRpYXJ5RW50cnlSB2VudHJpZXMSJAoLbmV4dF9iZWZvcmUYAiABKAlIAFIKbmV4dEJlZm9yZYgBAUIOCgxfbmV4dF9iZWZvcmUiJAoSRGlhcnlEZWxldGVSZXF1ZXN0Eg4KAmlkGAEgASgJUgJpZCJwChpEaWFyeVN1Z2dlc3Rpb25Eb25lUmVxdWVzdBIZCghlbnRyeV9pZBgBIAEoCVIHZW50cnlJZBIjCg1zdWdnZXN0aW9uX2lkGAIgASgJUgxzdWdnZXN0aW9uSWQSEgoEZG9uZRgDIAEoCFIEZG9uZSKcAQoLRGlhcnlDaGFuZ2USLgoFYWRkZWQYASABKAsyFi5tZW50b3J5LnYxLkRpYXJ5RW50cnlIAFIFYWRkZWQSMgoHdXBkYXRlZBgCIAEoCzIWLm1lbnRvcnkudjEuRGlhcnlFbnRyeUgAUgd1cGRhdGVkEh8KCmRlbGV0ZWRfaWQYAyABKAlIAFIJZGVsZXRlZElkQggKBmNoYW5nZSJ3Cg1EaWFyeVNuYXBzaG90EjAKB2VudHJpZXMYASADKAsyFi5tZW50b3J5LnYxLkRpYXJ5RW50cnlSB2VudHJpZXMSJAoLbmV4dF9iZWZvcmUYAiABKAlIAFIKbmV4dEJlZm9yZYgBAUIOCgxfbmV4dF9iZWZvcmUiKQoUU3RvcmFnZUJhY2t1cFJlcXVlc3RKBAgBEAJSC2Rlc3RpbmF0aW9uIoMBChJTdG9yYWdlQmFja3VwUmVwbHkSFAoFYnl0ZXMYAiABKARSBWJ5dGVzEiMKDWRpYXJ5X2VudHJpZXMYAyABKA1SDGRpYXJ5RW50cmllcxIfCgtjaHVua19ieXRlcxgEIAEoDVIKY2h1bmtCeXRlc0oECAEQAlILZGVzdGluYXRpb24iMgoYU3RvcmFnZUJhY2t1cFJlYWRSZXF1ZXN0EhYKBm9mZnNldBgBIAEoBFIGb2Zmc2V0Ij4KFlN0b3JhZ2VCYWNrdXBSZWFkUmVwbHkSEgoEZGF0YRgBIAEoDFIEZGF0YRIQCgNlbmQYAiABKAhSA2VuZCIVChNEYWVtb25SZWxvYWRSZXF1ZXN0IhMKEURhZW1vblJlbG9hZFJlcGx5KuwFCglFcnJvckNvZGUSGgoWRVJST1JfQ09ERV9VTlNQRUNJRklFRBAAEiIKHkVSUk9SX0NPREVfVU5TVVBQT1JURURfVkVSU0lPThABEiEKHUVSUk9SX0NPREVfSEFORFNIQUtFX1JFUVVJUkVEEAISIAocRVJST1JfQ09ERV9NQUxGT1JNRURfTUVTU0FHRRADEh4KGkVSUk9SX0NPREVfRlJBTUVfVE9PX0xBUkdFEAQSHgoaRVJST1JfQ09ERV9UUlVOQ0FURURfRlJBTUUQBRIgChxFUlJPUl9DT0RFX1VOS05PV05fTkFNRVNQQUNFEAYSHQoZRVJST1JfQ09ERV9VTktOT1dOX01FVEhPRBAHEh8KG0VSUk9SX0NPREVfSU5WQUxJRF9BUkdVTUVOVBAIEhgKFEVSUk9SX0NPREVfTk9UX0ZPVU5EEAkSFwoTRVJST1JfQ09ERV9DT05GTElDVBAKEiAKHEVSUk9SX0NPREVfUEVSTUlTU0lPTl9ERU5JRUQQCxIjCh9FUlJPUl9DT0RFX0RVUExJQ0FURV9SRVFVRVNUX0lEEAwSIAocRVJST1JfQ09ERV9UT09fTUFOWV9SRVFVRVNUUxANEh4KGkVSUk9SX0NPREVfU1RPUkFHRV9GQUlMVVJFEA4SHAoYRVJST1JfQ09ERV9TSFVUVElOR19ET1dOEA8SFwoTRVJST1JfQ09ERV9JTlRFUk5BTBAQEiEKHUVSUk9SX0NPREVfQUxSRUFEWV9IQU5EU0hBS0VOEBESIwofRVJST1JfQ09ERV9UT09fTUFOWV9DT05ORUNUSU9OUxASEiAKHEVSUk9SX0NPREVfSEFORFNIQUtFX1RJTUVPVVQQExIdChlFUlJPUl9DT0RFX1NUQVJUVVBfRkFJTEVEEBQSGgoWRVJST1JfQ09ERV9VTkFWQUlMQUJMRRAVEiAKHEVSUk9SX0NPREVfREVBRExJTkVfRVhDRUVERUQQFipRCglFdmVudEtpbmQSFQoRRVZFTlRfS0lORF9DSEFOR0UQABIXChNFVkVOVF9LSU5EX1NOQVBTSE9UEAESFAoQRVZFTlRfS0lORF9SRVNFVBACKmkKD01lbnRvckNoYXJhY3RlchIgChxNRU5UT1JfQ0hBUkFDVEVSX1VOU1BFQ0lGSUVEEAASGQoVTUVOVE9SX0NIQVJBQ1RFUl9DT09MEAESGQoVTUVOVE9SX0NIQVJBQ1RFUl9XQVJNEAIq3QEKB0Vtb3Rpb24SFwoTRU1PVElPTl9VTlNQRUNJRklFRBAAEhsKF0VNT1RJT05fVkVSWV9VTlBMRUFTQU5UEAESFgoSRU1PVElPTl9VTlBMRUFTQU5UEAISHwobRU1PVElPTl9TTElHSFRMWV9VTlBMRUFTQU5UEAMSEwoPRU1PVElPTl9ORVVUUkFMEAQSHQoZRU1PVElPTl9TTElHSFRMWV9QTEVBU0FOVBAFEhQKEEVNT1RJT05fUExFQVNBTlQQBhIZChVFTU9USU9OX1ZFUllfUExFQVNBTlQQBzLLAgoHU2Vzc2lvbhIsCgRwaW5nEhEubWVudG9yeS52MS5FbXB0eRoRLm1lbnRvcnkudjEuRW1wdHkSNAoGc3RhdHVzEhEubWVudG9yeS52MS5FbXB0eRoXLm1lbnRvcnkudjEuU3RhdHVzUmVwbHkSRQoJc3Vic2NyaWJlEhwubWVudG9yeS52MS5TdWJzY3JpYmVSZXF1ZXN0GhoubWVudG9yeS52MS5TdWJzY3JpYmVSZXBseRJACgt1bnN1YnNjcmliZRIeLm1lbnRvcnkudjEuVW5zdWJzY3JpYmVSZXF1ZXN0GhEubWVudG9yeS52MS5FbXB0eRJCCghkZXNjcmliZRIbLm1lbnRvcnkudjEuRGVzY3JpYmVSZXF1ZXN0GhkubWVudG9yeS52MS5EZXNjcmliZVJlcGx5Gg/K8xgHc2Vzc2lvbtDzGAEylQIKBk1lbnRvchI8CgNzZXQSHC5tZW50b3J5LnYxLk1lbnRvclNldFJlcXVlc3QaFy5tZW50b3J5LnYxLk1lbnRvclN0YXRlEjEKA2dldBIRLm1lbnRvcnkudjEuRW1wdHkaFy5tZW50b3J5LnYxLk1lbnRvclN0YXRlEk4KDGNvbXBsZXRlVG9kbxIlLm1lbnRvcnkudjEuTWVudG9yQ29tcGxldGVUb2RvUmVxdWVzdBoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUaSsrzGAZtZW50b3LQ8xgB2vMYOAoGbWVudG9yEhZtZW50b3J5LnYxLk1lbnRvclN0YXRlGhZtZW50b3J5LnYxLk1lbnRvclN0YXRlMuEBCgxSZWFjaGFiaWxpdHkSNgoGcmVwb3J0EhUubWVudG9yeS52MS5QZWVyU3RhdGUaFS5tZW50b3J5LnYxLlBlZXJTdGF0ZRI6CgNnZXQSES5tZW50b3J5LnYxLkVtcHR5GiAubWVudG9yeS52MS5SZWFjaGFiaWxpdHlTbmFwc2hvdBpdyvMYDHJlYWNoYWJpbGl0edDzGAHa8xhFCgxyZWFjaGFiaWxpdHkSFG1lbnRvcnkudjEuUGVlclN0YXRlGh9tZW50b3J5LnYxLlJlYWNoYWJpbGl0eVNuYXBzaG90MqQDCgVEaWFyeRI6CgNhZGQSGy5tZW50b3J5LnYxLkRpYXJ5QWRkUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRI6CgNnZXQSGy5tZW50b3J5LnYxLkRpYXJ5R2V0UmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRJACgRsaXN0EhwubWVudG9yeS52MS5EaWFyeUxpc3RSZXF1ZXN0GhoubWVudG9yeS52MS5EaWFyeUxpc3RSZXBseRJACgZkZWxldGUSHi5tZW50b3J5LnYxLkRpYXJ5RGVsZXRlUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRJTChFzZXRTdWdnZXN0aW9uRG9uZRImLm1lbnRvcnkudjEuRGlhcnlTdWdnZXN0aW9uRG9uZVJlcXVlc3QaFi5tZW50b3J5LnYxLkRpYXJ5RW50cnkaSsrzGAVkaWFyedDzGAHa8xg5CgVkaWFyeRIWbWVudG9yeS52MS5EaWFyeUNoYW5nZRoYbWVudG9yeS52MS5EaWFyeVNuYXBzaG90Mr4BCgdTdG9yYWdlEkoKBmJhY2t1cBIgLm1lbnRvcnkudjEuU3RvcmFnZUJhY2t1cFJlcXVlc3QaHi5tZW50b3J5LnYxLlN0b3JhZ2VCYWNrdXBSZXBseRJWCgpiYWNrdXBSZWFkEiQubWVudG9yeS52MS5TdG9yYWdlQmFja3VwUmVhZFJlcXVlc3QaIi5tZW50b3J5LnYxLlN0b3JhZ2VCYWNrdXBSZWFkUmVwbHkaD8rzGAdzdG9yYWdl0PMYATJiCgZEYWVtb24SSAoGcmVsb2FkEh8ubWVudG9yeS52MS5EYWVtb25SZWxvYWRSZXF1ZXN0Gh0ubWVudG9yeS52MS5EYWVtb25SZWxvYWRSZXBseRoOyvMYBmRhZW1vbtDzGAEyVwoFRGVidWcSPwoMZnJlZXplRW5naW5lEhwuZ29vZ2xlLnByb3RvYnVmLlVJbnQzMlZhbHVlGhEubWVudG9yeS52MS5FbXB0eRoNyvMYBWRlYnVn0PMYATo/CgluYW1lc3BhY2USHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYuY4DIAEoCVIJbmFtZXNwYWNlOk4KEW5hbWVzcGFjZV92ZXJzaW9uEh8uZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VPcHRpb25zGLqOAyABKA1SEG5hbWVzcGFjZVZlcnNpb246VQoFdG9waWMSHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYu44DIAMoCzIcLm1lbnRvcnkudjEuVG9waWNEZWNsYXJhdGlvblIFdG9waWNiBnByb3RvMw==",
+        // google/protobuf/descriptor.proto
+        """
+        CiBnb29nbGUvcHJvdG9idWYvZGVzY3JpcHRvci5wcm90bxIPZ29vZ2xlLnByb3RvYnVmIk0KEUZpbGVEZXNjcmlwdG9yU2V0EjgKBGZpbGUYASA\
+        DKAsyJC5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JQcm90b1IEZmlsZSLkBAoTRmlsZURlc2NyaXB0b3JQcm90bxISCgRuYW1lGAEgAS\
+        gJUgRuYW1lEhgKB3BhY2thZ2UYAiABKAlSB3BhY2thZ2USHgoKZGVwZW5kZW5jeRgDIAMoCVIKZGVwZW5kZW5jeRIrChFwdWJsaWNfZGVwZW5kZ\
+        W5jeRgKIAMoBVIQcHVibGljRGVwZW5kZW5jeRInCg93ZWFrX2RlcGVuZGVuY3kYCyADKAVSDndlYWtEZXBlbmRlbmN5EkMKDG1lc3NhZ2VfdHlw\
+        ZRgEIAMoCzIgLmdvb2dsZS5wcm90b2J1Zi5EZXNjcmlwdG9yUHJvdG9SC21lc3NhZ2VUeXBlEkEKCWVudW1fdHlwZRgFIAMoCzIkLmdvb2dsZS5\
+        wcm90b2J1Zi5FbnVtRGVzY3JpcHRvclByb3RvUghlbnVtVHlwZRJBCgdzZXJ2aWNlGAYgAygLMicuZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VEZX\
+        NjcmlwdG9yUHJvdG9SB3NlcnZpY2USQwoJZXh0ZW5zaW9uGAcgAygLMiUuZ29vZ2xlLnByb3RvYnVmLkZpZWxkRGVzY3JpcHRvclByb3RvUglle\
+        HRlbnNpb24SNgoHb3B0aW9ucxgIIAEoCzIcLmdvb2dsZS5wcm90b2J1Zi5GaWxlT3B0aW9uc1IHb3B0aW9ucxJJChBzb3VyY2VfY29kZV9pbmZv\
+        GAkgASgLMh8uZ29vZ2xlLnByb3RvYnVmLlNvdXJjZUNvZGVJbmZvUg5zb3VyY2VDb2RlSW5mbxIWCgZzeW50YXgYDCABKAlSBnN5bnRheCK5Bgo\
+        PRGVzY3JpcHRvclByb3RvEhIKBG5hbWUYASABKAlSBG5hbWUSOwoFZmllbGQYAiADKAsyJS5nb29nbGUucHJvdG9idWYuRmllbGREZXNjcmlwdG\
+        9yUHJvdG9SBWZpZWxkEkMKCWV4dGVuc2lvbhgGIAMoCzIlLmdvb2dsZS5wcm90b2J1Zi5GaWVsZERlc2NyaXB0b3JQcm90b1IJZXh0ZW5zaW9uE\
+        kEKC25lc3RlZF90eXBlGAMgAygLMiAuZ29vZ2xlLnByb3RvYnVmLkRlc2NyaXB0b3JQcm90b1IKbmVzdGVkVHlwZRJBCgllbnVtX3R5cGUYBCAD\
+        KAsyJC5nb29nbGUucHJvdG9idWYuRW51bURlc2NyaXB0b3JQcm90b1IIZW51bVR5cGUSWAoPZXh0ZW5zaW9uX3JhbmdlGAUgAygLMi8uZ29vZ2x\
+        lLnByb3RvYnVmLkRlc2NyaXB0b3JQcm90by5FeHRlbnNpb25SYW5nZVIOZXh0ZW5zaW9uUmFuZ2USRAoKb25lb2ZfZGVjbBgIIAMoCzIlLmdvb2\
+        dsZS5wcm90b2J1Zi5PbmVvZkRlc2NyaXB0b3JQcm90b1IJb25lb2ZEZWNsEjkKB29wdGlvbnMYByABKAsyHy5nb29nbGUucHJvdG9idWYuTWVzc\
+        2FnZU9wdGlvbnNSB29wdGlvbnMSVQoOcmVzZXJ2ZWRfcmFuZ2UYCSADKAsyLi5nb29nbGUucHJvdG9idWYuRGVzY3JpcHRvclByb3RvLlJlc2Vy\
+        dmVkUmFuZ2VSDXJlc2VydmVkUmFuZ2USIwoNcmVzZXJ2ZWRfbmFtZRgKIAMoCVIMcmVzZXJ2ZWROYW1lGnoKDkV4dGVuc2lvblJhbmdlEhQKBXN\
+        0YXJ0GAEgASgFUgVzdGFydBIQCgNlbmQYAiABKAVSA2VuZBJACgdvcHRpb25zGAMgASgLMiYuZ29vZ2xlLnByb3RvYnVmLkV4dGVuc2lvblJhbm\
+        dlT3B0aW9uc1IHb3B0aW9ucxo3Cg1SZXNlcnZlZFJhbmdlEhQKBXN0YXJ0GAEgASgFUgVzdGFydBIQCgNlbmQYAiABKAVSA2VuZCJ8ChVFeHRlb\
+        nNpb25SYW5nZU9wdGlvbnMSWAoUdW5pbnRlcnByZXRlZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRp\
+        b25SE3VuaW50ZXJwcmV0ZWRPcHRpb24qCQjoBxCAgICAAiLBBgoURmllbGREZXNjcmlwdG9yUHJvdG8SEgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZ\
+        udW1iZXIYAyABKAVSBm51bWJlchJBCgVsYWJlbBgEIAEoDjIrLmdvb2dsZS5wcm90b2J1Zi5GaWVsZERlc2NyaXB0b3JQcm90by5MYWJlbFIFbG\
+        FiZWwSPgoEdHlwZRgFIAEoDjIqLmdvb2dsZS5wcm90b2J1Zi5GaWVsZERlc2NyaXB0b3JQcm90by5UeXBlUgR0eXBlEhsKCXR5cGVfbmFtZRgGI\
+        AEoCVIIdHlwZU5hbWUSGgoIZXh0ZW5kZWUYAiABKAlSCGV4dGVuZGVlEiMKDWRlZmF1bHRfdmFsdWUYByABKAlSDGRlZmF1bHRWYWx1ZRIfCgtv\
+        bmVvZl9pbmRleBgJIAEoBVIKb25lb2ZJbmRleBIbCglqc29uX25hbWUYCiABKAlSCGpzb25OYW1lEjcKB29wdGlvbnMYCCABKAsyHS5nb29nbGU\
+        ucHJvdG9idWYuRmllbGRPcHRpb25zUgdvcHRpb25zEicKD3Byb3RvM19vcHRpb25hbBgRIAEoCFIOcHJvdG8zT3B0aW9uYWwitgIKBFR5cGUSDw\
+        oLVFlQRV9ET1VCTEUQARIOCgpUWVBFX0ZMT0FUEAISDgoKVFlQRV9JTlQ2NBADEg8KC1RZUEVfVUlOVDY0EAQSDgoKVFlQRV9JTlQzMhAFEhAKD\
+        FRZUEVfRklYRUQ2NBAGEhAKDFRZUEVfRklYRUQzMhAHEg0KCVRZUEVfQk9PTBAIEg8KC1RZUEVfU1RSSU5HEAkSDgoKVFlQRV9HUk9VUBAKEhAK\
+        DFRZUEVfTUVTU0FHRRALEg4KClRZUEVfQllURVMQDBIPCgtUWVBFX1VJTlQzMhANEg0KCVRZUEVfRU5VTRAOEhEKDVRZUEVfU0ZJWEVEMzIQDxI\
+        RCg1UWVBFX1NGSVhFRDY0EBASDwoLVFlQRV9TSU5UMzIQERIPCgtUWVBFX1NJTlQ2NBASIkMKBUxhYmVsEhIKDkxBQkVMX09QVElPTkFMEAESEg\
+        oOTEFCRUxfUkVRVUlSRUQQAhISCg5MQUJFTF9SRVBFQVRFRBADImMKFE9uZW9mRGVzY3JpcHRvclByb3RvEhIKBG5hbWUYASABKAlSBG5hbWUSN\
+        woHb3B0aW9ucxgCIAEoCzIdLmdvb2dsZS5wcm90b2J1Zi5PbmVvZk9wdGlvbnNSB29wdGlvbnMi4wIKE0VudW1EZXNjcmlwdG9yUHJvdG8SEgoE\
+        bmFtZRgBIAEoCVIEbmFtZRI/CgV2YWx1ZRgCIAMoCzIpLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVEZXNjcmlwdG9yUHJvdG9SBXZhbHVlEjY\
+        KB29wdGlvbnMYAyABKAsyHC5nb29nbGUucHJvdG9idWYuRW51bU9wdGlvbnNSB29wdGlvbnMSXQoOcmVzZXJ2ZWRfcmFuZ2UYBCADKAsyNi5nb2\
+        9nbGUucHJvdG9idWYuRW51bURlc2NyaXB0b3JQcm90by5FbnVtUmVzZXJ2ZWRSYW5nZVINcmVzZXJ2ZWRSYW5nZRIjCg1yZXNlcnZlZF9uYW1lG\
+        AUgAygJUgxyZXNlcnZlZE5hbWUaOwoRRW51bVJlc2VydmVkUmFuZ2USFAoFc3RhcnQYASABKAVSBXN0YXJ0EhAKA2VuZBgCIAEoBVIDZW5kIoMB\
+        ChhFbnVtVmFsdWVEZXNjcmlwdG9yUHJvdG8SEgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZudW1iZXIYAiABKAVSBm51bWJlchI7CgdvcHRpb25zGAM\
+        gASgLMiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnNSB29wdGlvbnMipwEKFlNlcnZpY2VEZXNjcmlwdG9yUHJvdG8SEgoEbmFtZR\
+        gBIAEoCVIEbmFtZRI+CgZtZXRob2QYAiADKAsyJi5nb29nbGUucHJvdG9idWYuTWV0aG9kRGVzY3JpcHRvclByb3RvUgZtZXRob2QSOQoHb3B0a\
+        W9ucxgDIAEoCzIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9uc1IHb3B0aW9ucyKJAgoVTWV0aG9kRGVzY3JpcHRvclByb3RvEhIKBG5h\
+        bWUYASABKAlSBG5hbWUSHQoKaW5wdXRfdHlwZRgCIAEoCVIJaW5wdXRUeXBlEh8KC291dHB1dF90eXBlGAMgASgJUgpvdXRwdXRUeXBlEjgKB29\
+        wdGlvbnMYBCABKAsyHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9uc1IHb3B0aW9ucxIwChBjbGllbnRfc3RyZWFtaW5nGAUgASgIOgVmYW\
+        xzZVIPY2xpZW50U3RyZWFtaW5nEjAKEHNlcnZlcl9zdHJlYW1pbmcYBiABKAg6BWZhbHNlUg9zZXJ2ZXJTdHJlYW1pbmcikQkKC0ZpbGVPcHRpb\
+        25zEiEKDGphdmFfcGFja2FnZRgBIAEoCVILamF2YVBhY2thZ2USMAoUamF2YV9vdXRlcl9jbGFzc25hbWUYCCABKAlSEmphdmFPdXRlckNsYXNz\
+        bmFtZRI1ChNqYXZhX211bHRpcGxlX2ZpbGVzGAogASgIOgVmYWxzZVIRamF2YU11bHRpcGxlRmlsZXMSRAodamF2YV9nZW5lcmF0ZV9lcXVhbHN\
+        fYW5kX2hhc2gYFCABKAhCAhgBUhlqYXZhR2VuZXJhdGVFcXVhbHNBbmRIYXNoEjoKFmphdmFfc3RyaW5nX2NoZWNrX3V0ZjgYGyABKAg6BWZhbH\
+        NlUhNqYXZhU3RyaW5nQ2hlY2tVdGY4ElMKDG9wdGltaXplX2ZvchgJIAEoDjIpLmdvb2dsZS5wcm90b2J1Zi5GaWxlT3B0aW9ucy5PcHRpbWl6Z\
+        U1vZGU6BVNQRUVEUgtvcHRpbWl6ZUZvchIdCgpnb19wYWNrYWdlGAsgASgJUglnb1BhY2thZ2USNQoTY2NfZ2VuZXJpY19zZXJ2aWNlcxgQIAEo\
+        CDoFZmFsc2VSEWNjR2VuZXJpY1NlcnZpY2VzEjkKFWphdmFfZ2VuZXJpY19zZXJ2aWNlcxgRIAEoCDoFZmFsc2VSE2phdmFHZW5lcmljU2Vydml\
+        jZXMSNQoTcHlfZ2VuZXJpY19zZXJ2aWNlcxgSIAEoCDoFZmFsc2VSEXB5R2VuZXJpY1NlcnZpY2VzEjcKFHBocF9nZW5lcmljX3NlcnZpY2VzGC\
+        ogASgIOgVmYWxzZVIScGhwR2VuZXJpY1NlcnZpY2VzEiUKCmRlcHJlY2F0ZWQYFyABKAg6BWZhbHNlUgpkZXByZWNhdGVkEi4KEGNjX2VuYWJsZ\
+        V9hcmVuYXMYHyABKAg6BHRydWVSDmNjRW5hYmxlQXJlbmFzEioKEW9iamNfY2xhc3NfcHJlZml4GCQgASgJUg9vYmpjQ2xhc3NQcmVmaXgSKQoQ\
+        Y3NoYXJwX25hbWVzcGFjZRglIAEoCVIPY3NoYXJwTmFtZXNwYWNlEiEKDHN3aWZ0X3ByZWZpeBgnIAEoCVILc3dpZnRQcmVmaXgSKAoQcGhwX2N\
+        sYXNzX3ByZWZpeBgoIAEoCVIOcGhwQ2xhc3NQcmVmaXgSIwoNcGhwX25hbWVzcGFjZRgpIAEoCVIMcGhwTmFtZXNwYWNlEjQKFnBocF9tZXRhZG\
+        F0YV9uYW1lc3BhY2UYLCABKAlSFHBocE1ldGFkYXRhTmFtZXNwYWNlEiEKDHJ1YnlfcGFja2FnZRgtIAEoCVILcnVieVBhY2thZ2USWAoUdW5pb\
+        nRlcnByZXRlZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb25SE3VuaW50ZXJwcmV0ZWRPcHRpb24i\
+        OgoMT3B0aW1pemVNb2RlEgkKBVNQRUVEEAESDQoJQ09ERV9TSVpFEAISEAoMTElURV9SVU5USU1FEAMqCQjoBxCAgICAAkoECCYQJyLjAgoOTWV\
+        zc2FnZU9wdGlvbnMSPAoXbWVzc2FnZV9zZXRfd2lyZV9mb3JtYXQYASABKAg6BWZhbHNlUhRtZXNzYWdlU2V0V2lyZUZvcm1hdBJMCh9ub19zdG\
+        FuZGFyZF9kZXNjcmlwdG9yX2FjY2Vzc29yGAIgASgIOgVmYWxzZVIcbm9TdGFuZGFyZERlc2NyaXB0b3JBY2Nlc3NvchIlCgpkZXByZWNhdGVkG\
+        AMgASgIOgVmYWxzZVIKZGVwcmVjYXRlZBIbCgltYXBfZW50cnkYByABKAhSCG1hcEVudHJ5ElgKFHVuaW50ZXJwcmV0ZWRfb3B0aW9uGOcHIAMo\
+        CzIkLmdvb2dsZS5wcm90b2J1Zi5VbmludGVycHJldGVkT3B0aW9uUhN1bmludGVycHJldGVkT3B0aW9uKgkI6AcQgICAgAJKBAgEEAVKBAgFEAZ\
+        KBAgGEAdKBAgIEAlKBAgJEAoikgQKDEZpZWxkT3B0aW9ucxJBCgVjdHlwZRgBIAEoDjIjLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMuQ1\
+        R5cGU6BlNUUklOR1IFY3R5cGUSFgoGcGFja2VkGAIgASgIUgZwYWNrZWQSRwoGanN0eXBlGAYgASgOMiQuZ29vZ2xlLnByb3RvYnVmLkZpZWxkT\
+        3B0aW9ucy5KU1R5cGU6CUpTX05PUk1BTFIGanN0eXBlEhkKBGxhenkYBSABKAg6BWZhbHNlUgRsYXp5Ei4KD3VudmVyaWZpZWRfbGF6eRgPIAEo\
+        CDoFZmFsc2VSDnVudmVyaWZpZWRMYXp5EiUKCmRlcHJlY2F0ZWQYAyABKAg6BWZhbHNlUgpkZXByZWNhdGVkEhkKBHdlYWsYCiABKAg6BWZhbHN\
+        lUgR3ZWFrElgKFHVuaW50ZXJwcmV0ZWRfb3B0aW9uGOcHIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5VbmludGVycHJldGVkT3B0aW9uUhN1bmludG\
+        VycHJldGVkT3B0aW9uIi8KBUNUeXBlEgoKBlNUUklORxAAEggKBENPUkQQARIQCgxTVFJJTkdfUElFQ0UQAiI1CgZKU1R5cGUSDQoJSlNfTk9ST\
+        UFMEAASDQoJSlNfU1RSSU5HEAESDQoJSlNfTlVNQkVSEAIqCQjoBxCAgICAAkoECAQQBSJzCgxPbmVvZk9wdGlvbnMSWAoUdW5pbnRlcnByZXRl\
+        ZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb25SE3VuaW50ZXJwcmV0ZWRPcHRpb24qCQjoBxCAgIC\
+        AAiLAAQoLRW51bU9wdGlvbnMSHwoLYWxsb3dfYWxpYXMYAiABKAhSCmFsbG93QWxpYXMSJQoKZGVwcmVjYXRlZBgDIAEoCDoFZmFsc2VSCmRlcH\
+        JlY2F0ZWQSWAoUdW5pbnRlcnByZXRlZF9vcHRpb24Y5wcgAygLMiQuZ29vZ2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb25SE3VuaW50Z\
+        XJwcmV0ZWRPcHRpb24qCQjoBxCAgICAAkoECAUQBiKeAQoQRW51bVZhbHVlT3B0aW9ucxIlCgpkZXByZWNhdGVkGAEgASgIOgVmYWxzZVIKZGVw\
+        cmVjYXRlZBJYChR1bmludGVycHJldGVkX29wdGlvbhjnByADKAsyJC5nb29nbGUucHJvdG9idWYuVW5pbnRlcnByZXRlZE9wdGlvblITdW5pbnR\
+        lcnByZXRlZE9wdGlvbioJCOgHEICAgIACIpwBCg5TZXJ2aWNlT3B0aW9ucxIlCgpkZXByZWNhdGVkGCEgASgIOgVmYWxzZVIKZGVwcmVjYXRlZB\
+        JYChR1bmludGVycHJldGVkX29wdGlvbhjnByADKAsyJC5nb29nbGUucHJvdG9idWYuVW5pbnRlcnByZXRlZE9wdGlvblITdW5pbnRlcnByZXRlZ\
+        E9wdGlvbioJCOgHEICAgIACIuACCg1NZXRob2RPcHRpb25zEiUKCmRlcHJlY2F0ZWQYISABKAg6BWZhbHNlUgpkZXByZWNhdGVkEnEKEWlkZW1w\
+        b3RlbmN5X2xldmVsGCIgASgOMi8uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMuSWRlbXBvdGVuY3lMZXZlbDoTSURFTVBPVEVOQ1lfVU5\
+        LTk9XTlIQaWRlbXBvdGVuY3lMZXZlbBJYChR1bmludGVycHJldGVkX29wdGlvbhjnByADKAsyJC5nb29nbGUucHJvdG9idWYuVW5pbnRlcnByZX\
+        RlZE9wdGlvblITdW5pbnRlcnByZXRlZE9wdGlvbiJQChBJZGVtcG90ZW5jeUxldmVsEhcKE0lERU1QT1RFTkNZX1VOS05PV04QABITCg9OT19TS\
+        URFX0VGRkVDVFMQARIOCgpJREVNUE9URU5UEAIqCQjoBxCAgICAAiKaAwoTVW5pbnRlcnByZXRlZE9wdGlvbhJBCgRuYW1lGAIgAygLMi0uZ29v\
+        Z2xlLnByb3RvYnVmLlVuaW50ZXJwcmV0ZWRPcHRpb24uTmFtZVBhcnRSBG5hbWUSKQoQaWRlbnRpZmllcl92YWx1ZRgDIAEoCVIPaWRlbnRpZml\
+        lclZhbHVlEiwKEnBvc2l0aXZlX2ludF92YWx1ZRgEIAEoBFIQcG9zaXRpdmVJbnRWYWx1ZRIsChJuZWdhdGl2ZV9pbnRfdmFsdWUYBSABKANSEG\
+        5lZ2F0aXZlSW50VmFsdWUSIQoMZG91YmxlX3ZhbHVlGAYgASgBUgtkb3VibGVWYWx1ZRIhCgxzdHJpbmdfdmFsdWUYByABKAxSC3N0cmluZ1Zhb\
+        HVlEicKD2FnZ3JlZ2F0ZV92YWx1ZRgIIAEoCVIOYWdncmVnYXRlVmFsdWUaSgoITmFtZVBhcnQSGwoJbmFtZV9wYXJ0GAEgAigJUghuYW1lUGFy\
+        dBIhCgxpc19leHRlbnNpb24YAiACKAhSC2lzRXh0ZW5zaW9uIqcCCg5Tb3VyY2VDb2RlSW5mbxJECghsb2NhdGlvbhgBIAMoCzIoLmdvb2dsZS5\
+        wcm90b2J1Zi5Tb3VyY2VDb2RlSW5mby5Mb2NhdGlvblIIbG9jYXRpb24azgEKCExvY2F0aW9uEhYKBHBhdGgYASADKAVCAhABUgRwYXRoEhYKBH\
+        NwYW4YAiADKAVCAhABUgRzcGFuEikKEGxlYWRpbmdfY29tbWVudHMYAyABKAlSD2xlYWRpbmdDb21tZW50cxIrChF0cmFpbGluZ19jb21tZW50c\
+        xgEIAEoCVIQdHJhaWxpbmdDb21tZW50cxI6ChlsZWFkaW5nX2RldGFjaGVkX2NvbW1lbnRzGAYgAygJUhdsZWFkaW5nRGV0YWNoZWRDb21tZW50\
+        cyLRAQoRR2VuZXJhdGVkQ29kZUluZm8STQoKYW5ub3RhdGlvbhgBIAMoCzItLmdvb2dsZS5wcm90b2J1Zi5HZW5lcmF0ZWRDb2RlSW5mby5Bbm5\
+        vdGF0aW9uUgphbm5vdGF0aW9uGm0KCkFubm90YXRpb24SFgoEcGF0aBgBIAMoBUICEAFSBHBhdGgSHwoLc291cmNlX2ZpbGUYAiABKAlSCnNvdX\
+        JjZUZpbGUSFAoFYmVnaW4YAyABKAVSBWJlZ2luEhAKA2VuZBgEIAEoBVIDZW5kQn4KE2NvbS5nb29nbGUucHJvdG9idWZCEERlc2NyaXB0b3JQc\
+        m90b3NIAVotZ29vZ2xlLmdvbGFuZy5vcmcvcHJvdG9idWYvdHlwZXMvZGVzY3JpcHRvcnBi+AEBogIDR1BCqgIaR29vZ2xlLlByb3RvYnVmLlJl\
+        ZmxlY3Rpb24=
+        """,
+        // google/protobuf/wrappers.proto
+        """
+        Ch5nb29nbGUvcHJvdG9idWYvd3JhcHBlcnMucHJvdG8SD2dvb2dsZS5wcm90b2J1ZiIjCgtEb3VibGVWYWx1ZRIUCgV2YWx1ZRgBIAEoAVIFdmF\
+        sdWUiIgoKRmxvYXRWYWx1ZRIUCgV2YWx1ZRgBIAEoAlIFdmFsdWUiIgoKSW50NjRWYWx1ZRIUCgV2YWx1ZRgBIAEoA1IFdmFsdWUiIwoLVUludD\
+        Y0VmFsdWUSFAoFdmFsdWUYASABKARSBXZhbHVlIiIKCkludDMyVmFsdWUSFAoFdmFsdWUYASABKAVSBXZhbHVlIiMKC1VJbnQzMlZhbHVlEhQKB\
+        XZhbHVlGAEgASgNUgV2YWx1ZSIhCglCb29sVmFsdWUSFAoFdmFsdWUYASABKAhSBXZhbHVlIiMKC1N0cmluZ1ZhbHVlEhQKBXZhbHVlGAEgASgJ\
+        UgV2YWx1ZSIiCgpCeXRlc1ZhbHVlEhQKBXZhbHVlGAEgASgMUgV2YWx1ZUKDAQoTY29tLmdvb2dsZS5wcm90b2J1ZkINV3JhcHBlcnNQcm90b1A\
+        BWjFnb29nbGUuZ29sYW5nLm9yZy9wcm90b2J1Zi90eXBlcy9rbm93bi93cmFwcGVyc3Bi+AEBogIDR1BCqgIeR29vZ2xlLlByb3RvYnVmLldlbG\
+        xLbm93blR5cGVzYgZwcm90bzM=
+        """,
+        // mentory.proto
+        """
+        Cg1tZW50b3J5LnByb3RvEgptZW50b3J5LnYxGiBnb29nbGUvcHJvdG9idWYvZGVzY3JpcHRvci5wcm90bxoeZ29vZ2xlL3Byb3RvYnVmL3dyYXB\
+        wZXJzLnByb3RvIloKEFRvcGljRGVjbGFyYXRpb24SEgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZjaGFuZ2UYAiABKAlSBmNoYW5nZRIaCghzbmFwc2\
+        hvdBgDIAEoCVIIc25hcHNob3QiyAIKCEVudmVsb3BlEikKBWhlbGxvGAEgASgLMhEubWVudG9yeS52MS5IZWxsb0gAUgVoZWxsbxIvCgd3ZWxjb\
+        21lGAIgASgLMhMubWVudG9yeS52MS5XZWxjb21lSABSB3dlbGNvbWUSLwoHcmVxdWVzdBgDIAEoCzITLm1lbnRvcnkudjEuUmVxdWVzdEgAUgdy\
+        ZXF1ZXN0EjIKCHJlc3BvbnNlGAQgASgLMhQubWVudG9yeS52MS5SZXNwb25zZUgAUghyZXNwb25zZRIpCgVldmVudBgFIAEoCzIRLm1lbnRvcnk\
+        udjEuRXZlbnRIAFIFZXZlbnQSSAoQY29ubmVjdGlvbl9lcnJvchgGIAEoCzIbLm1lbnRvcnkudjEuQ29ubmVjdGlvbkVycm9ySABSD2Nvbm5lY3\
+        Rpb25FcnJvckIGCgRraW5kIlMKBUhlbGxvEikKEHByb3RvY29sX3ZlcnNpb24YASABKA1SD3Byb3RvY29sVmVyc2lvbhIfCgtjbGllbnRfbmFtZ\
+        RgCIAEoCVIKY2xpZW50TmFtZSLXAQoHV2VsY29tZRIpChBwcm90b2NvbF92ZXJzaW9uGAEgASgNUg9wcm90b2NvbFZlcnNpb24SJQoOc2VydmVy\
+        X3ZlcnNpb24YAiABKAlSDXNlcnZlclZlcnNpb24SOgoIaGFuZGxlcnMYAyADKAsyHi5tZW50b3J5LnYxLkhhbmRsZXJEZXNjcmlwdGlvblIIaGF\
+        uZGxlcnMSKAoQbWF4X2ZyYW1lX2xlbmd0aBgEIAEoDVIObWF4RnJhbWVMZW5ndGgSFAoFZXBvY2gYBSABKARSBWVwb2NoImQKEkhhbmRsZXJEZX\
+        NjcmlwdGlvbhIcCgluYW1lc3BhY2UYASABKAlSCW5hbWVzcGFjZRIYCgdtZXRob2RzGAIgAygJUgdtZXRob2RzEhYKBnRvcGljcxgDIAMoCVIGd\
+        G9waWNzIoIBCgdSZXF1ZXN0Eg4KAmlkGAEgASgEUgJpZBIcCgluYW1lc3BhY2UYAiABKAlSCW5hbWVzcGFjZRIWCgZtZXRob2QYAyABKAlSBm1l\
+        dGhvZBISCgRib2R5GAQgASgMUgRib2R5Eh0KCnRpbWVvdXRfbXMYBSABKA1SCXRpbWVvdXRNcyJlCghSZXNwb25zZRIOCgJpZBgBIAEoBFICaWQ\
+        SFAoEYm9keRgCIAEoDEgAUgRib2R5EikKBWVycm9yGAMgASgLMhEubWVudG9yeS52MS5FcnJvckgAUgVlcnJvckIICgZyZXN1bHQiTQoFRXJyb3\
+        ISEgoEY29kZRgBIAEoDVIEY29kZRIYCgdtZXNzYWdlGAIgASgJUgdtZXNzYWdlEhYKBnJlYXNvbhgDIAEoCVIGcmVhc29uIlQKD0Nvbm5lY3Rpb\
+        25FcnJvchInCgVlcnJvchgBIAEoCzIRLm1lbnRvcnkudjEuRXJyb3JSBWVycm9yEhgKB2Nsb3NpbmcYAiABKAhSB2Nsb3NpbmcijgEKBUV2ZW50\
+        EhQKBXRvcGljGAEgASgJUgV0b3BpYxIaCghzZXF1ZW5jZRgCIAEoBFIIc2VxdWVuY2USKQoEa2luZBgDIAEoDjIVLm1lbnRvcnkudjEuRXZlbnR\
+        LaW5kUgRraW5kEhIKBGJvZHkYBCABKAxSBGJvZHkSFAoFZXBvY2gYBSABKARSBWVwb2NoIgcKBUVtcHR5IqQCCgtTdGF0dXNSZXBseRIlCg5zZX\
+        J2ZXJfdmVyc2lvbhgBIAEoCVINc2VydmVyVmVyc2lvbhIlCg51cHRpbWVfc2Vjb25kcxgCIAEoAVINdXB0aW1lU2Vjb25kcxIgCgtjb25uZWN0a\
+        W9ucxgDIAEoDVILY29ubmVjdGlvbnMSOgoIaGFuZGxlcnMYBCADKAsyHi5tZW50b3J5LnYxLkhhbmRsZXJEZXNjcmlwdGlvblIIaGFuZGxlcnMS\
+        IAoLc3Vic2NyaWJlcnMYBSABKA1SC3N1YnNjcmliZXJzEjEKBnRvcGljcxgGIAMoCzIZLm1lbnRvcnkudjEuVG9waWNQb3NpdGlvblIGdG9waWN\
+        zEhQKBWVwb2NoGAcgASgEUgVlcG9jaCJBCg1Ub3BpY1Bvc2l0aW9uEhQKBXRvcGljGAEgASgJUgV0b3BpYxIaCghzZXF1ZW5jZRgCIAEoBFIIc2\
+        VxdWVuY2UiSQoQU3Vic2NyaWJlUmVxdWVzdBI1CgZ0b3BpY3MYASADKAsyHS5tZW50b3J5LnYxLlRvcGljU3Vic2NyaXB0aW9uUgZ0b3BpY3Mie\
+        AoRVG9waWNTdWJzY3JpcHRpb24SFAoFdG9waWMYASABKAlSBXRvcGljEiYKDHJlc3VtZV9hZnRlchgCIAEoBEgAUgtyZXN1bWVBZnRlcogBARIU\
+        CgVlcG9jaBgDIAEoBFIFZXBvY2hCDwoNX3Jlc3VtZV9hZnRlciJZCg5TdWJzY3JpYmVSZXBseRIxCgZ0b3BpY3MYASADKAsyGS5tZW50b3J5LnY\
+        xLlRvcGljUG9zaXRpb25SBnRvcGljcxIUCgVlcG9jaBgCIAEoBFIFZXBvY2giLAoSVW5zdWJzY3JpYmVSZXF1ZXN0EhYKBnRvcGljcxgBIAMoCV\
+        IGdG9waWNzIi8KD0Rlc2NyaWJlUmVxdWVzdBIcCgluYW1lc3BhY2UYASABKAlSCW5hbWVzcGFjZSJXChFNZXRob2REZXNjcmlwdGlvbhISCgRuY\
+        W1lGAEgASgJUgRuYW1lEhgKB3JlcXVlc3QYAiABKAlSB3JlcXVlc3QSFAoFcmVwbHkYAyABKAlSBXJlcGx5IloKEFRvcGljRGVzY3JpcHRpb24S\
+        EgoEbmFtZRgBIAEoCVIEbmFtZRIWCgZjaGFuZ2UYAiABKAlSBmNoYW5nZRIaCghzbmFwc2hvdBgDIAEoCVIIc25hcHNob3QivQEKFE5hbWVzcGF\
+        jZURlc2NyaXB0aW9uEhwKCW5hbWVzcGFjZRgBIAEoCVIJbmFtZXNwYWNlEhgKB3ZlcnNpb24YAiABKA1SB3ZlcnNpb24SNwoHbWV0aG9kcxgDIA\
+        MoCzIdLm1lbnRvcnkudjEuTWV0aG9kRGVzY3JpcHRpb25SB21ldGhvZHMSNAoGdG9waWNzGAQgAygLMhwubWVudG9yeS52MS5Ub3BpY0Rlc2Nya\
+        XB0aW9uUgZ0b3BpY3MilwEKDURlc2NyaWJlUmVwbHkSQAoKbmFtZXNwYWNlcxgBIAMoCzIgLm1lbnRvcnkudjEuTmFtZXNwYWNlRGVzY3JpcHRp\
+        b25SCm5hbWVzcGFjZXMSRAoLZGVzY3JpcHRvcnMYAiABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXRSC2Rlc2NyaXB0b3J\
+        zIkQKCkFjdGlvbkl0ZW0SDgoCaWQYASABKAlSAmlkEhIKBHRleHQYAiABKAlSBHRleHQSEgoEZG9uZRgDIAEoCFIEZG9uZSLMAQoNTWVudG9yTW\
+        Vzc2FnZRIYCgdjb250ZW50GAEgASgJUgdjb250ZW50EjkKCWNoYXJhY3RlchgCIAEoDjIbLm1lbnRvcnkudjEuTWVudG9yQ2hhcmFjdGVyUglja\
+        GFyYWN0ZXISOQoMYWN0aW9uX2l0ZW1zGAMgAygLMhYubWVudG9yeS52MS5BY3Rpb25JdGVtUgthY3Rpb25JdGVtcxIrChJ1cGRhdGVkX2F0X3Vu\
+        aXhfbXMYBCABKANSD3VwZGF0ZWRBdFVuaXhNcyJTCgtNZW50b3JTdGF0ZRI4CgdtZXNzYWdlGAEgASgLMhkubWVudG9yeS52MS5NZW50b3JNZXN\
+        zYWdlSABSB21lc3NhZ2WIAQFCCgoIX21lc3NhZ2UiogEKEE1lbnRvclNldFJlcXVlc3QSGAoHY29udGVudBgBIAEoCVIHY29udGVudBI5CgljaG\
+        FyYWN0ZXIYAiABKA4yGy5tZW50b3J5LnYxLk1lbnRvckNoYXJhY3RlclIJY2hhcmFjdGVyEjkKDGFjdGlvbl9pdGVtcxgDIAMoCzIWLm1lbnRvc\
+        nkudjEuQWN0aW9uSXRlbVILYWN0aW9uSXRlbXMiKwoZTWVudG9yQ29tcGxldGVUb2RvUmVxdWVzdBIOCgJpZBgBIAEoCVICaWQitgEKCVBlZXJT\
+        dGF0ZRISCgRwZWVyGAEgASgJUgRwZWVyEhsKCWlzX3BhaXJlZBgCIAEoCFIIaXNQYWlyZWQSKAoQaXNfYXBwX2luc3RhbGxlZBgDIAEoCFIOaXN\
+        BcHBJbnN0YWxsZWQSIQoMaXNfcmVhY2hhYmxlGAQgASgIUgtpc1JlYWNoYWJsZRIrChJ1cGRhdGVkX2F0X3VuaXhfbXMYBSABKANSD3VwZGF0ZW\
+        RBdFVuaXhNcyJDChRSZWFjaGFiaWxpdHlTbmFwc2hvdBIrCgVwZWVycxgBIAMoCzIVLm1lbnRvcnkudjEuUGVlclN0YXRlUgVwZWVycyKsAgoKR\
+        GlhcnlFbnRyeRIOCgJpZBgBIAEoCVICaWQSHwoLcmVjb3JkX2RhdGUYAiABKAlSCnJlY29yZERhdGUSKwoSY3JlYXRlZF9hdF91bml4X21zGAMg\
+        ASgDUg9jcmVhdGVkQXRVbml4TXMSFAoFdGl0bGUYBCABKAlSBXRpdGxlEhIKBHRleHQYBSABKAlSBHRleHQSLQoHZW1vdGlvbhgGIAEoDjITLm1\
+        lbnRvcnkudjEuRW1vdGlvblIHZW1vdGlvbhIfCghhbmFseXNpcxgHIAEoCUgAUghhbmFseXNpc4gBARI5CgxhY3Rpb25faXRlbXMYCCADKAsyFi\
+        5tZW50b3J5LnYxLkFjdGlvbkl0ZW1SC2FjdGlvbkl0ZW1zQgsKCV9hbmFseXNpcyKxAgoPRGlhcnlBZGRSZXF1ZXN0Eh8KC3JlY29yZF9kYXRlG\
+        AEgASgJUgpyZWNvcmREYXRlEhQKBXRpdGxlGAIgASgJUgV0aXRsZRISCgR0ZXh0GAMgASgJUgR0ZXh0Ei0KB2Vtb3Rpb24YBCABKA4yEy5tZW50\
+        b3J5LnYxLkVtb3Rpb25SB2Vtb3Rpb24SHwoIYW5hbHlzaXMYBSABKAlIAFIIYW5hbHlzaXOIAQESOQoMYWN0aW9uX2l0ZW1zGAYgAygLMhYubWV\
+        udG9yeS52MS5BY3Rpb25JdGVtUgthY3Rpb25JdGVtcxIOCgJpZBgHIAEoCVICaWQSKwoSY3JlYXRlZF9hdF91bml4X21zGAggASgDUg9jcmVhdG\
+        VkQXRVbml4TXNCCwoJX2FuYWx5c2lzIiEKD0RpYXJ5R2V0UmVxdWVzdBIOCgJpZBgBIAEoCVICaWQiUAoQRGlhcnlMaXN0UmVxdWVzdBIUCgVsa\
+        W1pdBgBIAEoDVIFbGltaXQSGwoGYmVmb3JlGAIgASgJSABSBmJlZm9yZYgBAUIJCgdfYmVmb3JlIngKDkRpYXJ5TGlzdFJlcGx5EjAKB2VudHJp\
+        ZXMYASADKAsyFi5tZW50b3J5LnYxLkRpYXJ5RW50cnlSB2VudHJpZXMSJAoLbmV4dF9iZWZvcmUYAiABKAlIAFIKbmV4dEJlZm9yZYgBAUIOCgx\
+        fbmV4dF9iZWZvcmUiJAoSRGlhcnlEZWxldGVSZXF1ZXN0Eg4KAmlkGAEgASgJUgJpZCJwChpEaWFyeVN1Z2dlc3Rpb25Eb25lUmVxdWVzdBIZCg\
+        hlbnRyeV9pZBgBIAEoCVIHZW50cnlJZBIjCg1zdWdnZXN0aW9uX2lkGAIgASgJUgxzdWdnZXN0aW9uSWQSEgoEZG9uZRgDIAEoCFIEZG9uZSKcA\
+        QoLRGlhcnlDaGFuZ2USLgoFYWRkZWQYASABKAsyFi5tZW50b3J5LnYxLkRpYXJ5RW50cnlIAFIFYWRkZWQSMgoHdXBkYXRlZBgCIAEoCzIWLm1l\
+        bnRvcnkudjEuRGlhcnlFbnRyeUgAUgd1cGRhdGVkEh8KCmRlbGV0ZWRfaWQYAyABKAlIAFIJZGVsZXRlZElkQggKBmNoYW5nZSJ3Cg1EaWFyeVN\
+        uYXBzaG90EjAKB2VudHJpZXMYASADKAsyFi5tZW50b3J5LnYxLkRpYXJ5RW50cnlSB2VudHJpZXMSJAoLbmV4dF9iZWZvcmUYAiABKAlIAFIKbm\
+        V4dEJlZm9yZYgBAUIOCgxfbmV4dF9iZWZvcmUiKQoUU3RvcmFnZUJhY2t1cFJlcXVlc3RKBAgBEAJSC2Rlc3RpbmF0aW9uIoMBChJTdG9yYWdlQ\
+        mFja3VwUmVwbHkSFAoFYnl0ZXMYAiABKARSBWJ5dGVzEiMKDWRpYXJ5X2VudHJpZXMYAyABKA1SDGRpYXJ5RW50cmllcxIfCgtjaHVua19ieXRl\
+        cxgEIAEoDVIKY2h1bmtCeXRlc0oECAEQAlILZGVzdGluYXRpb24iMgoYU3RvcmFnZUJhY2t1cFJlYWRSZXF1ZXN0EhYKBm9mZnNldBgBIAEoBFI\
+        Gb2Zmc2V0Ij4KFlN0b3JhZ2VCYWNrdXBSZWFkUmVwbHkSEgoEZGF0YRgBIAEoDFIEZGF0YRIQCgNlbmQYAiABKAhSA2VuZCIVChNEYWVtb25SZW\
+        xvYWRSZXF1ZXN0IhMKEURhZW1vblJlbG9hZFJlcGx5KuwFCglFcnJvckNvZGUSGgoWRVJST1JfQ09ERV9VTlNQRUNJRklFRBAAEiIKHkVSUk9SX\
+        0NPREVfVU5TVVBQT1JURURfVkVSU0lPThABEiEKHUVSUk9SX0NPREVfSEFORFNIQUtFX1JFUVVJUkVEEAISIAocRVJST1JfQ09ERV9NQUxGT1JN\
+        RURfTUVTU0FHRRADEh4KGkVSUk9SX0NPREVfRlJBTUVfVE9PX0xBUkdFEAQSHgoaRVJST1JfQ09ERV9UUlVOQ0FURURfRlJBTUUQBRIgChxFUlJ\
+        PUl9DT0RFX1VOS05PV05fTkFNRVNQQUNFEAYSHQoZRVJST1JfQ09ERV9VTktOT1dOX01FVEhPRBAHEh8KG0VSUk9SX0NPREVfSU5WQUxJRF9BUk\
+        dVTUVOVBAIEhgKFEVSUk9SX0NPREVfTk9UX0ZPVU5EEAkSFwoTRVJST1JfQ09ERV9DT05GTElDVBAKEiAKHEVSUk9SX0NPREVfUEVSTUlTU0lPT\
+        l9ERU5JRUQQCxIjCh9FUlJPUl9DT0RFX0RVUExJQ0FURV9SRVFVRVNUX0lEEAwSIAocRVJST1JfQ09ERV9UT09fTUFOWV9SRVFVRVNUUxANEh4K\
+        GkVSUk9SX0NPREVfU1RPUkFHRV9GQUlMVVJFEA4SHAoYRVJST1JfQ09ERV9TSFVUVElOR19ET1dOEA8SFwoTRVJST1JfQ09ERV9JTlRFUk5BTBA\
+        QEiEKHUVSUk9SX0NPREVfQUxSRUFEWV9IQU5EU0hBS0VOEBESIwofRVJST1JfQ09ERV9UT09fTUFOWV9DT05ORUNUSU9OUxASEiAKHEVSUk9SX0\
+        NPREVfSEFORFNIQUtFX1RJTUVPVVQQExIdChlFUlJPUl9DT0RFX1NUQVJUVVBfRkFJTEVEEBQSGgoWRVJST1JfQ09ERV9VTkFWQUlMQUJMRRAVE\
+        iAKHEVSUk9SX0NPREVfREVBRExJTkVfRVhDRUVERUQQFipRCglFdmVudEtpbmQSFQoRRVZFTlRfS0lORF9DSEFOR0UQABIXChNFVkVOVF9LSU5E\
+        X1NOQVBTSE9UEAESFAoQRVZFTlRfS0lORF9SRVNFVBACKmkKD01lbnRvckNoYXJhY3RlchIgChxNRU5UT1JfQ0hBUkFDVEVSX1VOU1BFQ0lGSUV\
+        EEAASGQoVTUVOVE9SX0NIQVJBQ1RFUl9DT09MEAESGQoVTUVOVE9SX0NIQVJBQ1RFUl9XQVJNEAIq3QEKB0Vtb3Rpb24SFwoTRU1PVElPTl9VTl\
+        NQRUNJRklFRBAAEhsKF0VNT1RJT05fVkVSWV9VTlBMRUFTQU5UEAESFgoSRU1PVElPTl9VTlBMRUFTQU5UEAISHwobRU1PVElPTl9TTElHSFRMW\
+        V9VTlBMRUFTQU5UEAMSEwoPRU1PVElPTl9ORVVUUkFMEAQSHQoZRU1PVElPTl9TTElHSFRMWV9QTEVBU0FOVBAFEhQKEEVNT1RJT05fUExFQVNB\
+        TlQQBhIZChVFTU9USU9OX1ZFUllfUExFQVNBTlQQBzLLAgoHU2Vzc2lvbhIsCgRwaW5nEhEubWVudG9yeS52MS5FbXB0eRoRLm1lbnRvcnkudjE\
+        uRW1wdHkSNAoGc3RhdHVzEhEubWVudG9yeS52MS5FbXB0eRoXLm1lbnRvcnkudjEuU3RhdHVzUmVwbHkSRQoJc3Vic2NyaWJlEhwubWVudG9yeS\
+        52MS5TdWJzY3JpYmVSZXF1ZXN0GhoubWVudG9yeS52MS5TdWJzY3JpYmVSZXBseRJACgt1bnN1YnNjcmliZRIeLm1lbnRvcnkudjEuVW5zdWJzY\
+        3JpYmVSZXF1ZXN0GhEubWVudG9yeS52MS5FbXB0eRJCCghkZXNjcmliZRIbLm1lbnRvcnkudjEuRGVzY3JpYmVSZXF1ZXN0GhkubWVudG9yeS52\
+        MS5EZXNjcmliZVJlcGx5Gg/K8xgHc2Vzc2lvbtDzGAEylQIKBk1lbnRvchI8CgNzZXQSHC5tZW50b3J5LnYxLk1lbnRvclNldFJlcXVlc3QaFy5\
+        tZW50b3J5LnYxLk1lbnRvclN0YXRlEjEKA2dldBIRLm1lbnRvcnkudjEuRW1wdHkaFy5tZW50b3J5LnYxLk1lbnRvclN0YXRlEk4KDGNvbXBsZX\
+        RlVG9kbxIlLm1lbnRvcnkudjEuTWVudG9yQ29tcGxldGVUb2RvUmVxdWVzdBoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUaSsrzGAZtZW50b3LQ8\
+        xgB2vMYOAoGbWVudG9yEhZtZW50b3J5LnYxLk1lbnRvclN0YXRlGhZtZW50b3J5LnYxLk1lbnRvclN0YXRlMuEBCgxSZWFjaGFiaWxpdHkSNgoG\
+        cmVwb3J0EhUubWVudG9yeS52MS5QZWVyU3RhdGUaFS5tZW50b3J5LnYxLlBlZXJTdGF0ZRI6CgNnZXQSES5tZW50b3J5LnYxLkVtcHR5GiAubWV\
+        udG9yeS52MS5SZWFjaGFiaWxpdHlTbmFwc2hvdBpdyvMYDHJlYWNoYWJpbGl0edDzGAHa8xhFCgxyZWFjaGFiaWxpdHkSFG1lbnRvcnkudjEuUG\
+        VlclN0YXRlGh9tZW50b3J5LnYxLlJlYWNoYWJpbGl0eVNuYXBzaG90MqQDCgVEaWFyeRI6CgNhZGQSGy5tZW50b3J5LnYxLkRpYXJ5QWRkUmVxd\
+        WVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRI6CgNnZXQSGy5tZW50b3J5LnYxLkRpYXJ5R2V0UmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlF\
+        bnRyeRJACgRsaXN0EhwubWVudG9yeS52MS5EaWFyeUxpc3RSZXF1ZXN0GhoubWVudG9yeS52MS5EaWFyeUxpc3RSZXBseRJACgZkZWxldGUSHi5\
+        tZW50b3J5LnYxLkRpYXJ5RGVsZXRlUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRJTChFzZXRTdWdnZXN0aW9uRG9uZRImLm1lbnRvcn\
+        kudjEuRGlhcnlTdWdnZXN0aW9uRG9uZVJlcXVlc3QaFi5tZW50b3J5LnYxLkRpYXJ5RW50cnkaSsrzGAVkaWFyedDzGAHa8xg5CgVkaWFyeRIWb\
+        WVudG9yeS52MS5EaWFyeUNoYW5nZRoYbWVudG9yeS52MS5EaWFyeVNuYXBzaG90Mr4BCgdTdG9yYWdlEkoKBmJhY2t1cBIgLm1lbnRvcnkudjEu\
+        U3RvcmFnZUJhY2t1cFJlcXVlc3QaHi5tZW50b3J5LnYxLlN0b3JhZ2VCYWNrdXBSZXBseRJWCgpiYWNrdXBSZWFkEiQubWVudG9yeS52MS5TdG9\
+        yYWdlQmFja3VwUmVhZFJlcXVlc3QaIi5tZW50b3J5LnYxLlN0b3JhZ2VCYWNrdXBSZWFkUmVwbHkaD8rzGAdzdG9yYWdl0PMYATJiCgZEYWVtb2\
+        4SSAoGcmVsb2FkEh8ubWVudG9yeS52MS5EYWVtb25SZWxvYWRSZXF1ZXN0Gh0ubWVudG9yeS52MS5EYWVtb25SZWxvYWRSZXBseRoOyvMYBmRhZ\
+        W1vbtDzGAEyVwoFRGVidWcSPwoMZnJlZXplRW5naW5lEhwuZ29vZ2xlLnByb3RvYnVmLlVJbnQzMlZhbHVlGhEubWVudG9yeS52MS5FbXB0eRoN\
+        yvMYBWRlYnVn0PMYATo/CgluYW1lc3BhY2USHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYuY4DIAEoCVIJbmFtZXNwYWNlOk4KEW5\
+        hbWVzcGFjZV92ZXJzaW9uEh8uZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VPcHRpb25zGLqOAyABKA1SEG5hbWVzcGFjZVZlcnNpb246VQoFdG9waW\
+        MSHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYu44DIAMoCzIcLm1lbnRvcnkudjEuVG9waWNEZWNsYXJhdGlvblIFdG9waWNiBnByb\
+        3RvMw==
+        """,
     ])
 }

@@ -1,45 +1,69 @@
-"""The one table of methods and topics, taken from docs/PROTOCOL.md.
+"""The methods and topics of every namespace, read from the schema itself.
 
-Everything else (typed namespace methods, :meth:`Client.call` with dicts, event decoding) looks
-types up here. A method added to the daemon needs one row here; a field added to a message needs
-only ``scripts/generate-protos.sh``.
+Each namespace is a ``service`` in ``mentory.proto`` (its rpcs are the methods, its ``(topic)``
+options the topics); the tables below are built from those declarations in the generated
+``mentory_pb2`` module when this module is imported, so nothing here names a method. Everything else
+(typed namespace methods, :meth:`Client.call` with dicts, event decoding) looks types up here. A
+method or topic added to ``mentory.proto`` needs only ``scripts/generate-protos.sh``.
 """
 
 from typing import Dict, Optional, Tuple, Type
 
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
-from google.protobuf.wrappers_pb2 import UInt32Value
 
 from ._proto import mentory_pb2 as pb
 
-#: (namespace, method) -> (request message type, reply message type)
-METHODS: Dict[Tuple[str, str], Tuple[Type[Message], Type[Message]]] = {
-    ("session", "ping"): (pb.Empty, pb.Empty),
-    ("session", "status"): (pb.Empty, pb.StatusReply),
-    ("session", "subscribe"): (pb.SubscribeRequest, pb.SubscribeReply),
-    ("session", "unsubscribe"): (pb.UnsubscribeRequest, pb.Empty),
-    ("mentor", "set"): (pb.MentorSetRequest, pb.MentorState),
-    ("mentor", "get"): (pb.Empty, pb.MentorState),
-    ("mentor", "completeTodo"): (pb.MentorCompleteTodoRequest, pb.MentorState),
-    ("reachability", "report"): (pb.PeerState, pb.PeerState),
-    ("reachability", "get"): (pb.Empty, pb.ReachabilitySnapshot),
-    ("diary", "add"): (pb.DiaryAddRequest, pb.DiaryEntry),
-    ("diary", "get"): (pb.DiaryGetRequest, pb.DiaryEntry),
-    ("diary", "list"): (pb.DiaryListRequest, pb.DiaryListReply),
-    ("diary", "delete"): (pb.DiaryDeleteRequest, pb.DiaryEntry),
-    ("diary", "setSuggestionDone"): (pb.DiarySuggestionDoneRequest, pb.DiaryEntry),
-    ("storage", "backup"): (pb.StorageBackupRequest, pb.StorageBackupReply),
-    ("storage", "backupRead"): (pb.StorageBackupReadRequest, pb.StorageBackupReadReply),
-    ("daemon", "reload"): (pb.DaemonReloadRequest, pb.DaemonReloadReply),
-    ("debug", "freezeEngine"): (UInt32Value, pb.Empty),
-}
+
+def _message_class(descriptor: Descriptor) -> Type[Message]:
+    """The generated class of a message descriptor."""
+    try:
+        from google.protobuf.message_factory import GetMessageClass
+    except ImportError:  # protobuf before 4.22
+        from google.protobuf import symbol_database
+
+        return symbol_database.Default().GetSymbol(descriptor.full_name)  # type: ignore[no-any-return]
+    return GetMessageClass(descriptor)  # type: ignore[no-any-return]
+
+
+def _load() -> Tuple[
+    Dict[Tuple[str, str], Tuple[Type[Message], Type[Message]]],
+    Dict[str, Tuple[Type[Message], Type[Message]]],
+    Dict[str, int],
+]:
+    methods: Dict[Tuple[str, str], Tuple[Type[Message], Type[Message]]] = {}
+    topics: Dict[str, Tuple[Type[Message], Type[Message]]] = {}
+    versions: Dict[str, int] = {}
+    pool = pb.DESCRIPTOR.pool
+    for service in pb.DESCRIPTOR.services_by_name.values():
+        options = service.GetOptions()
+        namespace = options.Extensions[pb.namespace]
+        if not namespace:
+            raise ImportError(f"mentory.proto: service {service.name} has no (mentory.v1.namespace) option")
+        versions[namespace] = options.Extensions[pb.namespace_version]
+        for method in service.methods:
+            methods[(namespace, method.name)] = (
+                _message_class(method.input_type),
+                _message_class(method.output_type),
+            )
+        for topic in options.Extensions[pb.topic]:
+            topics[topic.name] = (
+                _message_class(pool.FindMessageTypeByName(topic.change)),
+                _message_class(pool.FindMessageTypeByName(topic.snapshot)),
+            )
+    return methods, topics, versions
+
+
+_methods, _topics, _versions = _load()
+
+#: (namespace, method) -> (request message type, reply message type), in declaration order
+METHODS: Dict[Tuple[str, str], Tuple[Type[Message], Type[Message]]] = _methods
 
 #: topic -> (CHANGE body type, SNAPSHOT/RESET body type)
-TOPICS: Dict[str, Tuple[Type[Message], Type[Message]]] = {
-    "mentor": (pb.MentorState, pb.MentorState),
-    "reachability": (pb.PeerState, pb.ReachabilitySnapshot),
-    "diary": (pb.DiaryChange, pb.DiarySnapshot),
-}
+TOPICS: Dict[str, Tuple[Type[Message], Type[Message]]] = _topics
+
+#: namespace -> the version of its interface
+NAMESPACE_VERSIONS: Dict[str, int] = _versions
 
 
 def method_types(namespace: str, method: str) -> Optional[Tuple[Type[Message], Type[Message]]]:

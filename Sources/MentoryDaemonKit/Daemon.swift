@@ -1,7 +1,9 @@
+import Configuration
 import Logging
 import MentoryDebug
 import MentoryDiary
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryMentor
 import MentoryReachability
 import MentoryServer
@@ -45,6 +47,8 @@ struct Daemon {
     let systemd: Systemd
     /// Reads the settings again, for a reload.
     let reloadSettings: @Sendable () async throws -> DaemonSettings
+    /// Handlers an embedding package adds to the built-in ones.
+    let extraHandlers: [any MentoryHandler]
 
     /// Runs until `SIGTERM`/`SIGINT` or a failure; every exit path closes what was opened, in reverse.
     ///
@@ -81,13 +85,14 @@ struct Daemon {
             configuration: .init(
                 serverVersion: self.version,
                 eventRingCapacity: self.settings.eventRingCapacity,
-                accessPolicy: self.settings.accessPolicy
+                accessPolicy: self.settings.accessPolicy,
+                requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds)
             ),
             executor: eventLoop.executor,
             logger: self.logger
         )
         let reloadRequests = ReloadRequests()
-        var handlers: [any MentoryHandler] =
+        var available: [any MentoryHandler] =
             [
                 MentorHandler(store: stores.mentor),
                 ReachabilityHandler(),
@@ -101,18 +106,21 @@ struct Daemon {
             self.logger.warning(
                 "fault injection is enabled (debug.faultInjection): root may freeze the engine; never enable it in production"
             )
-            handlers.append(DebugHandler())
+            available.append(DebugHandler())
         }
-        // Handlers registered so far are closed even if a later one fails to open.
+        available += self.extraHandlers
+        let handlers = try Self.enabledHandlers(available, settings: self.settings, logger: self.logger)
+        // Handlers registered so far are closed, in reverse, even if a later one fails to open.
         teardown.add("handlers", deadline: Self.closeDeadline) { await engine.closeHandlers() }
         for handler in handlers {
+            let namespace = Self.namespace(of: handler)
             do {
-                try await engine.register(handler)
+                try await engine.register(handler, config: self.settings.handlerConfig(namespace))
             } catch {
-                throw StartupFailure(cause: "the \(handler.namespace) handler cannot start: \(error)")
+                throw StartupFailure(cause: "the \(namespace) handler cannot start: \(error)")
             }
         }
-        self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
+        self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map { Self.namespace(of: $0) })"])
         // 3. The socket, then readiness.
         let listener: ServerConfiguration.Listener
         if let activated = self.systemd.activatedSocket {
@@ -206,6 +214,48 @@ struct Daemon {
         try await group.run()
     }
 
+    /// The handlers the configuration enables, each after every namespace it requires.
+    ///
+    /// Throws a ``StartupFailure`` with the configuration's exit status for a cycle or a missing
+    /// dependency, naming the chain or what is missing and who needs it.
+    static func enabledHandlers(
+        _ available: [any MentoryHandler],
+        settings: DaemonSettings,
+        logger: Logger
+    ) throws(StartupFailure) -> [any MentoryHandler] {
+        var byNamespace: [String: any MentoryHandler] = [:]
+        var nodes: [HandlerGraph.Node] = []
+        var disabled: Set<String> = []
+        for handler in available {
+            let namespace = Self.namespace(of: handler)
+            guard byNamespace[namespace] == nil else {
+                throw StartupFailure(
+                    cause:
+                        "two handlers serve namespace '\(namespace)'; an embedding package may add each namespace once",
+                    exitStatus: MentorydCommand.configurationExitStatus)
+            }
+            let section = settings.handlerConfig(namespace)
+            guard section.bool(forKey: "enabled", default: true) else {
+                disabled.insert(namespace)
+                logger.notice("handler disabled by configuration", metadata: ["namespace": "\(namespace)"])
+                continue
+            }
+            byNamespace[namespace] = handler
+            let requires = handler.requires + section.stringArray(forKey: "requires", default: [])
+            nodes.append(HandlerGraph.Node(namespace: namespace, requires: requires))
+        }
+        do {
+            return try HandlerGraph(nodes, disabled: disabled).order.map { byNamespace[$0]! }
+        } catch {
+            throw StartupFailure(cause: error.description, exitStatus: MentorydCommand.configurationExitStatus)
+        }
+    }
+
+    /// The namespace a handler serves.
+    static func namespace<Handler: MentoryHandler>(of handler: Handler) -> String {
+        Handler.Namespace.name
+    }
+
     /// How long closing the handlers, or the store, may take before shut-down moves on.
     static let closeDeadline = Duration.seconds(10)
 
@@ -255,6 +305,14 @@ struct Daemon {
             effective.accessPolicy = reloaded.accessPolicy
             logger.notice("access rules changed", metadata: ["rules": "\(reloaded.accessPolicy.rules.count)"])
         }
+        let refused = await engine.reloadHandlers { namespace in reloaded.handlerConfig(namespace) }
+        for (namespace, reason) in refused.sorted(by: { $0.key < $1.key }) {
+            logger.warning(
+                "a handler refused its reloaded configuration and keeps the previous one",
+                metadata: ["namespace": "\(namespace)", "reason": "\(reason)"]
+            )
+        }
+        effective.config = reloaded.config
         var needRestart: [String] = []
         if reloaded.socketPath != current.socketPath { needRestart.append("socket.path") }
         if reloaded.socketMode != current.socketMode { needRestart.append("socket.mode") }
@@ -274,6 +332,9 @@ struct Daemon {
             needRestart.append("limits.shutdownDrainSeconds")
         }
         if reloaded.eventRingCapacity != current.eventRingCapacity { needRestart.append("events.ringCapacity") }
+        if reloaded.requestTimeoutMilliseconds != current.requestTimeoutMilliseconds {
+            needRestart.append("limits.requestTimeoutMilliseconds")
+        }
         if reloaded.faultInjection != current.faultInjection { needRestart.append("debug.faultInjection") }
         if reloaded.storageBackend != current.storageBackend { needRestart.append("storage.backend") }
         if !needRestart.isEmpty {
@@ -289,5 +350,8 @@ struct Daemon {
 /// Start-up failed before anything was served; ``cause`` says why and what to do.
 struct StartupFailure: Error, CustomStringConvertible {
     var cause: String
+    /// The exit status when the daemon was started by hand: 78 (`EX_CONFIG`) when the
+    /// configuration is to blame, else 1.
+    var exitStatus: Int32 = 1
     var description: String { self.cause }
 }

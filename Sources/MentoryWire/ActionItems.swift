@@ -1,4 +1,3 @@
-import MentoryWire
 
 /// Rules shared by every list of action items on the wire.
 public enum ActionItems {

@@ -7,6 +7,7 @@
 #endif
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryStorage
 import MentoryStorageAdmin
 import MentoryStorageSQLite

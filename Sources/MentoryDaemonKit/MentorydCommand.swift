@@ -2,11 +2,11 @@ import ArgumentParser
 import Configuration
 import Foundation
 import Logging
+import MentoryHandlerKit
 import MentorySystemd
 import SystemPackage
 
 /// The `mentoryd` command line.
-@main
 struct MentorydCommand: AsyncParsableCommand {
     static let version = "0.1.0"
 
@@ -49,6 +49,11 @@ struct MentorydCommand: AsyncParsableCommand {
     var maxFrameLength: Int?
 
     func run() async throws {
+        try await self.run(adding: [])
+    }
+
+    /// Runs the daemon with the built-in handlers and `extraHandlers`.
+    func run(adding extraHandlers: [any MentoryHandler]) async throws {
         let environment = ProcessInfo.processInfo.environment
         let logLevel = DynamicLogLevel(.info)
         let destination = SystemdLogging.destination(environment: environment)
@@ -95,7 +100,8 @@ struct MentorydCommand: AsyncParsableCommand {
             logger: logger,
             logLevel: logLevel,
             systemd: systemd,
-            reloadSettings: { try await source.load() }
+            reloadSettings: { try await source.load() },
+            extraHandlers: extraHandlers
         )
         do {
             try await daemon.run()
@@ -104,7 +110,7 @@ struct MentorydCommand: AsyncParsableCommand {
                 cause: "\(failure.cause); after fixing it, restart mentoryd (systemctl restart mentoryd)",
                 systemd: systemd,
                 logger: logger,
-                exitStatus: ExitCode.failure.rawValue
+                exitStatus: failure.exitStatus
             )
         } catch {
             logger.critical("mentoryd stopped: \(error)")

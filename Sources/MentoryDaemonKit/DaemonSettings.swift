@@ -27,6 +27,15 @@ struct DaemonSettings: Sendable {
     var faultInjection: Bool
     /// Where diary entries and the mentor state live (`storage.backend`: `sqlite`, the default, or `memory`).
     var storageBackend: StorageBackend
+    /// How long a request may take when it names no shorter deadline (`limits.requestTimeoutMilliseconds`).
+    var requestTimeoutMilliseconds: Int
+    /// The whole configuration, for the handlers' own sections (`handlers.<namespace>`).
+    var config: ConfigReader
+
+    /// Handler `namespace`'s own section: `enabled`, `requires`, and the handler's keys.
+    func handlerConfig(_ namespace: String) -> ConfigReader {
+        self.config.scoped(to: ConfigKey(["handlers", namespace]))
+    }
 
     /// Reads the settings from `config`, with embedded defaults for anything it lacks.
     init(config: ConfigReader, environment: [String: String]) throws(SettingsError) {
@@ -75,6 +84,8 @@ struct DaemonSettings: Sendable {
             throw .invalid(key: "storage.backend", reason: "'\(backend)' is not one of sqlite, memory")
         }
         self.storageBackend = parsedBackend
+        self.requestTimeoutMilliseconds = try Self.positive(config, "limits.requestTimeoutMilliseconds", 30_000)
+        self.config = config
         guard self.maxFrameLength <= Int(UInt32.max) else {
             throw .invalid(key: "limits.maxFrameLength", reason: "it must fit the 4-byte length prefix")
         }

@@ -1,0 +1,125 @@
+import MentoryWire
+import SwiftProtobuf
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// How a handler answers each method of its namespace and takes each topic's snapshot.
+///
+/// A method answered by ``on(_:_:)`` runs synchronously on the engine's executor: the daemon answers
+/// it on the event loop with no task. One that needs to suspend (a store, another service) is
+/// declared with ``onAsync(_:_:)`` and runs on the engine's executor between its suspension points.
+public struct HandlerRoutes<Handler: MentoryHandler> {
+    /// Answers a request without suspending.
+    public typealias Respond<Request, Reply> =
+        @Sendable (Request, RequestContext, HandlerContext<Handler>) throws -> Reply
+    /// Answers a request, suspending as it needs to.
+    public typealias RespondAsync<Request, Reply> =
+        nonisolated(nonsending) @Sendable (Request, RequestContext, HandlerContext<Handler>) async throws -> Reply
+    /// Takes the current state of a topic.
+    public typealias TakeSnapshot<Snapshot> =
+        nonisolated(nonsending) @Sendable (HandlerContext<Handler>) async throws -> Snapshot
+
+    package typealias ErasedRespond = @Sendable (Data, RequestContext, HandlerContext<Handler>) throws -> Data
+    package typealias ErasedRespondAsync =
+        nonisolated(nonsending) @Sendable (Data, RequestContext, HandlerContext<Handler>) async throws -> Data
+
+    package enum Route {
+        case immediate(ErasedRespond)
+        case suspending(ErasedRespondAsync)
+    }
+
+    package private(set) var routes: [String: Route] = [:]
+    package private(set) var snapshots: [String: TakeSnapshot<Data>] = [:]
+    package private(set) var duplicates: [String] = []
+
+    package init() {}
+
+    /// Answers `method` with `respond`, which must not suspend.
+    public mutating func on<Request, Reply>(
+        _ method: MethodSchema<Handler.Namespace, Request, Reply>,
+        _ respond: @escaping Respond<Request, Reply>
+    ) {
+        self.add(method.name) {
+            .immediate { body, call, context in
+                try respond(try Self.decode(Request.self, from: body, method: method.name), call, context).wireBody()
+            }
+        }
+    }
+
+    /// Answers `method` with `respond`, which may suspend.
+    public mutating func onAsync<Request, Reply>(
+        _ method: MethodSchema<Handler.Namespace, Request, Reply>,
+        _ respond: @escaping RespondAsync<Request, Reply>
+    ) {
+        self.add(method.name) {
+            .suspending { body, call, context in
+                let request = try Self.decode(Request.self, from: body, method: method.name)
+                return try await respond(request, call, context).wireBody()
+            }
+        }
+    }
+
+    /// Takes `topic`'s snapshot with `take`: the body of snapshot and reset events.
+    public mutating func snapshot<Change, Snapshot>(
+        _ topic: TopicSchema<Handler.Namespace, Change, Snapshot>,
+        _ take: @escaping TakeSnapshot<Snapshot>
+    ) {
+        guard self.snapshots[topic.name] == nil else {
+            self.duplicates.append("snapshot of topic '\(topic.name)'")
+            return
+        }
+        self.snapshots[topic.name] = { context in try await take(context).wireBody() }
+    }
+
+    private mutating func add(_ name: String, _ route: () -> Route) {
+        guard self.routes[name] == nil else {
+            self.duplicates.append("method '\(name)'")
+            return
+        }
+        self.routes[name] = route()
+    }
+
+    /// Decodes a request body, refusing garbage with ``MentoryError/invalidArgument(_:)``.
+    ///
+    /// `Empty` takes no bytes at all: bytes there are either garbage or another message's fields,
+    /// which protobuf would otherwise accept as unknown fields.
+    static func decode<Request: SwiftProtobuf.Message>(
+        _ type: Request.Type,
+        from body: Data,
+        method: String
+    ) throws(MentoryError) -> Request {
+        if type == Mentory_V1_Empty.self, !body.isEmpty {
+            throw .invalidArgument(
+                "'\(method)' takes an empty body (Empty), but the request carried \(body.count) bytes")
+        }
+        do {
+            return try Request(serializedBytes: body)
+        } catch {
+            throw .invalidArgument("the body of '\(method)' is not a valid \(Request.protoMessageName): \(error)")
+        }
+    }
+
+    /// What ``MentoryHandler/Namespace`` declares but the routes leave unanswered, or declare twice.
+    package var problems: [String] {
+        var problems = self.duplicates.map { "\($0) is declared twice" }
+        for method in Handler.Namespace.methods where self.routes[method.name] == nil {
+            problems.append("method '\(method.name)' has no route")
+        }
+        for topic in Handler.Namespace.topics where self.snapshots[topic.name] == nil {
+            problems.append("topic '\(topic.name)' has no snapshot")
+        }
+        return problems
+    }
+}
+
+extension SwiftProtobuf.Message {
+    /// The message serialized as a reply or event body.
+    public func wireBody() -> Data {
+        // Serializing an in-memory proto3 message cannot fail: it has no required fields.
+        (try? self.serializedData()) ?? Data()
+    }
+}

@@ -1,0 +1,147 @@
+import Configuration
+import Logging
+import MentoryWire
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A handler as its host keeps it, with the handler's type erased: its routes, its state and its
+/// current configuration section.
+///
+/// Hosted handlers live on the host's executor (the engine's, or a test harness's) and are not
+/// `Sendable`. Handlers never see this type: it is the host's side of the SDK.
+package protocol HostedHandler: AnyObject {
+    /// The namespace served.
+    var namespace: String { get }
+    /// The namespace's declaration: methods, topics, version.
+    var info: NamespaceInfo { get }
+    /// The descriptors of the `.proto` file that declares the namespace.
+    var descriptors: SchemaDescriptors { get }
+
+    /// Answers a call at once if its route does not suspend; returns `nil` if it does.
+    ///
+    /// Throws ``MentoryError/unknownMethod(namespace:method:)`` for a method without a route,
+    /// and whatever the handler throws.
+    func respondImmediately(method: String, body: Data, call: RequestContext) throws -> Data?
+
+    /// Answers a call, suspending if its route does.
+    nonisolated(nonsending) func respond(method: String, body: Data, call: RequestContext) async throws -> Data
+
+    /// Takes `topic`'s snapshot: the body of snapshot and reset events.
+    nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data
+
+    /// Tells the handler a connection went away.
+    func connectionClosed(_ connection: ConnectionID)
+
+    /// Hands the handler a reloaded configuration section; keeps the old one if the handler refuses it.
+    func reload(config: ConfigReader) throws
+
+    /// Closes the handler.
+    nonisolated(nonsending) func close() async
+}
+
+/// The hosted form of a handler of type `Handler`.
+package final class Hosted<Handler: MentoryHandler>: HostedHandler {
+    package let handler: Handler
+    package let state: Handler.State
+    package private(set) var config: ConfigReader
+    private let logger: Logger
+    private let clock: any SessionClock
+    private let publisher: (String, Data) -> Void
+    private let routes: [String: HandlerRoutes<Handler>.Route]
+    private let snapshots: [String: HandlerRoutes<Handler>.TakeSnapshot<Data>]
+
+    /// Hosts `handler`, already opened into `state`.
+    ///
+    /// Throws ``MentoryError/internal(_:)`` naming every method or topic of the namespace that the
+    /// handler's routes leave unanswered.
+    package init(
+        _ handler: Handler,
+        state: Handler.State,
+        config: ConfigReader,
+        logger: Logger,
+        clock: any SessionClock,
+        publisher: @escaping (String, Data) -> Void
+    ) throws(MentoryError) {
+        var routes = HandlerRoutes<Handler>()
+        handler.routes(&routes)
+        let problems = routes.problems
+        guard problems.isEmpty else {
+            throw .internal(
+                "the \(Handler.Namespace.name) handler does not match its schema: \(problems.joined(separator: "; "))")
+        }
+        self.handler = handler
+        self.state = state
+        self.config = config
+        self.logger = logger
+        self.clock = clock
+        self.publisher = publisher
+        self.routes = routes.routes
+        self.snapshots = routes.snapshots
+    }
+
+    package var namespace: String { Handler.Namespace.name }
+    package var info: NamespaceInfo { Handler.Namespace.info }
+    package var descriptors: SchemaDescriptors { Handler.Namespace.fileDescriptors }
+
+    /// The context calls get now.
+    package var context: HandlerContext<Handler> {
+        HandlerContext(
+            state: self.state, config: self.config, logger: self.logger, clock: self.clock,
+            publisher: self.publisher)
+    }
+
+    package func respondImmediately(method: String, body: Data, call: RequestContext) throws -> Data? {
+        switch self.routes[method] {
+        case .immediate(let respond):
+            return try respond(body, call, self.context)
+        case .suspending:
+            return nil
+        case nil:
+            throw MentoryError.unknownMethod(namespace: self.namespace, method: method)
+        }
+    }
+
+    package nonisolated(nonsending) func respond(method: String, body: Data, call: RequestContext) async throws
+        -> Data
+    {
+        switch self.routes[method] {
+        case .immediate(let respond):
+            return try respond(body, call, self.context)
+        case .suspending(let respond):
+            return try await respond(body, call, self.context)
+        case nil:
+            throw MentoryError.unknownMethod(namespace: self.namespace, method: method)
+        }
+    }
+
+    package nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data {
+        guard let take = self.snapshots[topic] else {
+            throw MentoryError.internal("namespace '\(self.namespace)' has no topic '\(topic)'")
+        }
+        return try await take(self.context)
+    }
+
+    package func connectionClosed(_ connection: ConnectionID) {
+        self.handler.connectionClosed(connection, context: self.context)
+    }
+
+    package func reload(config: ConfigReader) throws {
+        let previous = self.config
+        self.config = config
+        do {
+            try self.handler.reload(context: self.context)
+        } catch {
+            self.config = previous
+            throw error
+        }
+    }
+
+    package nonisolated(nonsending) func close() async {
+        await self.handler.close(
+            HandlerSetup(namespace: self.namespace, config: self.config, logger: self.logger, clock: self.clock))
+    }
+}

@@ -1,0 +1,65 @@
+import Logging
+
+/// What a handler knows about one call: who is calling, which request it is, and until when
+/// an answer is useful.
+public struct RequestContext: Sendable {
+    /// The id the client gave the request; unique among its requests in flight.
+    public let requestID: UInt64
+    /// The method being called, e.g. `add`.
+    public let method: String
+    /// The calling connection.
+    public let connection: ConnectionContext
+    /// When the client stops waiting; work past it is wasted.
+    public let deadline: ContinuousClock.Instant
+    private let baseLogger: Logger
+
+    /// Creates a request context; the host does this, and so does the SDK's test support.
+    public init(
+        requestID: UInt64,
+        method: String,
+        connection: ConnectionContext,
+        deadline: ContinuousClock.Instant,
+        logger: Logger
+    ) {
+        self.requestID = requestID
+        self.method = method
+        self.connection = connection
+        self.deadline = deadline
+        self.baseLogger = logger
+    }
+
+    /// The caller's credentials as the kernel reported them; `nil` only when they could not be read.
+    public var credentials: PeerCredentials? { self.connection.credentials }
+
+    /// A logger carrying the request's metadata: request id, method, connection, peer and client.
+    ///
+    /// Built when asked for, so a call that logs nothing pays nothing for it.
+    public var logger: Logger {
+        var logger = self.baseLogger
+        logger[metadataKey: "request"] = "\(self.requestID)"
+        logger[metadataKey: "method"] = "\(self.method)"
+        logger[metadataKey: "connection"] = "\(self.connection.id)"
+        logger[metadataKey: "client"] = "\(self.connection.clientName)"
+        if let credentials = self.connection.credentials {
+            logger[metadataKey: "peer"] = "\(credentials)"
+        }
+        return logger
+    }
+
+    /// Whether the call should stop: its task was cancelled (the client went away, the daemon is
+    /// stopping) or its deadline passed.
+    public var isCancelled: Bool {
+        Task.isCancelled || ContinuousClock.now >= self.deadline
+    }
+
+    /// Throws ``HandlerFailure/deadlineExceeded`` once ``isCancelled`` holds; call it between steps of long work.
+    public func checkCancellation() throws(HandlerFailure) {
+        guard !self.isCancelled else { throw .deadlineExceeded }
+    }
+}
+
+/// Failures the SDK itself reports to handlers.
+public enum HandlerFailure: Error, Sendable {
+    /// The call was cancelled or its deadline passed.
+    case deadlineExceeded
+}

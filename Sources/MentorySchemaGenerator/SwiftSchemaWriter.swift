@@ -1,0 +1,281 @@
+import Foundation
+import SwiftProtobuf
+import SwiftProtobufPluginLibrary
+
+/// Writes `<file>.schema.swift`: one `NamespaceSchema` enum per namespace inside the container enum,
+/// the list of namespaces and the embedded descriptors.
+struct SwiftSchemaWriter {
+    static let lineLimit = 120
+    /// Names a method or topic constant must not take: the `NamespaceSchema` members and the metatype names.
+    static let reservedMemberNames: Set<String> = [
+        "name", "version", "methods", "topics", "fileDescriptors", "info", "self", "Self", "Type", "Protocol", "init",
+    ]
+    static let keywords = swiftKeywordsUsedInDeclarations.union(swiftKeywordsUsedInStatements)
+        .union(swiftKeywordsUsedInExpressionsAndTypes).union(swiftKeywordsReservedInParticularContexts)
+
+    let file: FileDescriptor
+    let namespaces: [NamespaceDeclaration]
+    let options: SchemaGeneratorOptions
+    let namer: SwiftProtobufNamer
+    private var lines: [String] = []
+
+    init(file: FileDescriptor, namespaces: [NamespaceDeclaration], options: SchemaGeneratorOptions) {
+        self.file = file
+        self.namespaces = namespaces
+        self.options = options
+        self.namer = SwiftProtobufNamer(currentFile: file, protoFileToModuleMappings: options.mappings)
+    }
+
+    /// The container enum's name: `SchemaName`, else the package's non-version components in
+    /// UpperCamelCase followed by `Schema` (`mentory.v1` gives `MentorySchema`).
+    static func schemaName(for file: FileDescriptor, options: SchemaGeneratorOptions) -> String {
+        if let name = options.schemaName { return name }
+        var parts = file.package.split(separator: ".").map(String.init)
+        parts.removeAll { $0.range(of: #"^v[0-9]+([a-z]+[0-9]*)?$"#, options: .regularExpression) != nil }
+        if parts.isEmpty {
+            var base = file.name.split(separator: "/").last.map(String.init) ?? file.name
+            if base.hasSuffix(".proto") { base.removeLast(".proto".count) }
+            parts = [base]
+        }
+        return parts.map { NamingUtils.toUpperCamelCase($0) }.joined() + "Schema"
+    }
+
+    /// Whether the generated file must `import MentoryWire`: as `ImportMentoryWire` says, else unless the
+    /// file is in the package declaring the schema options (`mentory.v1`, compiled into MentoryWire) or
+    /// `ProtoPathModuleMappings` maps it to the module `MentoryWire`.
+    static func importsMentoryWire(_ file: FileDescriptor, options: SchemaGeneratorOptions) -> Bool {
+        if let explicit = options.importMentoryWire { return explicit }
+        if options.mappings.moduleName(forFile: file) == "MentoryWire" { return false }
+        return file.package != SchemaOptionNames.package
+    }
+
+    static func identifier(_ name: String) -> String {
+        keywords.contains(name) ? "`\(name)`" : name
+    }
+
+    static func stringLiteral(_ value: String) -> String {
+        var result = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": result += "\\\\"
+            case "\"": result += "\\\""
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                result += "\\u{\(String(scalar.value, radix: 16))}"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+
+    /// The constant name of a topic: its name in lowerCamelCase followed by `Topic`.
+    static func topicConstant(_ topic: String) -> String {
+        let words = topic.split { !$0.isLetter && !$0.isNumber }.map(String.init)
+        let camel = NamingUtils.toLowerCamelCase(words.joined(separator: "_"))
+        return camel + "Topic"
+    }
+
+    /// Checks the Swift names the namespaces produce.
+    func validateNames() throws(SchemaGenerationError) {
+        var typeNames: Set<String> = []
+        for namespace in self.namespaces {
+            let context = "\(self.file.name): service \(namespace.service.name)"
+            let containerMembers: Set = ["namespaces", "fileDescriptors", "self", "Self", "Type", "Protocol", "init"]
+            guard !containerMembers.contains(namespace.service.name),
+                typeNames.insert(namespace.service.name).inserted
+            else {
+                throw .message("\(context): the service's name clashes with another member of the schema enum")
+            }
+            var members: [String: String] = [:]
+            for method in namespace.methods {
+                if Self.reservedMemberNames.contains(method.name) {
+                    throw .message(
+                        "\(context): rpc \(method.name) would clash with the NamespaceSchema member "
+                            + "\(namespace.service.name).\(method.name); choose another method name"
+                    )
+                }
+                members[method.name] = "rpc \(method.name)"
+            }
+            for topic in namespace.topics {
+                let constant = Self.topicConstant(topic.name)
+                guard isValidSwiftIdentifier(constant) else {
+                    throw .message("\(context): topic \"\(topic.name)\" gives no Swift name (\(constant))")
+                }
+                if let other = members.updateValue("topic \"\(topic.name)\"", forKey: constant) {
+                    throw .message(
+                        "\(context): topic \"\(topic.name)\" and \(other) both become "
+                            + "\(namespace.service.name).\(constant)"
+                    )
+                }
+            }
+        }
+    }
+
+    mutating func write() -> String {
+        let schema = Self.schemaName(for: self.file, options: self.options)
+        let visibility = self.options.visibility
+        let fileName = self.file.name
+        self.lines = [
+            "// DO NOT EDIT.",
+            "// Generated by protoc-gen-mentory from \(fileName); regenerate with scripts/generate-protos.sh.",
+            "",
+        ]
+        var imports: Set<String> = ["SwiftProtobuf"]
+        if Self.importsMentoryWire(self.file, options: self.options) { imports.insert("MentoryWire") }
+        for module in self.options.mappings.neededModules(forFile: self.file) ?? [] { imports.insert(module) }
+        for module in imports.sorted() { self.lines.append("import \(module)") }
+        self.lines += [
+            "",
+            "/// The namespaces declared in `\(fileName)`, each as its `service` declares it.",
+            "\(visibility) enum \(schema) {}",
+        ]
+        for namespace in self.namespaces {
+            self.writeNamespace(namespace, schema: schema, visibility: visibility)
+        }
+        self.lines += ["", "extension \(schema) {", "    /// Every namespace the file declares, in declaration order."]
+        self.appendList(
+            prefix: "    \(visibility) static let namespaces: [NamespaceInfo] = ",
+            items: self.namespaces.map { "\(Self.identifier($0.service.name)).info" },
+            indent: "    "
+        )
+        self.lines += [
+            "",
+            "    /// The descriptors of \(fileName) and of every file it imports, dependencies first.",
+            "    \(visibility) static let fileDescriptors = SchemaDescriptors(base64Files: [",
+        ]
+        for dependency in closure(of: self.file) {
+            self.appendBase64(dependency, indent: "        ")
+        }
+        self.lines += ["    ])", "}"]
+        return self.lines.joined(separator: "\n") + "\n"
+    }
+
+    private mutating func writeNamespace(_ namespace: NamespaceDeclaration, schema: String, visibility: String) {
+        let type = Self.identifier(namespace.service.name)
+        let indent = "        "
+        self.lines += ["", "extension \(schema) {"]
+        self.lines.append(
+            "    /// Namespace `\(namespace.name)`: service `\(namespace.service.name)` in \(self.file.name)."
+        )
+        self.appendComments(namespace.service, indent: "    ")
+        self.lines += [
+            "    \(visibility) enum \(type): NamespaceSchema {",
+            "\(indent)\(visibility) static let name = \(Self.stringLiteral(namespace.name))",
+            "\(indent)\(visibility) static let version: UInt32 = \(namespace.version)",
+        ]
+        for method in namespace.methods {
+            let constant = Self.identifier(method.name)
+            self.lines.append(
+                "\(indent)/// `\(namespace.name).\(method.name)`: `\(method.inputType.fullName)` → "
+                    + "`\(method.outputType.fullName)`."
+            )
+            self.appendComments(method, indent: indent)
+            self.appendDeclaration(
+                "\(indent)\(visibility) static let \(constant) = ",
+                generic: "MethodSchema",
+                arguments: [
+                    type, self.namer.fullName(message: method.inputType),
+                    self.namer.fullName(message: method.outputType),
+                ],
+                call: "(name: \(Self.stringLiteral(method.name)))",
+                indent: indent
+            )
+        }
+        for topic in namespace.topics {
+            self.lines.append(
+                "\(indent)/// Topic `\(topic.name)`: changes `\(topic.change.fullName)`, "
+                    + "snapshots `\(topic.snapshot.fullName)`."
+            )
+            self.appendDeclaration(
+                "\(indent)\(visibility) static let \(Self.topicConstant(topic.name)) = ",
+                generic: "TopicSchema",
+                arguments: [
+                    type, self.namer.fullName(message: topic.change), self.namer.fullName(message: topic.snapshot),
+                ],
+                call: "(name: \(Self.stringLiteral(topic.name)))",
+                indent: indent
+            )
+        }
+        self.appendList(
+            prefix: "\(indent)\(visibility) static let methods: [MethodInfo] = ",
+            items: namespace.methods.map { "\(Self.identifier($0.name)).info" },
+            indent: indent
+        )
+        self.appendList(
+            prefix: "\(indent)\(visibility) static let topics: [TopicInfo] = ",
+            items: namespace.topics.map { "\(Self.topicConstant($0.name)).info" },
+            indent: indent
+        )
+        self.lines += [
+            "\(indent)\(visibility) static var fileDescriptors: SchemaDescriptors { \(schema).fileDescriptors }",
+            "    }",
+            "}",
+        ]
+    }
+
+    /// The proto source comments of a service or method, as `///` lines.
+    private mutating func appendComments(_ element: some ProvidesSourceCodeLocation, indent: String) {
+        let comments = element.protoSourceComments()
+        guard !comments.isEmpty else { return }
+        self.lines.append("\(indent)///")
+        for line in comments.split(separator: "\n", omittingEmptySubsequences: false) where !line.isEmpty {
+            self.lines.append(indent + line)
+        }
+    }
+
+    /// `head` followed by `generic<arguments>call`: on one line if it fits, else with the value on the
+    /// next line, else with the generic arguments on a line of their own.
+    private mutating func appendDeclaration(
+        _ head: String,
+        generic: String,
+        arguments: [String],
+        call: String,
+        indent: String
+    ) {
+        let value = "\(generic)<\(arguments.joined(separator: ", "))>\(call)"
+        let continuation = indent + "    "
+        if head.count + value.count <= Self.lineLimit {
+            self.lines.append(head + value)
+        } else if continuation.count + value.count <= Self.lineLimit {
+            self.lines.append(String(head.dropLast()))
+            self.lines.append(continuation + value)
+        } else {
+            self.lines.append(String(head.dropLast()))
+            self.lines.append(continuation + generic + "<")
+            self.lines.append(continuation + "    " + arguments.joined(separator: ", "))
+            self.lines.append(continuation + ">" + call)
+        }
+    }
+
+    /// An array literal after `prefix`, on one line if it fits, else one element a line.
+    private mutating func appendList(prefix: String, items: [String], indent: String) {
+        let oneLine = prefix + "[" + items.joined(separator: ", ") + "]"
+        if oneLine.count <= Self.lineLimit {
+            self.lines.append(oneLine)
+            return
+        }
+        self.lines.append(prefix + "[")
+        for item in items { self.lines.append(indent + "    " + item + ",") }
+        self.lines.append(indent + "]")
+    }
+
+    /// A file's descriptor, without source info, serialized and base64-encoded as a multi-line string
+    /// literal whose line breaks are escaped (the value holds none).
+    private mutating func appendBase64(_ file: FileDescriptor, indent: String) {
+        let proto = file.extractProto()
+        // Serializing a descriptor the plugin library decoded cannot fail.
+        let encoded = ((try? proto.serializedBytes()) ?? Data()).base64EncodedString()
+        let width = Self.lineLimit - indent.count - 1
+        self.lines.append(indent + "// \(file.name)")
+        self.lines.append(indent + "\"\"\"")
+        var rest = Substring(encoded)
+        while !rest.isEmpty {
+            let chunk = rest.prefix(width)
+            rest = rest.dropFirst(chunk.count)
+            self.lines.append(indent + chunk + (rest.isEmpty ? "" : "\\"))
+        }
+        self.lines.append(indent + "\"\"\",")
+    }
+}

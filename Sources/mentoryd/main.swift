@@ -1,0 +1,3 @@
+import MentoryDaemonKit
+
+await MentoryDaemon.main()

@@ -1,0 +1,214 @@
+import MentorySchemaGenerator
+import MentoryWire
+import SwiftProtobuf
+import SwiftProtobufPluginLibrary
+import Testing
+
+/// protoc-gen-mentory's generator, run in-process on mentory.proto's descriptors (as embedded in
+/// MentorySchema) and on variations of them.
+@Suite("protoc-gen-mentory")
+struct SchemaGeneratorTests {
+    static let files = MentorySchema.fileDescriptors.files
+    static var mentory: Google_Protobuf_FileDescriptorProto { Self.files.last! }
+
+    /// The field number of the `mentory.v1` extension `name`, as mentory.proto declares it.
+    static func optionNumber(_ name: String) -> Int {
+        Int(Self.mentory.extension.first { $0.name == name }!.number)
+    }
+
+    static func field(_ number: Int, _ payload: [UInt8]) -> [UInt8] {
+        varint(UInt64(number << 3 | 2)) + varint(UInt64(payload.count)) + payload
+    }
+
+    static func varint(_ value: UInt64) -> [UInt8] {
+        var value = value
+        var bytes: [UInt8] = []
+        while value >= 0x80 {
+            bytes.append(UInt8(value & 0x7F) | 0x80)
+            value >>= 7
+        }
+        return bytes + [UInt8(value)]
+    }
+
+    /// Service options declaring `namespace` with `topics` (name, change, snapshot).
+    static func options(namespace: String?, topics: [(String, String, String)] = []) throws
+        -> Google_Protobuf_ServiceOptions
+    {
+        var bytes: [UInt8] = []
+        if let namespace { bytes += field(optionNumber("namespace"), Array(namespace.utf8)) }
+        for (name, change, snapshot) in topics {
+            let topic = field(1, Array(name.utf8)) + field(2, Array(change.utf8)) + field(3, Array(snapshot.utf8))
+            bytes += field(optionNumber("topic"), topic)
+        }
+        return try Google_Protobuf_ServiceOptions(serializedBytes: bytes)
+    }
+
+    /// Generates for the last of `protos`, with the other files as its imports.
+    static func generate(
+        _ protos: [Google_Protobuf_FileDescriptorProto],
+        _ pairs: [(key: String, value: String)] = [("Visibility", "Public")]
+    ) throws(SchemaGenerationError) -> [SchemaGenerator.Output] {
+        let set = DescriptorSet(protos: protos)
+        let options = try SchemaGeneratorOptions(pairs: pairs)
+        return try SchemaGenerator.generate(files: [set.files.last!], options: options)
+    }
+
+    static func error(_ protos: [Google_Protobuf_FileDescriptorProto]) -> String? {
+        do {
+            _ = try Self.generate(protos)
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    /// mentory.proto with `change` applied.
+    static func mentoryChanged(_ change: (inout Google_Protobuf_FileDescriptorProto) throws -> Void) rethrows
+        -> [Google_Protobuf_FileDescriptorProto]
+    {
+        var proto = Self.mentory
+        try change(&proto)
+        return Self.files.dropLast() + [proto]
+    }
+
+    @Test("mentory.proto gives MentorySchema, its namespaces and its descriptors")
+    func mentorySchema() throws {
+        let outputs = try Self.generate(Self.files, [("Visibility", "Public"), ("FileNaming", "DropPath")])
+        let output = try #require(outputs.first)
+        #expect(outputs.count == 1)
+        #expect(output.name == "mentory.schema.swift")
+        let text = output.contents
+        #expect(text.contains("public enum MentorySchema {}"))
+        #expect(!text.contains("import MentoryWire"))
+        #expect(
+            text.contains(
+                "public static let add = "
+                    + "MethodSchema<Diary, Mentory_V1_DiaryAddRequest, Mentory_V1_DiaryEntry>(name: \"add\")"
+            )
+        )
+        #expect(text.contains("MethodSchema<Debug, SwiftProtobuf.Google_Protobuf_UInt32Value, Mentory_V1_Empty>"))
+        #expect(text.contains("public static let diaryTopic ="))
+        #expect(text.contains("public static let `get` = "))
+        for namespace in MentorySchema.namespaces {
+            for method in namespace.methods {
+                #expect(text.contains("(name: \"\(method.name)\")"))
+            }
+        }
+        let longest = text.split(separator: "\n").map(\.count).max() ?? 0
+        #expect(longest <= 120)
+        // Each embedded file is the input file, re-encoded without line breaks.
+        let embedded = MentorySchema.fileDescriptors.base64Files
+        let literal = text.replacingOccurrences(of: "\\\n", with: "").replacingOccurrences(of: " ", with: "")
+        for file in embedded { #expect(literal.contains(file)) }
+    }
+
+    @Test("Markdown output lists every method and topic")
+    func markdown() throws {
+        let output = try #require(try Self.generate(Self.files, [("Output", "Markdown")]).first)
+        #expect(output.name == "mentory.namespaces.md")
+        #expect(output.contents.contains("| `diary` | 1 | `add` | `DiaryAddRequest` | `DiaryEntry` |"))
+        #expect(output.contents.contains("| `freezeEngine` | `google.protobuf.UInt32Value` | `Empty` |"))
+        #expect(output.contents.contains("| `diary` | `diary` | `DiaryChange` | `DiarySnapshot` |"))
+    }
+
+    @Test("a service without (namespace) beside ones with it fails, naming it")
+    func missingNamespace() throws {
+        let protos = Self.mentoryChanged { $0.service[1].options = Google_Protobuf_ServiceOptions() }
+        let message = try #require(Self.error(protos))
+        #expect(message.contains("mentory.proto: service Mentor has no (mentory.v1.namespace) option"))
+    }
+
+    @Test("a file without namespaces gives no output")
+    func noNamespaces() throws {
+        let protos = Self.mentoryChanged { proto in
+            for index in proto.service.indices { proto.service[index].options = Google_Protobuf_ServiceOptions() }
+        }
+        #expect(try Self.generate(protos).isEmpty)
+    }
+
+    @Test("repeated namespace, method and topic names fail")
+    func duplicates() throws {
+        let namespace = try Self.mentoryChanged { $0.service[2].options = try Self.options(namespace: "mentor") }
+        #expect(Self.error(namespace)?.contains("namespace \"mentor\" is already declared by service Mentor") == true)
+
+        let method = Self.mentoryChanged { $0.service[3].method.append($0.service[3].method[0]) }
+        #expect(Self.error(method)?.contains("service Diary: method \"add\" is declared twice") == true)
+
+        let topic = try Self.mentoryChanged { proto in
+            proto.service[5].options = try Self.options(
+                namespace: "daemon",
+                topics: [("diary", "mentory.v1.DiaryChange", "mentory.v1.DiarySnapshot")]
+            )
+        }
+        #expect(
+            Self.error(topic)?.contains("service Daemon: topic \"diary\" is already declared by service Diary") == true)
+    }
+
+    @Test("a topic whose message is not declared fails, naming it")
+    func unknownTopicMessage() throws {
+        let protos = try Self.mentoryChanged { proto in
+            proto.service[5].options = try Self.options(
+                namespace: "daemon",
+                topics: [("daemon", "mentory.v1.DaemonChange", "mentory.v1.Empty")]
+            )
+        }
+        let message = try #require(Self.error(protos))
+        #expect(message.contains("service Daemon: topic \"daemon\": change message \"mentory.v1.DaemonChange\""))
+        #expect(message.contains("is not declared in mentory.proto or the files it imports"))
+    }
+
+    @Test("a method whose Swift name would clash with a NamespaceSchema member fails")
+    func clash() throws {
+        let protos = Self.mentoryChanged { $0.service[5].method[0].name = "version" }
+        #expect(Self.error(protos)?.contains("rpc version would clash with the NamespaceSchema member") == true)
+    }
+
+    @Test("unknown options and values fail, naming the accepted ones")
+    func badOptions() {
+        #expect(throws: SchemaGenerationError.self) { try SchemaGeneratorOptions(pairs: [("Visibility", "Open")]) }
+        #expect(throws: SchemaGenerationError.self) { try SchemaGeneratorOptions(pairs: [("Colour", "Blue")]) }
+        #expect(throws: SchemaGenerationError.self) { try SchemaGeneratorOptions(pairs: [("SchemaName", "a b")]) }
+    }
+
+    @Test("a file of another package that imports mentory.proto imports MentoryWire and names its own schema")
+    func thirdParty() throws {
+        var greeter = Google_Protobuf_FileDescriptorProto()
+        greeter.name = "acme/greeter.proto"
+        greeter.package = "acme.greeter.v1beta1"
+        greeter.syntax = "proto3"
+        greeter.dependency = ["mentory.proto"]
+        var request = Google_Protobuf_DescriptorProto()
+        request.name = "HelloRequest"
+        greeter.messageType = [request]
+        var service = Google_Protobuf_ServiceDescriptorProto()
+        service.name = "Greeter"
+        service.options = try Self.options(
+            namespace: "greeter",
+            topics: [("greetings", ".acme.greeter.v1beta1.HelloRequest", "mentory.v1.Empty")]
+        )
+        var method = Google_Protobuf_MethodDescriptorProto()
+        method.name = "hello"
+        method.inputType = ".acme.greeter.v1beta1.HelloRequest"
+        method.outputType = ".mentory.v1.Empty"
+        service.method = [method]
+        greeter.service = [service]
+
+        let output = try #require(try Self.generate(Self.files + [greeter], []).first)
+        #expect(output.name == "acme/greeter.schema.swift")
+        #expect(output.contents.contains("import MentoryWire\n"))
+        #expect(output.contents.contains("enum AcmeGreeterSchema {}"))
+        #expect(
+            output.contents.contains(
+                "MethodSchema<Greeter, Acme_Greeter_V1beta1_HelloRequest, Mentory_V1_Empty>(name: \"hello\")"
+            )
+        )
+        #expect(!output.contents.contains("public "))
+
+        let renamed = try #require(
+            try Self.generate(Self.files + [greeter], [("SchemaName", "Greetings"), ("ImportMentoryWire", "false")])
+                .first
+        )
+        #expect(renamed.contents.contains("enum Greetings {}"))
+        #expect(!renamed.contents.contains("import MentoryWire"))
+    }
+}
