@@ -153,7 +153,10 @@ struct Call: AsyncParsableCommand {
         let method = String(self.method[self.method.index(after: dot)...])
         let json = try self.readBody()
         try await self.options.withClient { client in
-            let schema = try await DaemonSchema.fetch(client, namespace: namespace)
+            // A namespace the daemon does not serve fails here, with the daemon's own error.
+            let schema = try await Self.reportingFailure(of: "\(namespace).\(method)") {
+                try await DaemonSchema.fetch(client, namespace: namespace)
+            }
             let reply: Data
             let replyMessage: String?
             if let description = schema.namespace(namespace)?.methods.first(where: { $0.name == method }) {
@@ -201,11 +204,18 @@ struct Call: AsyncParsableCommand {
     private func call(_ client: MentoryClient, _ namespace: String, _ method: String, _ body: Data) async throws
         -> Data
     {
+        try await Self.reportingFailure(of: "\(namespace).\(method)") {
+            try await client.call(namespace, method, body: body)
+        }
+    }
+
+    /// Runs `body`, printing a daemon error as `NAMESPACE.METHOD failed: error CODE NAME: message` and exiting 1.
+    private static func reportingFailure<T>(of call: String, _ body: () async throws -> T) async throws -> T {
         do {
-            return try await client.call(namespace, method, body: body)
-        } catch {
+            return try await body()
+        } catch let error as MentoryClientError {
             guard case .remote(let code, let message) = error, error.remoteCode != .startupFailed else { throw error }
-            Output.error("\(namespace).\(method) failed: error \(code) \(DaemonSchema.errorName(code)): \(message)")
+            Output.error("\(call) failed: error \(code) \(DaemonSchema.errorName(code)): \(message)")
             throw ExitCode.failure
         }
     }

@@ -213,9 +213,11 @@ struct IntrospectionEndToEndTests {
         #expect(unknownMethod.status == 1)
         #expect(unknownMethod.stderr.contains("error 7 UNKNOWN_METHOD"), "\(unknownMethod.stderr)")
 
-        let unknownWithBody = try await daemon.ctl(["call", "nope.nope", #"{"a": 1}"#])
-        #expect(unknownWithBody.status == 1)
-        #expect(unknownWithBody.stderr.contains("describes no namespace 'nope'"), "\(unknownWithBody.stderr)")
+        let unknownNamespace = try await daemon.ctl(["call", "nope.nope", #"{"a": 1}"#])
+        #expect(unknownNamespace.status == 1)
+        #expect(
+            unknownNamespace.stderr.contains("nope.nope failed: error 6 UNKNOWN_NAMESPACE: "),
+            "\(unknownNamespace.stderr)")
 
         let usage = try await daemon.ctl(["call", "nodot"])
         #expect(usage.status == 64)
