@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // Layer 1: the wire protocol. Messages and framing, nothing else.
@@ -87,6 +88,15 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // Layer 2: the daemon's swift-metrics backend: bounded series, histograms, snapshots.
+        .target(
+            name: "MentoryMetrics",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         // Layer 3: the engine actor: hosts the handlers, owns subscriptions and routing.
         .target(
             name: "MentoryEngine",
@@ -94,6 +104,8 @@ let package = Package(
                 "MentoryHandlerKit",
                 "MentoryWire",
                 .product(name: "Configuration", package: "swift-configuration"),
+                "MentoryMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -176,6 +188,8 @@ let package = Package(
                 "MentoryWire",
                 "MentoryEngine",
                 "MentoryHandlerKit",
+                "MentoryMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -210,6 +224,8 @@ let package = Package(
                 "MentoryServer",
                 "MentoryStorageSQLite",
                 "MentoryStorageAdmin",
+                "MentoryMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
@@ -309,12 +325,24 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .testTarget(
+            name: "MentoryMetricsTests",
+            dependencies: [
+                "MentoryTestSupport",
+                "MentoryMetrics",
+                "MentoryClient",
+                "MentoryWire",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
             name: "MentoryEngineTests",
             dependencies: [
                 "MentoryTestSupport",
                 "MentoryHandlerKit",
                 .product(name: "Configuration", package: "swift-configuration"),
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
+                "MentoryMetrics",
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSwift6
@@ -342,6 +370,7 @@ let package = Package(
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: strictSwift6
         ),

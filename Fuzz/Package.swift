@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // MARK: The daemon's modules under test (symlinked sources; keep in step with ../Package.swift).
@@ -46,11 +47,21 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .target(
+            name: "MentoryMetrics",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
             name: "MentoryEngine",
             dependencies: [
                 "MentoryHandlerKit",
                 "MentoryWire",
+                "MentoryMetrics",
                 .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

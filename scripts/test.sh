@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it:
 #   0. the generated code is what the schema generates (scripts/generate-protos.sh --check)
 #   1. unit and end-to-end tests (debug build)
-#   2. the Python client's pytest suite against the real daemon (scripts/test-python.sh)
+#   2. the Python client's pytest suite against the real daemon (scripts/test-python.sh), and the example
+#      handler package, built, tested and answering calls (scripts/test-example.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
 #   4. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
 #   5. the real-systemd harness (scripts/systemd-test.sh), when running as root
@@ -29,6 +30,9 @@ swift test --skip-build
 
 section "Python client"
 scripts/test-python.sh --bin-dir "$(swift build --show-bin-path)"
+
+section "example handler package"
+scripts/test-example.sh --bin-dir "$(swift build --show-bin-path)"
 
 section "ThreadSanitizer"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan

@@ -15,6 +15,11 @@ extension MentoryClient {
         try await self.call(MentorySchema.Session.status, Mentory_V1_Empty())
     }
 
+    /// The daemon's metrics now; render them with ``MetricsRendering``.
+    public func metrics() async throws(MentoryClientError) -> Mentory_V1_MetricsReply {
+        try await self.call(WireNames.session, "metrics", Mentory_V1_MetricsRequest())
+    }
+
     /// Subscribes this connection to `topics`; events then arrive on ``events``.
     public func subscribe(_ topics: [Mentory_V1_TopicSubscription]) async throws(MentoryClientError)
         -> Mentory_V1_SubscribeReply

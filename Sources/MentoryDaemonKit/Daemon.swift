@@ -5,6 +5,7 @@ import MentoryDiary
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryMentor
+import MentoryMetrics
 import MentoryReachability
 import MentoryServer
 import MentoryStorage
@@ -45,6 +46,8 @@ struct Daemon {
     /// The level every logger follows; a reload changes it.
     let logLevel: DynamicLogLevel
     let systemd: Systemd
+    /// The swift-metrics backend bootstrapped at start-up; the engine serves its snapshot.
+    let metrics: MentoryMetricsFactory
     /// Reads the settings again, for a reload.
     let reloadSettings: @Sendable () async throws -> DaemonSettings
     /// Handlers an embedding package adds to the built-in ones.
@@ -86,10 +89,12 @@ struct Daemon {
                 serverVersion: self.version,
                 eventRingCapacity: self.settings.eventRingCapacity,
                 accessPolicy: self.settings.accessPolicy,
-                requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds)
+                requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds),
+                maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength)
             ),
             executor: eventLoop.executor,
-            logger: self.logger
+            logger: self.logger,
+            metrics: self.metrics
         )
         let reloadRequests = ReloadRequests()
         var available: [any MentoryHandler] =

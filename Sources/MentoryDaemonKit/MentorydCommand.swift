@@ -1,8 +1,10 @@
 import ArgumentParser
 import Configuration
+import CoreMetrics
 import Foundation
 import Logging
 import MentoryHandlerKit
+import MentoryMetrics
 import MentorySystemd
 import SystemPackage
 
@@ -62,6 +64,9 @@ struct MentorydCommand: AsyncParsableCommand {
             metadataProvider: nil
         )
         let logger = Logger(label: "mentoryd")
+        // Before anything records (the store counts its commits): the one backend, read by session.metrics.
+        let metrics = MentoryMetricsFactory()
+        MetricsSystem.bootstrap(metrics)
 
         // What systemd passed comes first: with a socket in hand, a start-up failure is served on it.
         let systemd: Daemon.Systemd
@@ -100,6 +105,7 @@ struct MentorydCommand: AsyncParsableCommand {
             logger: logger,
             logLevel: logLevel,
             systemd: systemd,
+            metrics: metrics,
             reloadSettings: { try await source.load() },
             extraHandlers: extraHandlers
         )

@@ -40,6 +40,9 @@ extension MentoryEngine {
         case Session.describe.name:
             let request = try Self.decode(Session.describe, body)
             return try self.describe(request).wireBody()
+        case Session.metrics.name:
+            _ = try Self.decode(Session.metrics, body)
+            return self.metricsSnapshot().wireBody()
         default:
             throw MentoryError.unknownMethod(namespace: Session.name, method: call.method)
         }

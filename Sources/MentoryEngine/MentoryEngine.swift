@@ -13,6 +13,7 @@
 import Configuration
 import Logging
 import MentoryHandlerKit
+import MentoryMetrics
 import MentoryWire
 import SwiftProtobuf
 
@@ -35,19 +36,24 @@ public actor MentoryEngine {
         public var daemonUID: UInt32?
         /// How long a request may take when it names no shorter deadline (`limits.requestTimeoutMilliseconds`).
         public var requestTimeout: Duration
+        /// The largest reply body the engine itself builds (`session.metrics`), to fit one frame:
+        /// `ReplyBudget.bodyBytes(maxFrameLength:)` of the server's frame limit.
+        public var maxReplyBytes: Int
 
         public init(
             serverVersion: String,
             eventRingCapacity: Int = 4096,
             accessPolicy: AccessPolicy = .default,
             daemonUID: UInt32? = geteuid(),
-            requestTimeout: Duration = .seconds(30)
+            requestTimeout: Duration = .seconds(30),
+            maxReplyBytes: Int = ReplyBudget.defaultBodyBytes
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
             self.accessPolicy = accessPolicy
             self.daemonUID = daemonUID
             self.requestTimeout = requestTimeout
+            self.maxReplyBytes = maxReplyBytes
         }
     }
 
@@ -69,6 +75,10 @@ public actor MentoryEngine {
     public nonisolated let epoch: UInt64
     /// The engine's logger.
     public nonisolated let logger: Logger
+    /// Where the daemon's metrics are kept; `session.metrics` replies with its snapshot.
+    public nonisolated let metricsFactory: MentoryMetricsFactory
+    /// The engine's own metric objects, created once.
+    let metrics: EngineMetrics
 
     let startedAt = ContinuousClock.now
     var handlers: [String: any HostedHandler] = [:]
@@ -86,16 +96,22 @@ public actor MentoryEngine {
     private var suppressedDenials = 0
 
     /// Creates an engine that runs on `executor`.
+    ///
+    /// `metrics` is where the engine records and what `session.metrics` reports: the daemon passes
+    /// the factory it bootstrapped swift-metrics with; by default the engine keeps its own.
     public init(
         configuration: Configuration,
         executor: any SerialExecutor,
         clock: any SessionClock = SystemSessionClock(),
-        logger: Logger = Logger(label: "mentoryd.engine")
+        logger: Logger = Logger(label: "mentoryd.engine"),
+        metrics: MentoryMetricsFactory = MentoryMetricsFactory()
     ) {
         self.configuration = configuration
         self.executor = executor
         self.clock = clock
         self.logger = logger
+        self.metricsFactory = metrics
+        self.metrics = EngineMetrics(factory: metrics)
         self.epoch = UInt64.random(in: 1...UInt64.max)
         self.accessPolicy = configuration.accessPolicy
     }
@@ -412,6 +428,7 @@ public actor MentoryEngine {
         event.epoch = self.epoch
         event = log.append(event)
         self.logs[topic] = log
+        self.metrics.recordPublished(topic)
         for id in self.subscriptions.subscribers(of: topic) {
             self.deliver(event, to: id)
         }
@@ -501,6 +518,7 @@ public actor MentoryEngine {
                 self.subscriptions.setDelivery(.overflowed, id, topic)
                 return
             }
+            if kind == .reset { self.metrics.recordReset(topic) }
             self.subscriptions.setDelivery(.live, id, topic)
             self.replay(topic, after: sequence, to: id)
             return

@@ -36,6 +36,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let configuration: ServerConfiguration
     private let logger: Logger
     private let credentials: PeerCredentials?
+    private let metrics: ServerMetrics
     private var phase = Phase.awaitingHello
     /// Whether the engine knows this connection (from the handshake until it is detached).
     private var attached = false
@@ -58,12 +59,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
         id: ConnectionID,
         configuration: ServerConfiguration,
         credentials: PeerCredentials?,
-        logger: Logger
+        logger: Logger,
+        metrics: ServerMetrics? = nil
     ) {
         self.engine = engine
         self.id = id
         self.configuration = configuration
         self.credentials = credentials
+        self.metrics = metrics ?? ServerMetrics(factory: engine.metricsFactory)
         var logger = logger
         logger[metadataKey: "connection"] = "\(id)"
         self.logger = logger
@@ -234,11 +237,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
             return
         }
         let id = self.id
+        let received = ContinuousClock.now
         // A request whose handler does not suspend is answered here, on the event loop (the engine's
         // executor), with no task; the loop handling pending frames goes on with the next one.
-        if let response = self.engine.assumeIsolated({ engine in engine.dispatchImmediately(request, from: id) }) {
+        let immediate = self.engine.assumeIsolated { engine in
+            let response = engine.dispatchImmediately(request, from: id)
+            if let response {
+                engine.recordRequest(request, response, duration: ContinuousClock.now - received)
+            }
+            return response
+        }
+        if let immediate {
             if self.phase != .closing {
-                self.send(response: response, method: "\(request.namespace).\(request.method)")
+                self.send(response: immediate, method: "\(request.namespace).\(request.method)")
             }
             return
         }
@@ -246,6 +257,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.onEngine { engine in
             let response = await engine.dispatch(request, from: id)
+            engine.recordRequest(request, response, duration: ContinuousClock.now - received)
             handler.value.finish(response)
         }
     }
@@ -363,6 +375,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.unflushed = true
         if !self.outboundPaused, self.outboundBytes >= self.configuration.maxOutboundBytes {
             self.outboundPaused = true
+            self.metrics.outboundBackpressure.increment()
             self.logger.debug(
                 "outbound bound reached; no longer reading this connection",
                 metadata: ["outboundBytes": "\(self.outboundBytes)"]

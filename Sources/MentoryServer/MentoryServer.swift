@@ -21,6 +21,7 @@ public final class MentoryServer: Service {
     private let logger: Logger
     private let onReady: @Sendable () async -> Void
     private let tracker: NIOLoopBoundBox<ConnectionTracker>
+    private let metrics: ServerMetrics
 
     /// Creates a server whose connections all run on `eventLoop`, which must be the engine's executor.
     public init(
@@ -35,6 +36,7 @@ public final class MentoryServer: Service {
         self.eventLoop = eventLoop
         self.logger = logger
         self.onReady = onReady
+        self.metrics = ServerMetrics(factory: engine.metricsFactory)
         self.tracker = NIOLoopBoundBox.makeBoxSendingValue(
             ConnectionTracker(
                 maxConnections: configuration.maxConnections,
@@ -103,6 +105,7 @@ public final class MentoryServer: Service {
         let engine = self.engine
         let logger = self.logger
         let tracker = self.tracker
+        let metrics = self.metrics
         return ServerBootstrap(group: self.eventLoop)
             .serverChannelOption(.backlog, value: 512)
             .childChannelOption(.autoRead, value: true)
@@ -116,12 +119,14 @@ public final class MentoryServer: Service {
                     guard case .success(let credentials) = read else {
                         if case .failure(let error) = read {
                             logger.warning("refused a connection", metadata: ["reason": "\(error)"])
+                            metrics.refusedCredentials.increment()
                             Self.refuse(channel, error: .internal("\(error); the connection is refused"))
                         }
                         return
                     }
                     let connections = tracker.value
                     if connections.open.count >= connections.maxConnections {
+                        metrics.refusedMaxConnections.increment()
                         Self.refuse(
                             channel,
                             error: .tooManyConnections(
@@ -132,6 +137,7 @@ public final class MentoryServer: Service {
                     }
                     let perUID = connections.maxConnectionsPerUID
                     if let uid = credentials?.uid, connections.count(for: uid) >= perUID {
+                        metrics.refusedMaxConnectionsPerUID.increment()
                         Self.refuse(
                             channel,
                             error: .tooManyConnections("uid \(uid) already has \(perUID) connections; close some first")
@@ -139,13 +145,15 @@ public final class MentoryServer: Service {
                         return
                     }
                     let id = connections.add(channel, uid: credentials?.uid)
+                    metrics.accepted.increment()
                     channel.closeFuture.whenComplete { _ in tracker.value.remove(id) }
                     let handler = ConnectionHandler(
                         engine: engine,
                         id: id,
                         configuration: configuration,
                         credentials: credentials,
-                        logger: logger
+                        logger: logger,
+                        metrics: metrics
                     )
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)),

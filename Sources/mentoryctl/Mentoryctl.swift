@@ -19,6 +19,7 @@ struct Mentoryctl: AsyncParsableCommand {
         subcommands: [
             Ping.self,
             Status.self,
+            Metrics.self,
             MentorCommand.self,
             ReachabilityCommand.self,
             DiaryCommand.self,

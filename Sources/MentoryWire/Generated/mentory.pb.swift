@@ -208,6 +208,55 @@ public nonisolated enum Mentory_V1_EventKind: SwiftProtobuf.Enum, Swift.CaseIter
 
 }
 
+/// How a family's samples are to be read, as in Prometheus.
+public nonisolated enum Mentory_V1_MetricType: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// Only goes up (until the daemon restarts): `MetricSample.value`.
+  case counter // = 1
+
+  /// Goes up and down: `MetricSample.value`.
+  case gauge // = 2
+
+  /// Observations counted into `bucket_bounds`: `MetricSample.bucket_counts`, `count`, `sum`.
+  case histogram // = 3
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .counter
+    case 2: self = .gauge
+    case 3: self = .histogram
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .counter: return 1
+    case .gauge: return 2
+    case .histogram: return 3
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Mentory_V1_MetricType] = [
+    .unspecified,
+    .counter,
+    .gauge,
+    .histogram,
+  ]
+
+}
+
 public nonisolated enum Mentory_V1_MentorCharacter: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
   case unspecified // = 0
@@ -789,6 +838,101 @@ public nonisolated struct Mentory_V1_DescribeReply: Sendable {
   fileprivate var _descriptors: SwiftProtobuf.Google_Protobuf_FileDescriptorSet? = nil
 }
 
+/// Request of `metrics`: the daemon's metrics as they are now.
+public nonisolated struct Mentory_V1_MetricsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of `metrics`: every metric family the daemon keeps, sorted by name.
+/// `mentoryctl metrics --prometheus` renders it in the Prometheus text format.
+public nonisolated struct Mentory_V1_MetricsReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var families: [Mentory_V1_MetricFamily] = []
+
+  /// True when series were left out to keep the reply within one frame.
+  public var truncated: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One metric: a name, what it means, and one sample per label set.
+public nonisolated struct Mentory_V1_MetricFamily: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Always starts with "mentoryd_", e.g. "mentoryd_requests_total".
+  public var name: String = String()
+
+  /// What the metric counts, for people (Prometheus `# HELP`).
+  public var help: String = String()
+
+  public var type: Mentory_V1_MetricType = .unspecified
+
+  /// Histograms only: the upper bounds of the buckets, ascending; the +Inf
+  /// bucket is implied (its count is `MetricSample.count`).
+  public var bucketBounds: [Double] = []
+
+  /// Sorted by labels.
+  public var samples: [Mentory_V1_MetricSample] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A label of a sample, e.g. `namespace="diary"`.
+public nonisolated struct Mentory_V1_MetricLabel: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  public var value: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The value of one family for one label set.
+public nonisolated struct Mentory_V1_MetricSample: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Sorted by name.
+  public var labels: [Mentory_V1_MetricLabel] = []
+
+  /// Counters and gauges.
+  public var value: Double = 0
+
+  /// Histograms: per bound of `MetricFamily.bucket_bounds`, the observations
+  /// less than or equal to it (cumulative, as Prometheus counts them).
+  public var bucketCounts: [UInt64] = []
+
+  /// Histograms: the number of observations and their sum.
+  public var count: UInt64 = 0
+
+  public var sum: Double = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// Something the user can tick off.
 public nonisolated struct Mentory_V1_ActionItem: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -1333,6 +1477,10 @@ nonisolated extension Mentory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Mentory_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_CHANGE\0\u{1}EVENT_KIND_SNAPSHOT\0\u{1}EVENT_KIND_RESET\0")
+}
+
+nonisolated extension Mentory_V1_MetricType: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0METRIC_TYPE_UNSPECIFIED\0\u{1}METRIC_TYPE_COUNTER\0\u{1}METRIC_TYPE_GAUGE\0\u{1}METRIC_TYPE_HISTOGRAM\0")
 }
 
 nonisolated extension Mentory_V1_MentorCharacter: SwiftProtobuf._ProtoNameProviding {
@@ -2336,6 +2484,195 @@ nonisolated extension Mentory_V1_DescribeReply: SwiftProtobuf.Message, SwiftProt
   public static func ==(lhs: Mentory_V1_DescribeReply, rhs: Mentory_V1_DescribeReply) -> Bool {
     if lhs.namespaces != rhs.namespaces {return false}
     if lhs._descriptors != rhs._descriptors {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MetricsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MetricsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MetricsRequest, rhs: Mentory_V1_MetricsRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MetricsReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MetricsReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}families\0\u{1}truncated\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.families) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.truncated) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.families.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.families, fieldNumber: 1)
+    }
+    if self.truncated != false {
+      try visitor.visitSingularBoolField(value: self.truncated, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MetricsReply, rhs: Mentory_V1_MetricsReply) -> Bool {
+    if lhs.families != rhs.families {return false}
+    if lhs.truncated != rhs.truncated {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MetricFamily: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MetricFamily"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}help\0\u{1}type\0\u{3}bucket_bounds\0\u{1}samples\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.help) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.type) }()
+      case 4: try { try decoder.decodeRepeatedDoubleField(value: &self.bucketBounds) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.samples) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.help.isEmpty {
+      try visitor.visitSingularStringField(value: self.help, fieldNumber: 2)
+    }
+    if self.type != .unspecified {
+      try visitor.visitSingularEnumField(value: self.type, fieldNumber: 3)
+    }
+    if !self.bucketBounds.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.bucketBounds, fieldNumber: 4)
+    }
+    if !self.samples.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.samples, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MetricFamily, rhs: Mentory_V1_MetricFamily) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.help != rhs.help {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.bucketBounds != rhs.bucketBounds {return false}
+    if lhs.samples != rhs.samples {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MetricLabel: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MetricLabel"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}value\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.value) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.value.isEmpty {
+      try visitor.visitSingularStringField(value: self.value, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MetricLabel, rhs: Mentory_V1_MetricLabel) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MetricSample: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MetricSample"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}labels\0\u{1}value\0\u{3}bucket_counts\0\u{1}count\0\u{1}sum\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.labels) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.value) }()
+      case 3: try { try decoder.decodeRepeatedUInt64Field(value: &self.bucketCounts) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.count) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self.sum) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.labels.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.labels, fieldNumber: 1)
+    }
+    if self.value.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.value, fieldNumber: 2)
+    }
+    if !self.bucketCounts.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.bucketCounts, fieldNumber: 3)
+    }
+    if self.count != 0 {
+      try visitor.visitSingularUInt64Field(value: self.count, fieldNumber: 4)
+    }
+    if self.sum.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.sum, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MetricSample, rhs: Mentory_V1_MetricSample) -> Bool {
+    if lhs.labels != rhs.labels {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.bucketCounts != rhs.bucketCounts {return false}
+    if lhs.count != rhs.count {return false}
+    if lhs.sum != rhs.sum {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -44,6 +44,10 @@ EVENT_KIND_SNAPSHOT: EventKind
 MENTOR_CHARACTER_COOL: MentorCharacter
 MENTOR_CHARACTER_UNSPECIFIED: MentorCharacter
 MENTOR_CHARACTER_WARM: MentorCharacter
+METRIC_TYPE_COUNTER: MetricType
+METRIC_TYPE_GAUGE: MetricType
+METRIC_TYPE_HISTOGRAM: MetricType
+METRIC_TYPE_UNSPECIFIED: MetricType
 NAMESPACE_FIELD_NUMBER: _ClassVar[int]
 NAMESPACE_VERSION_FIELD_NUMBER: _ClassVar[int]
 TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -293,6 +297,54 @@ class MethodDescription(_message.Message):
     request: str
     def __init__(self, name: _Optional[str] = ..., request: _Optional[str] = ..., reply: _Optional[str] = ...) -> None: ...
 
+class MetricFamily(_message.Message):
+    __slots__ = ["bucket_bounds", "help", "name", "samples", "type"]
+    BUCKET_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    HELP_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    bucket_bounds: _containers.RepeatedScalarFieldContainer[float]
+    help: str
+    name: str
+    samples: _containers.RepeatedCompositeFieldContainer[MetricSample]
+    type: MetricType
+    def __init__(self, name: _Optional[str] = ..., help: _Optional[str] = ..., type: _Optional[_Union[MetricType, str]] = ..., bucket_bounds: _Optional[_Iterable[float]] = ..., samples: _Optional[_Iterable[_Union[MetricSample, _Mapping]]] = ...) -> None: ...
+
+class MetricLabel(_message.Message):
+    __slots__ = ["name", "value"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class MetricSample(_message.Message):
+    __slots__ = ["bucket_counts", "count", "labels", "sum", "value"]
+    BUCKET_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SUM_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    bucket_counts: _containers.RepeatedScalarFieldContainer[int]
+    count: int
+    labels: _containers.RepeatedCompositeFieldContainer[MetricLabel]
+    sum: float
+    value: float
+    def __init__(self, labels: _Optional[_Iterable[_Union[MetricLabel, _Mapping]]] = ..., value: _Optional[float] = ..., bucket_counts: _Optional[_Iterable[int]] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ...) -> None: ...
+
+class MetricsReply(_message.Message):
+    __slots__ = ["families", "truncated"]
+    FAMILIES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    families: _containers.RepeatedCompositeFieldContainer[MetricFamily]
+    truncated: bool
+    def __init__(self, families: _Optional[_Iterable[_Union[MetricFamily, _Mapping]]] = ..., truncated: bool = ...) -> None: ...
+
+class MetricsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class NamespaceDescription(_message.Message):
     __slots__ = ["methods", "namespace", "topics", "version"]
     METHODS_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +523,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MetricType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MentorCharacter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
