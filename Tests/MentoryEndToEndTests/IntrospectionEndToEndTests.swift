@@ -106,6 +106,9 @@ struct IntrospectionEndToEndTests {
                 outcome: .reply { ($0["topics"] as? [[String: Any]])?.first?["topic"] as? String == "diary" }),
             .init(method: "session.unsubscribe", body: #"{"topics": ["diary"]}"#, outcome: .reply { $0.isEmpty }),
             .init(
+                method: "session.metrics", body: "{}",
+                outcome: .reply { ($0["families"] as? [[String: Any]])?.isEmpty == false }),
+            .init(
                 method: "session.describe", body: #"{"namespace": "diary"}"#,
                 outcome: .reply { ($0["namespaces"] as? [[String: Any]])?.first?["namespace"] as? String == "diary" }),
             .init(
