@@ -40,6 +40,12 @@ let package = Package(
             exclude: ["Proto"],
             swiftSettings: strictSwift6
         ),
+        // Protobuf binary <-> proto3 JSON for any message of a descriptor set (mentoryctl's generic commands).
+        .target(
+            name: "MentoryDescriptors",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            swiftSettings: strictSwift6
+        ),
         // Layer 2: the handler SDK. What a handler sees of the daemon, and nothing more.
         .target(
             name: "MentoryHandlerKit",
@@ -242,6 +248,9 @@ let package = Package(
             name: "mentoryctl",
             dependencies: [
                 "MentoryClient",
+                "MentoryDescriptors",
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift6
@@ -292,6 +301,15 @@ let package = Package(
                 .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
             ],
             exclude: ["Proto"],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryDescriptorsTests",
+            dependencies: [
+                "MentoryDescriptors",
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
             swiftSettings: strictSwift6
         ),
         .testTarget(

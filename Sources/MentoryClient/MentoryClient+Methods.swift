@@ -168,3 +168,15 @@ extension MentoryClient {
         return try await self.call(MentorySchema.Diary.setSuggestionDone, request)
     }
 }
+
+extension MentoryClient {
+    // MARK: introspection
+
+    /// Every namespace the daemon serves (or only `namespace`), with its methods, topics, version and the
+    /// protobuf descriptors of every message they use.
+    public func describe(namespace: String = "") async throws(MentoryClientError) -> Mentory_V1_DescribeReply {
+        var request = Mentory_V1_DescribeRequest()
+        request.namespace = namespace
+        return try await self.call(WireNames.session, "describe", request)
+    }
+}

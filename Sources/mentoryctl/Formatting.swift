@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDescriptors
 import MentoryWire
 
 /// Human-readable renderings of daemon replies.
@@ -56,7 +57,7 @@ enum Formatting {
         return lines.joined(separator: "\n")
     }
 
-    static func event(_ event: Mentory_V1_Event) -> String {
+    static func event(_ event: Mentory_V1_Event, schema: DaemonSchema) -> String {
         let kind =
             switch event.kind {
             case .snapshot: "snapshot"
@@ -87,7 +88,11 @@ enum Formatting {
             let snapshot = (try? Mentory_V1_DiarySnapshot(serializedBytes: event.body)) ?? .init()
             return head + " \(snapshot.entries.count) entries"
         default:
-            return head + " \(event.body.count) bytes"
+            // A topic of a namespace this mentoryctl was not built with: its body as JSON.
+            guard let body = schema.eventBodyJSON(event, options: JSONOutputOptions()) else {
+                return head + " \(event.body.count) bytes"
+            }
+            return head + " " + body
         }
     }
 }

@@ -24,6 +24,8 @@ struct Mentoryctl: AsyncParsableCommand {
             ReachabilityCommand.self,
             DiaryCommand.self,
             Watch.self,
+            Describe.self,
+            Call.self,
             Backup.self,
             Reload.self,
         ]

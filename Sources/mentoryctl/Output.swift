@@ -17,34 +17,6 @@ enum Output {
         (try? message.jsonString(options: self.jsonOptions)) ?? "{}"
     }
 
-    /// An event as one JSON line: topic, sequence, kind, epoch and the decoded body.
-    static func eventJSON(_ event: Mentory_V1_Event) -> String {
-        let kind =
-            switch event.kind {
-            case .snapshot: "snapshot"
-            case .reset: "reset"
-            default: "change"
-            }
-        let body: String
-        switch (event.topic, event.kind) {
-        case (WireNames.mentor, _):
-            body = self.json((try? Mentory_V1_MentorState(serializedBytes: event.body)) ?? .init())
-        case (WireNames.reachability, .change):
-            body = self.json((try? Mentory_V1_PeerState(serializedBytes: event.body)) ?? .init())
-        case (WireNames.reachability, _):
-            body = self.json((try? Mentory_V1_ReachabilitySnapshot(serializedBytes: event.body)) ?? .init())
-        case (WireNames.diary, .change):
-            body = self.json((try? Mentory_V1_DiaryChange(serializedBytes: event.body)) ?? .init())
-        case (WireNames.diary, _):
-            body = self.json((try? Mentory_V1_DiarySnapshot(serializedBytes: event.body)) ?? .init())
-        default:
-            body = "\"\(event.body.base64EncodedString())\""
-        }
-        let topic = self.json(Google_Protobuf_StringValue(event.topic))
-        return
-            #"{"topic":\#(topic),"sequence":\#(event.sequence),"kind":"\#(kind)","epoch":\#(event.epoch),"body":\#(body)}"#
-    }
-
     static func printJSON(_ message: some SwiftProtobuf.Message) {
         print(self.json(message))
     }
@@ -77,7 +49,8 @@ extension ClientOptions {
         }
     }
 
-    private static func fail(_ error: any Error) -> any Error {
+    /// Prints `error` and returns the exit status to throw for it.
+    static func fail(_ error: any Error) -> any Error {
         switch error {
         case let error as MentoryClientError:
             Output.error(error.description)
@@ -95,6 +68,16 @@ extension ClientOptions {
         default:
             Output.error("\(error)")
             return ExitCode.failure
+        }
+    }
+}
+
+extension MentoryClientError {
+    /// Whether the daemon could not be reached (not running, gone, or silent), as opposed to refusing something.
+    var isUnreachable: Bool {
+        switch self {
+        case .cannotConnect, .connectionClosed, .timedOut: true
+        default: false
         }
     }
 }

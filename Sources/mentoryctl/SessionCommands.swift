@@ -59,16 +59,20 @@ struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stream events until interrupted, across daemon restarts.",
         discussion: """
-            Each topic starts with a snapshot of its current state, or, with --from, with the \
-            events after that sequence number. When the connection drops, watch reconnects and \
-            resumes where it stopped; when the daemon cannot replay what was missed (it restarted, \
-            or too much happened) a reset event carries the whole current state instead.
+            The default topics, and the messages their events carry, come from the daemon's \
+            session.describe, so topics of namespaces this mentoryctl was not built with are decoded \
+            too (--json, or as JSON after the event's header). Each topic starts with a snapshot of \
+            its current state, or, with --from, with the events after that sequence number. When the \
+            connection drops, watch reconnects and resumes where it stopped; when the daemon cannot \
+            replay what was missed (it restarted, or too much happened) a reset event carries the whole \
+            current state instead. When the daemon is not running yet, watch waits for it if topics are \
+            named.
             """
     )
 
     @OptionGroup var options: ClientOptions
 
-    @Argument(help: "Topics to watch: mentor, reachability, diary (default: all).")
+    @Argument(help: "Topics to watch (default: every topic the daemon describes).")
     var topics: [String] = []
 
     @Option(help: "Resume every watched topic after this sequence number.")
@@ -81,13 +85,35 @@ struct Watch: AsyncParsableCommand {
     var count: Int?
 
     func run() async throws {
-        let topics = self.topics.isEmpty ? [WireNames.mentor, WireNames.reachability, WireNames.diary] : self.topics
+        // The topics and the messages their events carry come from the daemon's session.describe.
+        // A daemon that cannot be reached yet is waited for like a lost one, when the topics are
+        // named: their events are then decoded once it answers describe.
+        var schema = try DaemonSchema.builtIn()
+        var described = false
+        var epoch = self.epoch
+        do {
+            let client = try await self.options.connect()
+            do {
+                schema = try await DaemonSchema.fetch(client)
+                described = true
+                if epoch == nil { epoch = client.welcome.epoch }
+                await client.close()
+            } catch {
+                await client.close()
+                throw error
+            }
+        } catch let error as MentoryClientError where error.isUnreachable && !self.topics.isEmpty && self.from == nil {
+            Output.error("\(error.description); waiting for it")
+        } catch {
+            throw ClientOptions.fail(error)
+        }
+        let topics = self.topics.isEmpty ? schema.topics.map(\.name) : self.topics
+        guard !topics.isEmpty else {
+            Output.error("the daemon describes no topics")
+            throw ExitCode.failure
+        }
         var cursors: [String: TopicCursor] = [:]
         if let from = self.from {
-            var epoch = self.epoch
-            if epoch == nil {
-                try await self.options.withClient { client in epoch = client.welcome.epoch }
-            }
             for topic in topics {
                 cursors[topic] = TopicCursor(epoch: epoch ?? 0, sequence: from)
             }
@@ -111,10 +137,19 @@ struct Watch: AsyncParsableCommand {
                 switch update {
                 case .event(let event):
                     // Unbuffered, so scripts reading through a pipe see each event as it happens.
-                    Output.line(self.options.json ? Output.eventJSON(event) : Formatting.event(event))
+                    Output.line(
+                        self.options.json
+                            ? Output.eventJSON(event, schema: schema) : Formatting.event(event, schema: schema))
                     seen += 1
                     if let count = self.count, seen >= count { return }
                 case .connected(let epoch):
+                    if !described, let client = try? await self.options.connect() {
+                        if let fetched = try? await DaemonSchema.fetch(client) {
+                            schema = fetched
+                            described = true
+                        }
+                        await client.close()
+                    }
                     Output.error("watching \(topics.joined(separator: ", ")) (epoch \(epoch))")
                 case .disconnected(let reason):
                     Output.error("disconnected (\(reason)); reconnecting")

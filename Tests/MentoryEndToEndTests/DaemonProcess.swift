@@ -89,10 +89,11 @@ final class DaemonProcess: Sendable {
         try? FileManager.default.removeItem(atPath: self.directory)
     }
 
-    /// Runs `mentoryctl` against this daemon.
-    func ctl(_ arguments: [String]) async throws -> CommandResult {
+    /// Runs `mentoryctl` against this daemon, with `input` on its standard input (none when `nil`).
+    func ctl(_ arguments: [String], input: Data? = nil) async throws -> CommandResult {
         try await CommandResult.run(
-            DaemonProcess.binary("mentoryctl"), arguments, environment: ["MENTORY_SOCKET": self.socketPath])
+            DaemonProcess.binary("mentoryctl"), arguments, environment: ["MENTORY_SOCKET": self.socketPath],
+            input: input)
     }
 }
 
@@ -107,9 +108,9 @@ struct CommandResult: Sendable {
     var stdout: String
     var stderr: String
 
-    static func run(_ executable: URL, _ arguments: [String], environment: [String: String]) async throws
-        -> CommandResult
-    {
+    static func run(
+        _ executable: URL, _ arguments: [String], environment: [String: String], input: Data? = nil
+    ) async throws -> CommandResult {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -120,8 +121,17 @@ struct CommandResult: Sendable {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
+        let stdin = Pipe()
+        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
         try await process.runTiedToTestProcess()
+        if let input {
+            // Written from a dedicated thread: the pipe may fill before mentoryctl reads it.
+            let writer = stdin.fileHandleForWriting
+            Thread.detachNewThread {
+                try? writer.write(contentsOf: input)
+                try? writer.close()
+            }
+        }
         async let stdout = out.fileHandleForReading.readToEnd()
         async let stderr = err.fileHandleForReading.readToEnd()
         let (outData, errData) = try await (stdout, stderr)
