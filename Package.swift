@@ -276,6 +276,12 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .target(
+            name: "MentoryWireFixtures",
+            dependencies: ["MentoryWire"],
+            path: "Tests/MentoryWireFixtures",
+            swiftSettings: strictSwift6
+        ),
+        .target(
             name: "MentoryTestSupport",
             path: "Tests/MentoryTestSupport",
             swiftSettings: strictSwift6
@@ -340,6 +346,7 @@ let package = Package(
         .testTarget(
             name: "MentoryEngineTests",
             dependencies: [
+                "MentoryWireFixtures",
                 "MentoryTestSupport",
                 "MentoryHandlerKit",
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -357,6 +364,7 @@ let package = Package(
         .testTarget(
             name: "MentoryHandlerTests",
             dependencies: [
+                "MentoryWireFixtures",
                 "MentoryHandlerKit",
                 "MentoryHandlerTesting",
                 "MentoryDiary",

@@ -139,63 +139,6 @@ final class EngineFixture: Sendable {
     }
 }
 
-extension Mentory_V1_MentorSetRequest {
-    static func make(_ content: String, _ character: Mentory_V1_MentorCharacter = .warm, todos: [String] = []) -> Self {
-        var request = Self()
-        request.content = content
-        request.character = character
-        request.actionItems = todos.map { text in
-            var item = Mentory_V1_ActionItem()
-            item.text = text
-            return item
-        }
-        return request
-    }
-}
-
-extension Mentory_V1_DiaryAddRequest {
-    static func make(
-        _ date: String,
-        title: String = "A day",
-        text: String = "It happened.",
-        emotion: Mentory_V1_Emotion = .neutral,
-        suggestions: [String] = []
-    ) -> Self {
-        var request = Self()
-        request.recordDate = date
-        request.title = title
-        request.text = text
-        request.emotion = emotion
-        request.actionItems = suggestions.map { text in
-            var item = Mentory_V1_ActionItem()
-            item.text = text
-            return item
-        }
-        return request
-    }
-}
-
-/// The largest valid add: every field at its limit.
-func maximalAdd(_ date: String) -> Mentory_V1_DiaryAddRequest {
-    var request = Mentory_V1_DiaryAddRequest.make(
-        date,
-        title: String(repeating: "t", count: FieldLimits.diaryTitle.maximum),
-        text: String(repeating: "x", count: FieldLimits.diaryText.maximum)
-    )
-    request.analysis = String(repeating: "a", count: FieldLimits.diaryAnalysis.maximum)
-    request.actionItems = (0..<FieldLimits.actionItemCount.maximum).map { index in
-        var item = Mentory_V1_ActionItem()
-        let prefix = "item-\(index)-"
-        item.id = prefix + String(repeating: "i", count: FieldLimits.id.maximum - prefix.utf8.count)
-        item.text = String(repeating: "s", count: FieldLimits.actionItemText.maximum)
-        item.done = true
-        return item
-    }
-    request.id = EntityID.random()
-    request.createdAtUnixMs = .max
-    return request
-}
-
 /// The size of the frame payload carrying `response`.
 func frameSize(_ response: Mentory_V1_Response) throws -> Int {
     var envelope = Mentory_V1_Envelope()
@@ -210,14 +153,3 @@ func frameSize(_ event: Mentory_V1_Event) throws -> Int {
     return try (envelope.serializedBytes() as [UInt8]).count
 }
 
-/// The calendar day `index` days after 2001-01-01 (index < 365).
-func day(_ index: Int) -> String {
-    var month = 1
-    var rest = index
-    let lengths = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-    while rest >= lengths[month - 1] {
-        rest -= lengths[month - 1]
-        month += 1
-    }
-    return CalendarDay(year: 2001, month: month, day: rest + 1)!.description
-}

@@ -2,6 +2,7 @@ import Foundation
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
+import MentoryWireFixtures
 import SwiftProtobuf
 import Testing
 

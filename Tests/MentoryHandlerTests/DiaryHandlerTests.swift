@@ -3,6 +3,7 @@ import MentoryHandlerKit
 import MentoryHandlerTesting
 import MentoryStorage
 import MentoryWire
+import MentoryWireFixtures
 import Testing
 
 typealias Diary = MentorySchema.Diary

@@ -3,6 +3,7 @@ import MentoryHandlerTesting
 import MentoryMentor
 import MentoryStorage
 import MentoryWire
+import MentoryWireFixtures
 import Testing
 
 /// A mentor store that records every state it saved, in order, over an in-memory store
