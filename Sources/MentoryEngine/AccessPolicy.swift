@@ -104,10 +104,10 @@ public struct AccessPolicy: Sendable, Equatable {
         self.rules = rules
     }
 
-    /// Fault injection and storage administration are for root and the daemon's own user alone;
-    /// everything else is open to the socket's group.
+    /// Fault injection, storage administration and the traffic monitor (which sees every peer's
+    /// calls) are for root and the daemon's own user alone; everything else is open to the socket's group.
     public static let `default` = AccessPolicy(rules: [
-        Rule(allows: false, principal: .any, actions: ["debug.*", "storage.*"])
+        Rule(allows: false, principal: .any, actions: ["debug.*", "storage.*", "session.monitor"])
     ])
 
     /// Whether a caller with `credentials` may call `namespace.method`.

@@ -40,6 +40,10 @@ extension MentoryEngine {
         case Session.describe.name:
             let request = try Self.decode(Session.describe, body)
             return try self.describe(request).wireBody()
+        case Session.monitor.name:
+            let request = try Self.decode(Session.monitor, body)
+            try self.startMonitor(call.connection.id, request)
+            return Mentory_V1_MonitorReply().wireBody()
         case Session.metrics.name:
             _ = try Self.decode(Session.metrics, body)
             return self.metricsSnapshot().wireBody()

@@ -90,6 +90,8 @@ public actor MentoryEngine {
     var logs: [String: EventLog] = [:]
     /// Every subscription, indexed both by connection and by topic.
     var subscriptions = Subscriptions()
+    /// Connections that asked for `session.monitor`.
+    var monitors: [ConnectionID: Monitor] = [:]
     private var isShuttingDown = false
     private(set) var accessPolicy: AccessPolicy
     private var lastDenialLogged: ContinuousClock.Instant?
@@ -249,6 +251,7 @@ public actor MentoryEngine {
     package func detach(_ id: ConnectionID) {
         guard self.connections.removeValue(forKey: id) != nil else { return }
         self.subscriptions.removeAll(id)
+        self.monitors[id] = nil
         for namespace in self.registrationOrder {
             self.handlers[namespace]!.connectionClosed(id)
         }
@@ -284,12 +287,16 @@ public actor MentoryEngine {
     ///
     /// Every failure becomes an error response; nothing here closes the connection.
     package func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+        let started = ContinuousClock.now
+        let response: Mentory_V1_Response
         do {
             let body = try await self.route(request, from: id)
-            return .success(id: request.id, body: body)
+            response = .success(id: request.id, body: body)
         } catch {
-            return .failure(id: request.id, error: self.wireError(error, for: request))
+            response = .failure(id: request.id, error: self.wireError(error, for: request))
         }
+        if !self.monitors.isEmpty { self.monitorCall(request, response, from: id, started: started) }
+        return response
     }
 
     /// Answers `request` at once when its route does not suspend, or returns `nil` when it must
@@ -298,6 +305,8 @@ public actor MentoryEngine {
     /// The server calls this on the event loop, which is the engine's executor: a request answered
     /// here costs no task and no hop.
     package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
+        // The clock is read only while someone monitors.
+        let started: ContinuousClock.Instant? = self.monitors.isEmpty ? nil : .now
         do {
             let call = try self.admit(request, from: id)
             let body: Data?
@@ -308,9 +317,14 @@ public actor MentoryEngine {
             } else {
                 throw MentoryError.unknownNamespace(request.namespace)
             }
-            return body.map { .success(id: request.id, body: $0) }
+            guard let body else { return nil }
+            let response = Mentory_V1_Response.success(id: request.id, body: body)
+            if let started { self.monitorCall(request, response, from: id, started: started) }
+            return response
         } catch {
-            return .failure(id: request.id, error: self.wireError(error, for: request))
+            let response = Mentory_V1_Response.failure(id: request.id, error: self.wireError(error, for: request))
+            if let started { self.monitorCall(request, response, from: id, started: started) }
+            return response
         }
     }
 
@@ -429,6 +443,7 @@ public actor MentoryEngine {
         // Appended in place: taking the ring out of the dictionary would copy all of it (copy-on-write).
         event = self.logs[topic]!.append(event)
         self.metrics.recordPublished(topic)
+        if !self.monitors.isEmpty { self.monitorEvent(event) }
         let subscribers = self.subscriptions.subscribers(of: topic)
         guard !subscribers.isEmpty else { return }
         // Encoded once, here, for every subscriber.

@@ -20,6 +20,7 @@ struct Mentoryctl: AsyncParsableCommand {
             Ping.self,
             Status.self,
             Metrics.self,
+            Monitor.self,
             MentorCommand.self,
             ReachabilityCommand.self,
             DiaryCommand.self,

@@ -105,6 +105,8 @@ struct IntrospectionEndToEndTests {
                 method: "session.subscribe", body: #"{"topics": [{"topic": "diary"}]}"#,
                 outcome: .reply { ($0["topics"] as? [[String: Any]])?.first?["topic"] as? String == "diary" }),
             .init(method: "session.unsubscribe", body: #"{"topics": ["diary"]}"#, outcome: .reply { $0.isEmpty }),
+            // The test runs as root (or as the daemon's own user), whom the access policy lets monitor.
+            .init(method: "session.monitor", body: #"{"namespaces": ["diary"]}"#, outcome: .reply { $0.isEmpty }),
             .init(
                 method: "session.metrics", body: "{}",
                 outcome: .reply { ($0["families"] as? [[String: Any]])?.isEmpty == false }),

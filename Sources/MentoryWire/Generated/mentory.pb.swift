@@ -742,6 +742,159 @@ public nonisolated struct Mentory_V1_UnsubscribeRequest: Sendable {
   public init() {}
 }
 
+/// Request of `monitor`: from now on, this connection is sent a record of
+/// every request the daemon answers and every event it publishes, as events on
+/// topic "session.monitor" (kind CHANGE, body `MonitorRecord`, sequence numbers
+/// counting this monitor's records). Root and the daemon's own user only, by
+/// default. A monitor that falls behind loses records, never slows anyone:
+/// the next record it gets says how many it missed.
+public nonisolated struct Mentory_V1_MonitorRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Only requests to these namespaces; empty: every namespace.
+  public var namespaces: [String] = []
+
+  /// Only events on these topics; empty: every topic.
+  public var topics: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of `monitor`.
+public nonisolated struct Mentory_V1_MonitorReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One answered request or one published event, as a monitor sees it.
+public nonisolated struct Mentory_V1_MonitorRecord: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// When it happened (the reply was sent, the event published).
+  public var unixMs: Int64 = 0
+
+  public var what: Mentory_V1_MonitorRecord.OneOf_What? = nil
+
+  public var call: Mentory_V1_MonitorCall {
+    get {
+      if case .call(let v)? = what {return v}
+      return Mentory_V1_MonitorCall()
+    }
+    set {what = .call(newValue)}
+  }
+
+  public var event: Mentory_V1_MonitorEvent {
+    get {
+      if case .event(let v)? = what {return v}
+      return Mentory_V1_MonitorEvent()
+    }
+    set {what = .event(newValue)}
+  }
+
+  /// Records this monitor missed because it fell behind (its queue was full).
+  public var missed: UInt64 {
+    get {
+      if case .missed(let v)? = what {return v}
+      return 0
+    }
+    set {what = .missed(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_What: Equatable, Sendable {
+    case call(Mentory_V1_MonitorCall)
+    case event(Mentory_V1_MonitorEvent)
+    /// Records this monitor missed because it fell behind (its queue was full).
+    case missed(UInt64)
+
+  }
+
+  public init() {}
+}
+
+/// A request and its reply.
+public nonisolated struct Mentory_V1_MonitorCall: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The caller.
+  public var connection: UInt64 = 0
+
+  public var clientName: String = String()
+
+  /// The caller's credentials; absent when the kernel did not report them.
+  public var uid: UInt32 {
+    get {_uid ?? 0}
+    set {_uid = newValue}
+  }
+  /// Returns true if `uid` has been explicitly set.
+  public var hasUid: Bool {self._uid != nil}
+  /// Clears the value of `uid`. Subsequent reads from it will return its default value.
+  public mutating func clearUid() {self._uid = nil}
+
+  public var pid: Int32 {
+    get {_pid ?? 0}
+    set {_pid = newValue}
+  }
+  /// Returns true if `pid` has been explicitly set.
+  public var hasPid: Bool {self._pid != nil}
+  /// Clears the value of `pid`. Subsequent reads from it will return its default value.
+  public mutating func clearPid() {self._pid = nil}
+
+  public var namespace: String = String()
+
+  public var method: String = String()
+
+  public var requestID: UInt64 = 0
+
+  /// 0 for success, else the `ErrorCode`.
+  public var code: UInt32 = 0
+
+  /// From the request reaching the engine to its reply.
+  public var latencyUs: UInt64 = 0
+
+  public var requestBytes: UInt32 = 0
+
+  public var replyBytes: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _uid: UInt32? = nil
+  fileprivate var _pid: Int32? = nil
+}
+
+/// A change published on a topic.
+public nonisolated struct Mentory_V1_MonitorEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var topic: String = String()
+
+  public var sequence: UInt64 = 0
+
+  public var bytes: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// Request of `describe`.
 public nonisolated struct Mentory_V1_DescribeRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -2285,6 +2438,268 @@ nonisolated extension Mentory_V1_UnsubscribeRequest: SwiftProtobuf.Message, Swif
 
   public static func ==(lhs: Mentory_V1_UnsubscribeRequest, rhs: Mentory_V1_UnsubscribeRequest) -> Bool {
     if lhs.topics != rhs.topics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MonitorRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MonitorRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}namespaces\0\u{1}topics\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.namespaces) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.topics) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.namespaces.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.namespaces, fieldNumber: 1)
+    }
+    if !self.topics.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.topics, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MonitorRequest, rhs: Mentory_V1_MonitorRequest) -> Bool {
+    if lhs.namespaces != rhs.namespaces {return false}
+    if lhs.topics != rhs.topics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MonitorReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MonitorReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MonitorReply, rhs: Mentory_V1_MonitorReply) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MonitorRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MonitorRecord"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}unix_ms\0\u{1}call\0\u{1}event\0\u{1}missed\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.unixMs) }()
+      case 2: try {
+        var v: Mentory_V1_MonitorCall?
+        var hadOneofValue = false
+        if let current = self.what {
+          hadOneofValue = true
+          if case .call(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.what = .call(v)
+        }
+      }()
+      case 3: try {
+        var v: Mentory_V1_MonitorEvent?
+        var hadOneofValue = false
+        if let current = self.what {
+          hadOneofValue = true
+          if case .event(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.what = .event(v)
+        }
+      }()
+      case 4: try {
+        var v: UInt64?
+        try decoder.decodeSingularUInt64Field(value: &v)
+        if let v = v {
+          if self.what != nil {try decoder.handleConflictingOneOf()}
+          self.what = .missed(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.unixMs != 0 {
+      try visitor.visitSingularInt64Field(value: self.unixMs, fieldNumber: 1)
+    }
+    switch self.what {
+    case .call?: try {
+      guard case .call(let v)? = self.what else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .event?: try {
+      guard case .event(let v)? = self.what else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case .missed?: try {
+      guard case .missed(let v)? = self.what else { preconditionFailure() }
+      try visitor.visitSingularUInt64Field(value: v, fieldNumber: 4)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MonitorRecord, rhs: Mentory_V1_MonitorRecord) -> Bool {
+    if lhs.unixMs != rhs.unixMs {return false}
+    if lhs.what != rhs.what {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MonitorCall"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}connection\0\u{3}client_name\0\u{1}uid\0\u{1}pid\0\u{1}namespace\0\u{1}method\0\u{3}request_id\0\u{1}code\0\u{3}latency_us\0\u{3}request_bytes\0\u{3}reply_bytes\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.connection) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.clientName) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self._uid) }()
+      case 4: try { try decoder.decodeSingularInt32Field(value: &self._pid) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.method) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.requestID) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.code) }()
+      case 9: try { try decoder.decodeSingularUInt64Field(value: &self.latencyUs) }()
+      case 10: try { try decoder.decodeSingularUInt32Field(value: &self.requestBytes) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.replyBytes) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.connection != 0 {
+      try visitor.visitSingularUInt64Field(value: self.connection, fieldNumber: 1)
+    }
+    if !self.clientName.isEmpty {
+      try visitor.visitSingularStringField(value: self.clientName, fieldNumber: 2)
+    }
+    try { if let v = self._uid {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._pid {
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 4)
+    } }()
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 5)
+    }
+    if !self.method.isEmpty {
+      try visitor.visitSingularStringField(value: self.method, fieldNumber: 6)
+    }
+    if self.requestID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.requestID, fieldNumber: 7)
+    }
+    if self.code != 0 {
+      try visitor.visitSingularUInt32Field(value: self.code, fieldNumber: 8)
+    }
+    if self.latencyUs != 0 {
+      try visitor.visitSingularUInt64Field(value: self.latencyUs, fieldNumber: 9)
+    }
+    if self.requestBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.requestBytes, fieldNumber: 10)
+    }
+    if self.replyBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.replyBytes, fieldNumber: 11)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MonitorCall, rhs: Mentory_V1_MonitorCall) -> Bool {
+    if lhs.connection != rhs.connection {return false}
+    if lhs.clientName != rhs.clientName {return false}
+    if lhs._uid != rhs._uid {return false}
+    if lhs._pid != rhs._pid {return false}
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.method != rhs.method {return false}
+    if lhs.requestID != rhs.requestID {return false}
+    if lhs.code != rhs.code {return false}
+    if lhs.latencyUs != rhs.latencyUs {return false}
+    if lhs.requestBytes != rhs.requestBytes {return false}
+    if lhs.replyBytes != rhs.replyBytes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_MonitorEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MonitorEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}topic\0\u{1}sequence\0\u{1}bytes\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.topic) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.bytes) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 1)
+    }
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 2)
+    }
+    if self.bytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.bytes, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_MonitorEvent, rhs: Mentory_V1_MonitorEvent) -> Bool {
+    if lhs.topic != rhs.topic {return false}
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.bytes != rhs.bytes {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -345,6 +345,66 @@ class MetricsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class MonitorCall(_message.Message):
+    __slots__ = ["client_name", "code", "connection", "latency_us", "method", "namespace", "pid", "reply_bytes", "request_bytes", "request_id", "uid"]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    REPLY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    client_name: str
+    code: int
+    connection: int
+    latency_us: int
+    method: str
+    namespace: str
+    pid: int
+    reply_bytes: int
+    request_bytes: int
+    request_id: int
+    uid: int
+    def __init__(self, connection: _Optional[int] = ..., client_name: _Optional[str] = ..., uid: _Optional[int] = ..., pid: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., request_id: _Optional[int] = ..., code: _Optional[int] = ..., latency_us: _Optional[int] = ..., request_bytes: _Optional[int] = ..., reply_bytes: _Optional[int] = ...) -> None: ...
+
+class MonitorEvent(_message.Message):
+    __slots__ = ["bytes", "sequence", "topic"]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    sequence: int
+    topic: str
+    def __init__(self, topic: _Optional[str] = ..., sequence: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class MonitorRecord(_message.Message):
+    __slots__ = ["call", "event", "missed", "unix_ms"]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    call: MonitorCall
+    event: MonitorEvent
+    missed: int
+    unix_ms: int
+    def __init__(self, unix_ms: _Optional[int] = ..., call: _Optional[_Union[MonitorCall, _Mapping]] = ..., event: _Optional[_Union[MonitorEvent, _Mapping]] = ..., missed: _Optional[int] = ...) -> None: ...
+
+class MonitorReply(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class MonitorRequest(_message.Message):
+    __slots__ = ["namespaces", "topics"]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class NamespaceDescription(_message.Message):
     __slots__ = ["methods", "namespace", "topics", "version"]
     METHODS_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,111 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import MentoryHandlerKit
+import MentoryWire
+
+/// A connection that asked for `session.monitor`: what it wants to see and how far it got.
+struct Monitor {
+    /// The topic its records arrive on.
+    static let topic = "session.monitor"
+
+    /// Only requests to these namespaces; empty: all.
+    var namespaces: Set<String>
+    /// Only events on these topics; empty: all.
+    var topics: Set<String>
+    /// The sequence number of the last record it was sent.
+    var sequence: UInt64 = 0
+    /// Records it missed since the last one it took.
+    var missed: UInt64 = 0
+}
+
+extension MentoryEngine {
+    /// Starts sending connection `id` a record of every answered request and published event.
+    func startMonitor(_ id: ConnectionID, _ request: Mentory_V1_MonitorRequest) throws(MentoryError) {
+        guard self.connections[id] != nil else { throw .handshakeRequired }
+        self.monitors[id] = Monitor(namespaces: Set(request.namespaces), topics: Set(request.topics))
+        self.logger.notice("monitor started", metadata: ["connection": "\(id)"])
+    }
+
+    /// Tells every monitor about a request and its response; `started` is when the request reached the engine.
+    func monitorCall(
+        _ request: Mentory_V1_Request,
+        _ response: Mentory_V1_Response,
+        from id: ConnectionID,
+        started: ContinuousClock.Instant
+    ) {
+        guard let caller = self.connections[id]?.context else { return }
+        var call = Mentory_V1_MonitorCall()
+        call.connection = id.rawValue
+        call.clientName = caller.clientName
+        if let credentials = caller.credentials {
+            call.uid = credentials.uid
+            call.pid = credentials.pid
+        }
+        call.namespace = request.namespace
+        call.method = request.method
+        call.requestID = request.id
+        call.code = response.error.code
+        let latency = (ContinuousClock.now - started).components
+        call.latencyUs = UInt64(latency.seconds) * 1_000_000 + UInt64(latency.attoseconds / 1_000_000_000_000)
+        call.requestBytes = UInt32(clamping: request.body.count)
+        call.replyBytes = UInt32(clamping: response.body.count)
+        var record = Mentory_V1_MonitorRecord()
+        record.unixMs = self.clock.nowUnixMilliseconds()
+        record.call = call
+        for (monitorID, monitor) in self.monitors
+        where monitorID != id && (monitor.namespaces.isEmpty || monitor.namespaces.contains(request.namespace)) {
+            self.send(record, to: monitorID)
+        }
+    }
+
+    /// Tells every monitor about an event published on a topic.
+    func monitorEvent(_ event: Mentory_V1_Event) {
+        var published = Mentory_V1_MonitorEvent()
+        published.topic = event.topic
+        published.sequence = event.sequence
+        published.bytes = UInt32(clamping: event.body.count)
+        var record = Mentory_V1_MonitorRecord()
+        record.unixMs = self.clock.nowUnixMilliseconds()
+        record.event = published
+        for (monitorID, monitor) in self.monitors where monitor.topics.isEmpty || monitor.topics.contains(event.topic) {
+            self.send(record, to: monitorID)
+        }
+    }
+
+    /// Sends one record to a monitor, preceded by how many it missed; a full queue drops the record
+    /// (and counts it) rather than wait: a monitor never slows the daemon or anyone else.
+    private func send(_ record: Mentory_V1_MonitorRecord, to id: ConnectionID) {
+        guard var monitor = self.monitors[id], let connection = self.connections[id] else { return }
+        defer { self.monitors[id] = monitor }
+        if monitor.missed > 0 {
+            var gap = Mentory_V1_MonitorRecord()
+            gap.unixMs = record.unixMs
+            gap.missed = monitor.missed
+            guard self.deliverRecord(gap, to: connection.sink, monitor: &monitor) else {
+                monitor.missed += 1
+                return
+            }
+            monitor.missed = 0
+        }
+        if !self.deliverRecord(record, to: connection.sink, monitor: &monitor) {
+            monitor.missed += 1
+        }
+    }
+
+    private func deliverRecord(_ record: Mentory_V1_MonitorRecord, to sink: any EventSink, monitor: inout Monitor)
+        -> Bool
+    {
+        var event = Mentory_V1_Event()
+        event.topic = Monitor.topic
+        event.kind = .change
+        event.sequence = monitor.sequence + 1
+        event.epoch = self.epoch
+        event.body = record.wireBody()
+        guard sink.deliver(SharedEvent(event)) else { return false }
+        monitor.sequence += 1
+        return true
+    }
+}
