@@ -35,19 +35,24 @@ public actor MentoryEngine {
         public var daemonUID: UInt32?
         /// How long a request may take when it names no shorter deadline (`limits.requestTimeoutMilliseconds`).
         public var requestTimeout: Duration
+        /// How long a plugin may take to answer a forwarded call, at most
+        /// (`limits.pluginCallTimeoutMilliseconds`); a request's shorter deadline wins.
+        public var pluginCallTimeout: Duration
 
         public init(
             serverVersion: String,
             eventRingCapacity: Int = 4096,
             accessPolicy: AccessPolicy = .default,
             daemonUID: UInt32? = geteuid(),
-            requestTimeout: Duration = .seconds(30)
+            requestTimeout: Duration = .seconds(30),
+            pluginCallTimeout: Duration = .seconds(5)
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
             self.accessPolicy = accessPolicy
             self.daemonUID = daemonUID
             self.requestTimeout = requestTimeout
+            self.pluginCallTimeout = pluginCallTimeout
         }
     }
 
@@ -77,6 +82,8 @@ public actor MentoryEngine {
     /// The descriptors `session.describe` sends, merged once per registration.
     var describedDescriptors = SchemaDescriptors.merged([MentorySchema.fileDescriptors])
     var connections: [ConnectionID: Connection] = [:]
+    /// The namespace each registered plugin's connection serves.
+    var pluginConnections: [ConnectionID: String] = [:]
     var logs: [String: EventLog] = [:]
     /// Every subscription, indexed both by connection and by topic.
     var subscriptions = Subscriptions()
@@ -197,9 +204,9 @@ public actor MentoryEngine {
         return refused
     }
 
-    /// The namespaces served, in registration order, `session` first.
+    /// The namespaces served, in registration order, `session` and `plugin` first.
     public var namespaces: [NamespaceInfo] {
-        [MentorySchema.Session.info] + self.registrationOrder.map { self.handlers[$0]!.info }
+        [MentorySchema.Session.info, MentorySchema.Plugin.info] + self.registrationOrder.map { self.handlers[$0]!.info }
     }
 
     /// Every registered handler, in registration order, as the handshake lists them.
@@ -232,6 +239,7 @@ public actor MentoryEngine {
     /// `subscribe` still running for it subscribes nothing more.
     package func detach(_ id: ConnectionID) {
         guard self.connections.removeValue(forKey: id) != nil else { return }
+        self.pluginDisconnected(id)
         self.subscriptions.removeAll(id)
         for namespace in self.registrationOrder {
             self.handlers[namespace]!.connectionClosed(id)
@@ -300,6 +308,9 @@ public actor MentoryEngine {
         if request.namespace == MentorySchema.Session.name {
             return try await self.handleSession(request.body, call: call)
         }
+        if request.namespace == WireNames.plugin {
+            return try self.handlePlugin(request.body, call: call)
+        }
         guard let handler = self.handlers[request.namespace] else {
             throw MentoryError.unknownNamespace(request.namespace)
         }
@@ -341,6 +352,8 @@ public actor MentoryEngine {
             var wire = Mentory_V1_Error(code: error.code, message: error.message)
             wire.reason = "\(request.namespace).\(error.reason)"
             return wire
+        case let error as PluginCallError:
+            return error.wire
         case HandlerFailure.deadlineExceeded:
             let timeout = self.timeout(of: request)
             let milliseconds =
