@@ -108,6 +108,8 @@ struct PluginEndToEndTests {
         let status = try await client.status()
         #expect(status.plugins.map(\.name) == ["echo"])
         #expect(status.plugins.first?.state == .connected)
+        let ctlStatus = try await daemon.ctl(["status"])
+        #expect(ctlStatus.stdout.contains("echo (echo): connected for"), "\(ctlStatus.stdout)")
         let described = try await client.call(
             MentorySchema.Session.describe, Mentory_V1_DescribeRequest.with { $0.namespace = "echo" })
         #expect(described.namespaces.first?.methods.map(\.name) == ["say"])
