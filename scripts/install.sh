@@ -63,6 +63,11 @@ sed "s|/usr/local/bin/mentoryd|$PREFIX/bin/mentoryd|; s|/usr/local/bin/mentoryct
 chmod 0644 "$UNIT_DIR/mentoryd.service"
 install -m 0644 systemd/mentoryd.socket "$UNIT_DIR/mentoryd.socket"
 echo "installed $UNIT_DIR/mentoryd.service and mentoryd.socket"
+# Plugins run as instances of one template: mentoryd-plugin@NAME.service runs $PREFIX/bin/mentory-NAME.
+sed "s|/usr/local/bin/mentory-|$PREFIX/bin/mentory-|; s|/usr/local/share/doc/mentoryd|$DOC_DIR|" \
+  "systemd/mentoryd-plugin@.service" > "$UNIT_DIR/mentoryd-plugin@.service"
+chmod 0644 "$UNIT_DIR/mentoryd-plugin@.service"
+echo "installed $UNIT_DIR/mentoryd-plugin@.service (declare a plugin in mentoryd.json, then: systemctl enable --now mentoryd-plugin@NAME)"
 
 install -m 0644 systemd/sysusers.d/mentoryd.conf "$SYSUSERS_DIR/mentoryd.conf"
 if command -v systemd-sysusers >/dev/null; then
@@ -91,6 +96,7 @@ chmod 0644 "$BASH_COMPLETION_DIR/mentoryctl" "$ZSH_COMPLETION_DIR/_mentoryctl" "
 echo "installed the man pages mentoryctl(1) and mentoryd(8), and bash, zsh and fish completions"
 [ -f README.md ] && install -m 0644 README.md "$DOC_DIR/README.md"
 [ -f docs/PROTOCOL.md ] && install -m 0644 docs/PROTOCOL.md "$DOC_DIR/PROTOCOL.md"
+[ -f docs/PLUGINS.md ] && install -m 0644 docs/PLUGINS.md "$DOC_DIR/PLUGINS.md"
 
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload

@@ -25,9 +25,14 @@ fi
 
 UNIT_DIR=/etc/systemd/system
 if [ -d /run/systemd/system ]; then
+  # Every plugin instance first (they are PartOf mentoryd.service, and would stop with it anyway).
+  for unit in $(systemctl list-units --all --plain --no-legend 'mentoryd-plugin@*' 2>/dev/null | awk '{print $1}'); do
+    systemctl disable --now "$unit" 2>/dev/null || true
+  done
   systemctl disable --now mentoryd.socket mentoryd.service 2>/dev/null || true
 fi
-rm -f "$UNIT_DIR/mentoryd.service" "$UNIT_DIR/mentoryd.socket"
+rm -f "$UNIT_DIR/mentoryd.service" "$UNIT_DIR/mentoryd.socket" "$UNIT_DIR/mentoryd-plugin@.service"
+rm -f "$PREFIX/bin/mentory-advisor"
 rm -f "$PREFIX/bin/mentoryd" "$PREFIX/bin/mentoryctl"
 rm -f "$PREFIX/lib/sysusers.d/mentoryd.conf"
 rm -rf "$PREFIX/share/doc/mentoryd"

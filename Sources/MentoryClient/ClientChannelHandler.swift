@@ -30,6 +30,8 @@ enum ClientCommand {
     case request(
         id: UInt64, namespace: String, method: String, body: Data, timeout: TimeAmount?, EventLoopPromise<Data>)
     case cancel(id: UInt64)
+    /// A plugin's answer to a `PluginCall`.
+    case pluginReply(Mentory_V1_PluginReply)
 }
 
 /// Matches responses to requests by id and forwards events. Lives on the client's event loop.
@@ -47,6 +49,7 @@ final class ClientChannelHandler: ChannelDuplexHandler {
     private var welcomePromise: EventLoopPromise<Mentory_V1_Welcome>?
     private var closeReason: MentoryClientError?
     private let events: AsyncStream<Mentory_V1_Event>.Continuation
+    private let pluginCalls: AsyncStream<Mentory_V1_PluginCall>.Continuation
     private let eventBufferLimit: Int
     private let overflow: EventOverflowFlag
     private let peerCheck: PeerCheck
@@ -64,6 +67,7 @@ final class ClientChannelHandler: ChannelDuplexHandler {
         hello: Mentory_V1_Hello,
         welcome: EventLoopPromise<Mentory_V1_Welcome>,
         events: AsyncStream<Mentory_V1_Event>.Continuation,
+        pluginCalls: AsyncStream<Mentory_V1_PluginCall>.Continuation,
         eventBufferLimit: Int,
         overflow: EventOverflowFlag,
         peerCheck: @escaping PeerCheck
@@ -71,6 +75,7 @@ final class ClientChannelHandler: ChannelDuplexHandler {
         self.hello = hello
         self.welcomePromise = welcome
         self.events = events
+        self.pluginCalls = pluginCalls
         self.eventBufferLimit = eventBufferLimit
         self.overflow = overflow
         self.peerCheck = peerCheck
@@ -125,6 +130,8 @@ final class ClientChannelHandler: ChannelDuplexHandler {
             }
             promise?.succeed()
             return
+        case .pluginReply(let reply):
+            envelope.pluginReply = reply
         case .request(let id, let namespace, let method, let body, let timeout, let reply):
             if let closeReason = self.closeReason {
                 reply.fail(closeReason)
@@ -192,7 +199,10 @@ final class ClientChannelHandler: ChannelDuplexHandler {
                 self.welcomePromise?.fail(error)
                 self.welcomePromise = nil
             }
-        case .hello, .request, nil:
+        case .pluginCall(let call):
+            // Bounded: a call dropped here is failed by the daemon at its deadline.
+            _ = self.pluginCalls.yield(call)
+        case .hello, .request, .pluginReply, nil:
             break
         }
     }
@@ -216,6 +226,7 @@ final class ClientChannelHandler: ChannelDuplexHandler {
             entry.promise.fail(reason)
         }
         self.events.finish()
+        self.pluginCalls.finish()
         context.fireChannelInactive()
     }
 

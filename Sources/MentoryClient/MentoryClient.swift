@@ -32,6 +32,10 @@ public final class MentoryClient: Sendable {
     /// what was missed or sends a `RESET`); `resumableSubscription`
     /// does this by itself. Also finishes when the connection closes. Calls keep working after an overflow.
     public let events: AsyncStream<Mentory_V1_Event>
+    /// Calls the daemon forwards to this connection once it registered as a plugin (see ``MentoryPlugin``);
+    /// at most ``pluginCallBufferLimit`` wait unread (a call dropped beyond that fails at its deadline).
+    /// Finishes when the connection closes. Answer each with ``reply(_:)``.
+    public let pluginCalls: AsyncStream<Mentory_V1_PluginCall>
     /// The socket this client is connected to.
     public let socketPath: String
     /// How long a call waits for its answer by default; `nil` waits for ever.
@@ -47,6 +51,9 @@ public final class MentoryClient: Sendable {
     /// How many unread events a client buffers by default before it overflows (see ``events``).
     public static let defaultEventBufferLimit = 4096
 
+    /// How many forwarded plugin calls wait unread at most (see ``pluginCalls``).
+    public static let pluginCallBufferLimit = 1024
+
     /// Whether more than the buffer limit of events were left unread, which ended ``events``.
     public var eventBufferOverflowed: Bool { self.overflow.isSet }
 
@@ -54,6 +61,7 @@ public final class MentoryClient: Sendable {
         channel: any Channel,
         welcome: Mentory_V1_Welcome,
         events: AsyncStream<Mentory_V1_Event>,
+        pluginCalls: AsyncStream<Mentory_V1_PluginCall>,
         overflow: EventOverflowFlag,
         socketPath: String,
         defaultTimeout: Duration?
@@ -61,6 +69,7 @@ public final class MentoryClient: Sendable {
         self.channel = channel
         self.welcome = welcome
         self.events = events
+        self.pluginCalls = pluginCalls
         self.overflow = overflow
         self.socketPath = socketPath
         self.defaultTimeout = defaultTimeout
@@ -84,6 +93,10 @@ public final class MentoryClient: Sendable {
         let (events, continuation) = AsyncStream.makeStream(
             of: Mentory_V1_Event.self,
             bufferingPolicy: .bufferingOldest(eventBufferLimit)
+        )
+        let (pluginCalls, pluginCallContinuation) = AsyncStream.makeStream(
+            of: Mentory_V1_PluginCall.self,
+            bufferingPolicy: .bufferingOldest(Self.pluginCallBufferLimit)
         )
         let overflow = EventOverflowFlag()
         let peerCheck: PeerCheck = { uid, pid in
@@ -114,6 +127,7 @@ public final class MentoryClient: Sendable {
                                 hello: hello,
                                 welcome: welcomePromise,
                                 events: continuation,
+                                pluginCalls: pluginCallContinuation,
                                 eventBufferLimit: eventBufferLimit,
                                 overflow: overflow,
                                 peerCheck: peerCheck
@@ -127,6 +141,7 @@ public final class MentoryClient: Sendable {
             let failure = MentoryClientError.cannotConnect(path: socketPath, reason: Self.describe(error))
             welcomePromise.fail(failure)
             continuation.finish()
+            pluginCallContinuation.finish()
             throw failure
         }
         // The handshake is bounded like any call: a daemon that accepts but never answers fails it.
@@ -152,6 +167,7 @@ public final class MentoryClient: Sendable {
             channel: channel,
             welcome: welcome,
             events: events,
+            pluginCalls: pluginCalls,
             overflow: overflow,
             socketPath: socketPath,
             defaultTimeout: defaultTimeout
@@ -220,6 +236,11 @@ public final class MentoryClient: Sendable {
         timeout: Duration? = nil
     ) async throws(MentoryClientError) -> Reply {
         try await self.call(method.namespace, method.name, request, replying: Reply.self, timeout: timeout)
+    }
+
+    /// Sends a plugin's answer to a call from ``pluginCalls``; dropped if the connection closed.
+    public func reply(_ reply: Mentory_V1_PluginReply) {
+        self.channel.writeAndFlush(ClientCommand.pluginReply(reply), promise: nil)
     }
 
     /// Whether the connection is still open.

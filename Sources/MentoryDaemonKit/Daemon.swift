@@ -90,7 +90,8 @@ struct Daemon {
                 eventRingCapacity: self.settings.eventRingCapacity,
                 accessPolicy: self.settings.accessPolicy,
                 requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds),
-                maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength)
+                maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength),
+                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds)
             ),
             executor: eventLoop.executor,
             logger: self.logger,
@@ -117,15 +118,26 @@ struct Daemon {
         let handlers = try Self.enabledHandlers(available, settings: self.settings, logger: self.logger)
         // Handlers registered so far are closed, in reverse, even if a later one fails to open.
         teardown.add("handlers", deadline: Self.closeDeadline) { await engine.closeHandlers() }
-        for handler in handlers {
-            let namespace = Self.namespace(of: handler)
-            do {
-                try await engine.register(handler, config: self.settings.handlerConfig(namespace))
-            } catch {
-                throw StartupFailure(cause: "the \(namespace) handler cannot start: \(error)")
+        for entry in handlers {
+            switch entry {
+            case .handler(let handler):
+                let namespace = Self.namespace(of: handler)
+                do {
+                    try await engine.register(handler, config: self.settings.handlerConfig(namespace))
+                } catch {
+                    throw StartupFailure(cause: "the \(namespace) handler cannot start: \(error)")
+                }
+            case .plugin(let declaration):
+                do {
+                    try await engine.declarePlugin(declaration)
+                } catch {
+                    throw StartupFailure(
+                        cause: "plugin '\(declaration.name)' cannot be declared: \(error)",
+                        exitStatus: MentorydCommand.configurationExitStatus)
+                }
             }
         }
-        self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map { Self.namespace(of: $0) })"])
+        self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
         // 3. The socket, then readiness.
         let listener: ServerConfiguration.Listener
         if let activated = self.systemd.activatedSocket {
@@ -219,7 +231,21 @@ struct Daemon {
         try await group.run()
     }
 
-    /// The handlers the configuration enables, each after every namespace it requires.
+    /// A namespace to serve: a handler in this process, or a declared plugin that registers later.
+    enum ServedNamespace {
+        case handler(any MentoryHandler)
+        case plugin(PluginDeclaration)
+
+        var namespace: String {
+            switch self {
+            case .handler(let handler): Daemon.namespace(of: handler)
+            case .plugin(let declaration): declaration.namespace
+            }
+        }
+    }
+
+    /// The handlers the configuration enables and the plugins it declares, each after every
+    /// namespace it requires: one graph spans both.
     ///
     /// Throws a ``StartupFailure`` with the configuration's exit status for a cycle or a missing
     /// dependency, naming the chain or what is missing and who needs it.
@@ -227,8 +253,8 @@ struct Daemon {
         _ available: [any MentoryHandler],
         settings: DaemonSettings,
         logger: Logger
-    ) throws(StartupFailure) -> [any MentoryHandler] {
-        var byNamespace: [String: any MentoryHandler] = [:]
+    ) throws(StartupFailure) -> [ServedNamespace] {
+        var byNamespace: [String: ServedNamespace] = [:]
         var nodes: [HandlerGraph.Node] = []
         var disabled: Set<String> = []
         for handler in available {
@@ -245,9 +271,23 @@ struct Daemon {
                 logger.notice("handler disabled by configuration", metadata: ["namespace": "\(namespace)"])
                 continue
             }
-            byNamespace[namespace] = handler
+            byNamespace[namespace] = .handler(handler)
             let requires = handler.requires + section.stringArray(forKey: "requires", default: [])
             nodes.append(HandlerGraph.Node(namespace: namespace, requires: requires))
+        }
+        for plugin in settings.plugins {
+            guard byNamespace[plugin.namespace] == nil, plugin.namespace != WireNames.session,
+                plugin.namespace != WireNames.plugin
+            else {
+                throw StartupFailure(
+                    cause:
+                        "plugin '\(plugin.name)' declares namespace '\(plugin.namespace)',"
+                        + " which a built-in handler serves;"
+                        + " fix plugins.\(plugin.name).namespace",
+                    exitStatus: MentorydCommand.configurationExitStatus)
+            }
+            byNamespace[plugin.namespace] = .plugin(plugin)
+            nodes.append(HandlerGraph.Node(namespace: plugin.namespace, requires: plugin.requires))
         }
         do {
             return try HandlerGraph(nodes, disabled: disabled).order.map { byNamespace[$0]! }
@@ -341,6 +381,10 @@ struct Daemon {
             needRestart.append("limits.requestTimeoutMilliseconds")
         }
         if reloaded.faultInjection != current.faultInjection { needRestart.append("debug.faultInjection") }
+        if reloaded.pluginCallTimeoutMilliseconds != current.pluginCallTimeoutMilliseconds {
+            needRestart.append("limits.pluginCallTimeoutMilliseconds")
+        }
+        if reloaded.plugins != current.plugins { needRestart.append("plugins") }
         if reloaded.storageBackend != current.storageBackend { needRestart.append("storage.backend") }
         if !needRestart.isEmpty {
             logger.warning(

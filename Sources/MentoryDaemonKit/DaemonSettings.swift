@@ -29,6 +29,10 @@ struct DaemonSettings: Sendable {
     var storageBackend: StorageBackend
     /// How long a request may take when it names no shorter deadline (`limits.requestTimeoutMilliseconds`).
     var requestTimeoutMilliseconds: Int
+    /// How long a plugin may take to answer a forwarded call (`limits.pluginCallTimeoutMilliseconds`).
+    var pluginCallTimeoutMilliseconds: Int
+    /// The plugins that may register, from `plugins.declared` and each one's `plugins.<name>` section.
+    var plugins: [PluginDeclaration]
     /// The whole configuration, for the handlers' own sections (`handlers.<namespace>`).
     var config: ConfigReader
 
@@ -85,10 +89,40 @@ struct DaemonSettings: Sendable {
         }
         self.storageBackend = parsedBackend
         self.requestTimeoutMilliseconds = try Self.positive(config, "limits.requestTimeoutMilliseconds", 30_000)
+        self.pluginCallTimeoutMilliseconds = try Self.positive(config, "limits.pluginCallTimeoutMilliseconds", 5_000)
+        self.plugins = try Self.plugins(config)
         self.config = config
         guard self.maxFrameLength <= Int(UInt32.max) else {
             throw .invalid(key: "limits.maxFrameLength", reason: "it must fit the 4-byte length prefix")
         }
+    }
+
+    /// Plugin `name`'s own section: `namespace` and `requires`.
+    func pluginConfig(_ name: String) -> ConfigReader {
+        self.config.scoped(to: ConfigKey(["plugins", name]))
+    }
+
+    /// Reads `plugins.declared` (the plugins' names) and, for each, `plugins.<name>.namespace`
+    /// (default: the name) and `plugins.<name>.requires`.
+    private static func plugins(_ config: ConfigReader) throws(SettingsError) -> [PluginDeclaration] {
+        var declarations: [PluginDeclaration] = []
+        var namespaces: Set<String> = []
+        for name in config.stringArray(forKey: "plugins.declared", default: []) {
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+                throw .invalid(
+                    key: "plugins.declared", reason: "'\(name)' is not a plugin name (letters, digits, - and _)")
+            }
+            let section = config.scoped(to: ConfigKey(["plugins", name]))
+            let namespace = section.string(forKey: "namespace", default: name)
+            guard !namespace.isEmpty, namespaces.insert(namespace).inserted else {
+                throw .invalid(
+                    key: "plugins.\(name).namespace", reason: "namespace '\(namespace)' is empty or declared twice")
+            }
+            declarations.append(
+                PluginDeclaration(
+                    name: name, namespace: namespace, requires: section.stringArray(forKey: "requires", default: [])))
+        }
+        return declarations
     }
 
     private static func positive(_ config: ConfigReader, _ key: String, _ fallback: Int) throws(SettingsError) -> Int {

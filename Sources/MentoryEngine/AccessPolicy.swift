@@ -130,6 +130,18 @@ public struct AccessPolicy: Sendable, Equatable {
         self.allows(credentials, action: "subscribe:\(topic)", daemonUID: daemonUID)
     }
 
+    /// Whether a caller with `credentials` may take a privileged action such as `plugin.register`:
+    /// root, `daemonUID`, and callers whose first matching rule allows it. Unlike ordinary calls,
+    /// no matching rule means refused.
+    public func allowsPrivileged(_ credentials: PeerCredentials?, action: String, daemonUID: UInt32? = nil) -> Bool {
+        guard let credentials else { return false }
+        if credentials.uid == 0 || credentials.uid == daemonUID { return true }
+        for rule in self.rules where rule.matches(credentials) && rule.matches(action: action) {
+            return rule.allows
+        }
+        return false
+    }
+
     private func allows(_ credentials: PeerCredentials?, action: String, daemonUID: UInt32?) -> Bool {
         guard let credentials else {
             // Fail closed: an unknown caller might be whoever a deny rule names.

@@ -12,6 +12,17 @@ public protocol EventSink: Sendable {
     /// then stops sending that subscriber events and, once ``MentoryEngine/sinkDrained(_:)`` is
     /// called, sends a reset carrying the current state instead of what it skipped.
     func deliver(_ event: SharedEvent) -> Bool
+
+    /// Queues a call forwarded to the plugin on this connection.
+    ///
+    /// Returns `false`, without queueing, when the connection's bounded outbound queue is full; the
+    /// call then fails UNAVAILABLE. Connections that cannot carry plugin calls return `false`.
+    func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool
+}
+
+extension EventSink {
+    /// Sinks that carry no plugin calls refuse them.
+    public func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool { false }
 }
 
 /// An event as the engine hands it to its subscribers: the message, and the frame that carries it,

@@ -78,6 +78,7 @@ extension MentoryEngine {
         reply.subscribers = UInt32(self.subscriberCount)
         reply.topics = self.topicPositions
         reply.epoch = self.epoch
+        reply.plugins = self.pluginStatuses
         return reply
     }
 

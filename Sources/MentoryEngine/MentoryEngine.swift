@@ -39,6 +39,9 @@ public actor MentoryEngine {
         /// The largest reply body the engine itself builds (`session.metrics`), to fit one frame:
         /// `ReplyBudget.bodyBytes(maxFrameLength:)` of the server's frame limit.
         public var maxReplyBytes: Int
+        /// How long a plugin may take to answer a forwarded call, at most
+        /// (`limits.pluginCallTimeoutMilliseconds`); a request's shorter deadline wins.
+        public var pluginCallTimeout: Duration
 
         public init(
             serverVersion: String,
@@ -46,7 +49,8 @@ public actor MentoryEngine {
             accessPolicy: AccessPolicy = .default,
             daemonUID: UInt32? = geteuid(),
             requestTimeout: Duration = .seconds(30),
-            maxReplyBytes: Int = ReplyBudget.defaultBodyBytes
+            maxReplyBytes: Int = ReplyBudget.defaultBodyBytes,
+            pluginCallTimeout: Duration = .seconds(5)
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
@@ -54,6 +58,7 @@ public actor MentoryEngine {
             self.daemonUID = daemonUID
             self.requestTimeout = requestTimeout
             self.maxReplyBytes = maxReplyBytes
+            self.pluginCallTimeout = pluginCallTimeout
         }
     }
 
@@ -87,6 +92,8 @@ public actor MentoryEngine {
     /// The descriptors `session.describe` sends, merged once per registration.
     var describedDescriptors = SchemaDescriptors.merged([MentorySchema.fileDescriptors])
     var connections: [ConnectionID: Connection] = [:]
+    /// The namespace each registered plugin's connection serves.
+    var pluginConnections: [ConnectionID: String] = [:]
     var logs: [String: EventLog] = [:]
     /// Every subscription, indexed both by connection and by topic.
     var subscriptions = Subscriptions()
@@ -215,9 +222,9 @@ public actor MentoryEngine {
         return refused
     }
 
-    /// The namespaces served, in registration order, `session` first.
+    /// The namespaces served, in registration order, `session` and `plugin` first.
     public var namespaces: [NamespaceInfo] {
-        [MentorySchema.Session.info] + self.registrationOrder.map { self.handlers[$0]!.info }
+        [MentorySchema.Session.info, MentorySchema.Plugin.info] + self.registrationOrder.map { self.handlers[$0]!.info }
     }
 
     /// Every registered handler, in registration order, as the handshake lists them.
@@ -250,6 +257,7 @@ public actor MentoryEngine {
     /// `subscribe` still running for it subscribes nothing more.
     package func detach(_ id: ConnectionID) {
         guard self.connections.removeValue(forKey: id) != nil else { return }
+        self.pluginDisconnected(id)
         self.subscriptions.removeAll(id)
         self.monitors[id] = nil
         for namespace in self.registrationOrder {
@@ -312,6 +320,8 @@ public actor MentoryEngine {
             let body: Data?
             if request.namespace == MentorySchema.Session.name {
                 body = try self.handleSessionImmediately(request.body, call: call)
+            } else if request.namespace == WireNames.plugin {
+                body = try self.handlePlugin(request.body, call: call)
             } else if let handler = self.handlers[request.namespace] {
                 body = try handler.respondImmediately(method: request.method, body: request.body, call: call)
             } else {
@@ -332,6 +342,9 @@ public actor MentoryEngine {
         let call = try self.admit(request, from: id)
         if request.namespace == MentorySchema.Session.name {
             return try await self.handleSession(request.body, call: call)
+        }
+        if request.namespace == WireNames.plugin {
+            return try self.handlePlugin(request.body, call: call)
         }
         guard let handler = self.handlers[request.namespace] else {
             throw MentoryError.unknownNamespace(request.namespace)
@@ -399,6 +412,8 @@ public actor MentoryEngine {
             var wire = Mentory_V1_Error(code: error.code, message: error.message)
             wire.reason = "\(request.namespace).\(error.reason)"
             return wire
+        case let error as PluginCallError:
+            return error.wire
         case HandlerFailure.deadlineExceeded:
             let timeout = self.timeout(of: request)
             let milliseconds =

@@ -15,4 +15,8 @@ struct ChannelEventSink: EventSink {
     func deliver(_ event: SharedEvent) -> Bool {
         self.handler.value.deliver(event)
     }
+
+    func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
+        self.handler.value.deliver(pluginCall: pluginCall)
+    }
 }

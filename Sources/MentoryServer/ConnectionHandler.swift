@@ -189,8 +189,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.handleHello(hello)
         case .request(let request):
             self.handleRequest(request)
+        case .pluginReply(let reply):
+            self.handlePluginReply(reply)
         default:
-            self.sendConnectionError(.malformedMessage("clients send only Hello and Request"), closing: false)
+            self.sendConnectionError(
+                .malformedMessage("clients send only Hello, Request and PluginReply"), closing: false)
         }
     }
 
@@ -265,6 +268,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    private func handlePluginReply(_ reply: Mentory_V1_PluginReply) {
+        guard self.phase == .open else {
+            self.sendConnectionError(.handshakeRequired, closing: false)
+            return
+        }
+        let id = self.id
+        self.onEngine { engine in engine.pluginReply(reply, from: id) }
+    }
+
     private func finish(_ response: Mentory_V1_Response) {
         let method = self.inFlight.removeValue(forKey: response.id) ?? "?"
         if self.phase != .closing {
@@ -298,6 +310,23 @@ final class ConnectionHandler: ChannelDuplexHandler {
             return false
         }
         // The same frame (one storage) goes to every subscriber.
+        self.write(frame)
+        return true
+    }
+
+    /// Sends a call to the plugin on this connection, or refuses it (`false`) when the call would take
+    /// the connection's outbound bytes to ``ServerConfiguration/maxOutboundBytes`` (the plugin is not
+    /// reading: it may be hung) or would not fit in a frame. The engine then fails the call UNAVAILABLE.
+    func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
+        guard self.phase == .open else { return false }
+        var envelope = Mentory_V1_Envelope()
+        envelope.pluginCall = pluginCall
+        guard
+            case .success(let frame) = ServerFrameEncoder.encode(
+                envelope, maxFrameLength: self.configuration.maxFrameLength)
+        else { return false }
+        // Stay under the outbound bound, so a plugin's own replies are always read.
+        guard self.outboundBytes + frame.readableBytes < self.configuration.maxOutboundBytes else { return false }
         self.write(frame)
         return true
     }

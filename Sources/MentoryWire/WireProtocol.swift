@@ -12,6 +12,15 @@ public enum WireProtocol {
 
     /// The default largest payload a frame may carry: 1 MiB.
     public static let defaultMaxFrameLength = 1 << 20
+
+    /// The plugin protocol version this build speaks; `PluginRegisterRequest.plugin_protocol_version` must equal it.
+    public static let pluginProtocolVersion: UInt32 = 1
+
+    /// The most methods one plugin may register.
+    public static let maxPluginMethods = 256
+
+    /// The most topics one plugin may register.
+    public static let maxPluginTopics = 64
 }
 
 /// A well-known namespace or topic name, as `MentorySchema` declares it (from the services in mentory.proto).
@@ -24,4 +33,6 @@ public enum WireNames {
     public static let reachability = MentorySchema.Reachability.name
     /// The diary handler's namespace and topic.
     public static let diary = MentorySchema.Diary.name
+    /// The namespace built into the daemon through which plugins register and publish.
+    public static let plugin = MentorySchema.Plugin.name
 }

@@ -51,6 +51,17 @@ struct Status: AsyncParsableCommand {
             for topic in status.topics {
                 print("  \(topic.topic) at #\(topic.sequence)")
             }
+            if !status.plugins.isEmpty {
+                print("plugins:")
+                let now = Int64(Date().timeIntervalSince1970 * 1000)
+                for plugin in status.plugins {
+                    let state = plugin.state == .connected ? "connected" : "waiting"
+                    let seconds = max(0, now - plugin.sinceUnixMs) / 1000
+                    print(
+                        "  \(plugin.name) (\(plugin.namespace)): \(state) for \(seconds) s,"
+                            + " \(plugin.callsInFlight) calls in flight")
+                }
+            }
         }
     }
 }

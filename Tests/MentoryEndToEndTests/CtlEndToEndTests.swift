@@ -19,7 +19,7 @@ struct CtlEndToEndTests {
         let handlers = try #require(status["handlers"] as? [[String: Any]])
         #expect(
             handlers.compactMap { $0["namespace"] as? String } == [
-                "session", "mentor", "reachability", "diary", "daemon", "storage",
+                "session", "plugin", "mentor", "reachability", "diary", "daemon", "storage",
             ])
         #expect(try await daemon.ctl(["status"]).stdout.contains("connections:"))
 

@@ -62,7 +62,7 @@ struct EngineTests {
         #expect(status.subscribers == 1)
         #expect(
             status.handlers.map(\.namespace) == [
-                WireNames.session, WireNames.mentor, WireNames.reachability, WireNames.diary,
+                WireNames.session, WireNames.plugin, WireNames.mentor, WireNames.reachability, WireNames.diary,
             ])
         #expect(status.topics.map(\.topic) == [WireNames.diary, WireNames.mentor, WireNames.reachability])
     }

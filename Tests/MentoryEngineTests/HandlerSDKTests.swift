@@ -126,7 +126,7 @@ struct HandlerSDKTests {
         let (client, _) = await fixture.connect()
         let all = try await fixture.call(
             "session", "describe", Mentory_V1_DescribeRequest(), from: client, as: Mentory_V1_DescribeReply.self)
-        #expect(all.namespaces.map(\.namespace) == ["session", "mentor", "reachability", "diary", "echo"])
+        #expect(all.namespaces.map(\.namespace) == ["session", "plugin", "mentor", "reachability", "diary", "echo"])
         #expect(all.namespaces.first?.methods.map(\.name) == MentorySchema.Session.methods.map(\.name))
         var missing = Mentory_V1_DescribeRequest()
         missing.namespace = "nope"

@@ -353,6 +353,49 @@ public nonisolated enum Mentory_V1_Emotion: SwiftProtobuf.Enum, Swift.CaseIterab
 
 }
 
+/// A declared plugin's state.
+public nonisolated enum Mentory_V1_PluginState: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// Declared, not connected (never yet, or it disconnected).
+  case waiting // = 1
+
+  /// Registered and serving.
+  case connected // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .waiting
+    case 2: self = .connected
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .waiting: return 1
+    case .connected: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Mentory_V1_PluginState] = [
+    .unspecified,
+    .waiting,
+    .connected,
+  ]
+
+}
+
 /// A topic a namespace publishes on.
 public nonisolated struct Mentory_V1_TopicDeclaration: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -429,6 +472,24 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
     set {kind = .connectionError(newValue)}
   }
 
+  /// Daemon to plugin: answer this call (see "Plugins" below).
+  public var pluginCall: Mentory_V1_PluginCall {
+    get {
+      if case .pluginCall(let v)? = kind {return v}
+      return Mentory_V1_PluginCall()
+    }
+    set {kind = .pluginCall(newValue)}
+  }
+
+  /// Plugin to daemon: the answer to a `PluginCall`.
+  public var pluginReply: Mentory_V1_PluginReply {
+    get {
+      if case .pluginReply(let v)? = kind {return v}
+      return Mentory_V1_PluginReply()
+    }
+    set {kind = .pluginReply(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -438,6 +499,10 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
     case response(Mentory_V1_Response)
     case event(Mentory_V1_Event)
     case connectionError(Mentory_V1_ConnectionError)
+    /// Daemon to plugin: answer this call (see "Plugins" below).
+    case pluginCall(Mentory_V1_PluginCall)
+    /// Plugin to daemon: the answer to a `PluginCall`.
+    case pluginReply(Mentory_V1_PluginReply)
 
   }
 
@@ -656,6 +721,9 @@ public nonisolated struct Mentory_V1_StatusReply: Sendable {
   public var topics: [Mentory_V1_TopicPosition] = []
 
   public var epoch: UInt64 = 0
+
+  /// Every plugin declared under `plugins.<name>` in the configuration.
+  public var plugins: [Mentory_V1_PluginStatus] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1535,6 +1603,214 @@ public nonisolated struct Mentory_V1_DaemonReloadReply: Sendable {
   public init() {}
 }
 
+/// Request of `plugin.register`.
+public nonisolated struct Mentory_V1_PluginRegisterRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The plugin protocol version the plugin speaks; this daemon speaks 1.
+  public var pluginProtocolVersion: UInt32 = 0
+
+  /// The namespace served; must be declared under `plugins.<name>.namespace`.
+  public var namespace: String = String()
+
+  /// The namespace's interface version.
+  public var version: UInt32 = 0
+
+  /// The methods; each names its request and reply message in `descriptors`.
+  public var methods: [Mentory_V1_MethodDescription] = []
+
+  /// The topics the plugin publishes on; each names its messages in `descriptors`.
+  public var topics: [Mentory_V1_TopicDescription] = []
+
+  /// The descriptors of every message named above and of what they depend on.
+  public var descriptors: SwiftProtobuf.Google_Protobuf_FileDescriptorSet {
+    get {_descriptors ?? SwiftProtobuf.Google_Protobuf_FileDescriptorSet()}
+    set {_descriptors = newValue}
+  }
+  /// Returns true if `descriptors` has been explicitly set.
+  public var hasDescriptors: Bool {self._descriptors != nil}
+  /// Clears the value of `descriptors`. Subsequent reads from it will return its default value.
+  public mutating func clearDescriptors() {self._descriptors = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _descriptors: SwiftProtobuf.Google_Protobuf_FileDescriptorSet? = nil
+}
+
+/// Reply of `plugin.register`.
+public nonisolated struct Mentory_V1_PluginRegisterReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The plugin's name in the configuration (`plugins.<name>`).
+  public var plugin: String = String()
+
+  /// The daemon's epoch.
+  public var epoch: UInt64 = 0
+
+  /// The deadline the daemon gives calls that name no shorter one.
+  public var callTimeoutMs: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Request of `plugin.publish`: one change on one of the plugin's topics. The
+/// daemon gives it its sequence number, keeps it in the topic's ring and sends
+/// it to every subscriber.
+public nonisolated struct Mentory_V1_PluginPublishRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var topic: String = String()
+
+  /// The topic's change message, serialized.
+  public var body: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Who made a call the daemon forwards to a plugin.
+public nonisolated struct Mentory_V1_PluginCaller: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// As the kernel reported them; all 0 with `known` false when it did not.
+  public var known: Bool = false
+
+  public var pid: Int32 = 0
+
+  public var uid: UInt32 = 0
+
+  public var gid: UInt32 = 0
+
+  /// The `client_name` of the caller's Hello.
+  public var clientName: String = String()
+
+  /// The caller's connection, unique within one daemon run.
+  public var connection: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Daemon to plugin: answer with a `PluginReply` carrying the same `call_id`.
+public nonisolated struct Mentory_V1_PluginCall: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Unique among the calls in flight to this plugin.
+  public var callID: UInt64 = 0
+
+  public var namespace: String = String()
+
+  /// The method called; empty when `snapshot_topic` is set.
+  public var method: String = String()
+
+  /// The method's request message, serialized; empty for a snapshot.
+  public var body: Data = Data()
+
+  /// Milliseconds left before the daemon answers the caller DEADLINE_EXCEEDED;
+  /// a reply after that is dropped.
+  public var timeoutMs: UInt32 = 0
+
+  public var caller: Mentory_V1_PluginCaller {
+    get {_caller ?? Mentory_V1_PluginCaller()}
+    set {_caller = newValue}
+  }
+  /// Returns true if `caller` has been explicitly set.
+  public var hasCaller: Bool {self._caller != nil}
+  /// Clears the value of `caller`. Subsequent reads from it will return its default value.
+  public mutating func clearCaller() {self._caller = nil}
+
+  /// When set, send the current state of this topic (its snapshot message)
+  /// instead of calling a method.
+  public var snapshotTopic: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _caller: Mentory_V1_PluginCaller? = nil
+}
+
+/// Plugin to daemon: the answer to the `PluginCall` with the same `call_id`.
+public nonisolated struct Mentory_V1_PluginReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var callID: UInt64 = 0
+
+  public var result: Mentory_V1_PluginReply.OneOf_Result? = nil
+
+  /// The method's reply message (or the topic's snapshot message), serialized.
+  public var body: Data {
+    get {
+      if case .body(let v)? = result {return v}
+      return Data()
+    }
+    set {result = .body(newValue)}
+  }
+
+  /// Sent to the caller as is; `reason` should start with the namespace.
+  public var error: Mentory_V1_Error {
+    get {
+      if case .error(let v)? = result {return v}
+      return Mentory_V1_Error()
+    }
+    set {result = .error(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Result: Equatable, Sendable {
+    /// The method's reply message (or the topic's snapshot message), serialized.
+    case body(Data)
+    /// Sent to the caller as is; `reason` should start with the namespace.
+    case error(Mentory_V1_Error)
+
+  }
+
+  public init() {}
+}
+
+/// One declared plugin, as `session.status` lists it.
+public nonisolated struct Mentory_V1_PluginStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Its name in the configuration (`plugins.<name>`).
+  public var name: String = String()
+
+  public var namespace: String = String()
+
+  public var state: Mentory_V1_PluginState = .unspecified
+
+  /// When it entered `state`, in milliseconds since 1970.
+  public var sinceUnixMs: Int64 = 0
+
+  /// Calls forwarded and not answered yet.
+  public var callsInFlight: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Extension support defined in mentory.proto.
 
 // MARK: - Extension Properties
@@ -1644,6 +1920,10 @@ nonisolated extension Mentory_V1_Emotion: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EMOTION_UNSPECIFIED\0\u{1}EMOTION_VERY_UNPLEASANT\0\u{1}EMOTION_UNPLEASANT\0\u{1}EMOTION_SLIGHTLY_UNPLEASANT\0\u{1}EMOTION_NEUTRAL\0\u{1}EMOTION_SLIGHTLY_PLEASANT\0\u{1}EMOTION_PLEASANT\0\u{1}EMOTION_VERY_PLEASANT\0")
 }
 
+nonisolated extension Mentory_V1_PluginState: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PLUGIN_STATE_UNSPECIFIED\0\u{1}PLUGIN_STATE_WAITING\0\u{1}PLUGIN_STATE_CONNECTED\0")
+}
+
 nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TopicDeclaration"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}change\0\u{1}snapshot\0")
@@ -1686,7 +1966,7 @@ nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Mentory_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{1}request\0\u{1}response\0\u{1}event\0\u{3}connection_error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{1}request\0\u{1}response\0\u{1}event\0\u{3}connection_error\0\u{3}plugin_call\0\u{3}plugin_reply\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1772,6 +2052,32 @@ nonisolated extension Mentory_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf.
           self.kind = .connectionError(v)
         }
       }()
+      case 7: try {
+        var v: Mentory_V1_PluginCall?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .pluginCall(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .pluginCall(v)
+        }
+      }()
+      case 8: try {
+        var v: Mentory_V1_PluginReply?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .pluginReply(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .pluginReply(v)
+        }
+      }()
       default: break
       }
     }
@@ -1806,6 +2112,14 @@ nonisolated extension Mentory_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf.
     case .connectionError?: try {
       guard case .connectionError(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    }()
+    case .pluginCall?: try {
+      guard case .pluginCall(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .pluginReply?: try {
+      guard case .pluginReply(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     }()
     case nil: break
     }
@@ -2211,7 +2525,7 @@ nonisolated extension Mentory_V1_Empty: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatusReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}server_version\0\u{3}uptime_seconds\0\u{1}connections\0\u{1}handlers\0\u{1}subscribers\0\u{1}topics\0\u{1}epoch\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}server_version\0\u{3}uptime_seconds\0\u{1}connections\0\u{1}handlers\0\u{1}subscribers\0\u{1}topics\0\u{1}epoch\0\u{1}plugins\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2226,6 +2540,7 @@ nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtob
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.subscribers) }()
       case 6: try { try decoder.decodeRepeatedMessageField(value: &self.topics) }()
       case 7: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 8: try { try decoder.decodeRepeatedMessageField(value: &self.plugins) }()
       default: break
       }
     }
@@ -2253,6 +2568,9 @@ nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtob
     if self.epoch != 0 {
       try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 7)
     }
+    if !self.plugins.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.plugins, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2264,6 +2582,7 @@ nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtob
     if lhs.subscribers != rhs.subscribers {return false}
     if lhs.topics != rhs.topics {return false}
     if lhs.epoch != rhs.epoch {return false}
+    if lhs.plugins != rhs.plugins {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3953,6 +4272,381 @@ nonisolated extension Mentory_V1_DaemonReloadReply: SwiftProtobuf.Message, Swift
   }
 
   public static func ==(lhs: Mentory_V1_DaemonReloadReply, rhs: Mentory_V1_DaemonReloadReply) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginRegisterRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginRegisterRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}plugin_protocol_version\0\u{1}namespace\0\u{1}version\0\u{1}methods\0\u{1}topics\0\u{1}descriptors\0")
+
+  public var isInitialized: Bool {
+    if let v = self._descriptors, !v.isInitialized {return false}
+    return true
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.pluginProtocolVersion) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.version) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.methods) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.topics) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._descriptors) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.pluginProtocolVersion != 0 {
+      try visitor.visitSingularUInt32Field(value: self.pluginProtocolVersion, fieldNumber: 1)
+    }
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 2)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt32Field(value: self.version, fieldNumber: 3)
+    }
+    if !self.methods.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.methods, fieldNumber: 4)
+    }
+    if !self.topics.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.topics, fieldNumber: 5)
+    }
+    try { if let v = self._descriptors {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginRegisterRequest, rhs: Mentory_V1_PluginRegisterRequest) -> Bool {
+    if lhs.pluginProtocolVersion != rhs.pluginProtocolVersion {return false}
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.methods != rhs.methods {return false}
+    if lhs.topics != rhs.topics {return false}
+    if lhs._descriptors != rhs._descriptors {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginRegisterReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginRegisterReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}plugin\0\u{1}epoch\0\u{3}call_timeout_ms\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.plugin) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.callTimeoutMs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.plugin.isEmpty {
+      try visitor.visitSingularStringField(value: self.plugin, fieldNumber: 1)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 2)
+    }
+    if self.callTimeoutMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.callTimeoutMs, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginRegisterReply, rhs: Mentory_V1_PluginRegisterReply) -> Bool {
+    if lhs.plugin != rhs.plugin {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.callTimeoutMs != rhs.callTimeoutMs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginPublishRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginPublishRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}topic\0\u{1}body\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.topic) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.body) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 1)
+    }
+    if !self.body.isEmpty {
+      try visitor.visitSingularBytesField(value: self.body, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginPublishRequest, rhs: Mentory_V1_PluginPublishRequest) -> Bool {
+    if lhs.topic != rhs.topic {return false}
+    if lhs.body != rhs.body {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginCaller: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginCaller"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}known\0\u{1}pid\0\u{1}uid\0\u{1}gid\0\u{3}client_name\0\u{1}connection\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.known) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.pid) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.uid) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.gid) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.clientName) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.connection) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.known != false {
+      try visitor.visitSingularBoolField(value: self.known, fieldNumber: 1)
+    }
+    if self.pid != 0 {
+      try visitor.visitSingularInt32Field(value: self.pid, fieldNumber: 2)
+    }
+    if self.uid != 0 {
+      try visitor.visitSingularUInt32Field(value: self.uid, fieldNumber: 3)
+    }
+    if self.gid != 0 {
+      try visitor.visitSingularUInt32Field(value: self.gid, fieldNumber: 4)
+    }
+    if !self.clientName.isEmpty {
+      try visitor.visitSingularStringField(value: self.clientName, fieldNumber: 5)
+    }
+    if self.connection != 0 {
+      try visitor.visitSingularUInt64Field(value: self.connection, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginCaller, rhs: Mentory_V1_PluginCaller) -> Bool {
+    if lhs.known != rhs.known {return false}
+    if lhs.pid != rhs.pid {return false}
+    if lhs.uid != rhs.uid {return false}
+    if lhs.gid != rhs.gid {return false}
+    if lhs.clientName != rhs.clientName {return false}
+    if lhs.connection != rhs.connection {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginCall: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginCall"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}call_id\0\u{1}namespace\0\u{1}method\0\u{1}body\0\u{3}timeout_ms\0\u{1}caller\0\u{3}snapshot_topic\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.callID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.method) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.body) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.timeoutMs) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._caller) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.snapshotTopic) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.callID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.callID, fieldNumber: 1)
+    }
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 2)
+    }
+    if !self.method.isEmpty {
+      try visitor.visitSingularStringField(value: self.method, fieldNumber: 3)
+    }
+    if !self.body.isEmpty {
+      try visitor.visitSingularBytesField(value: self.body, fieldNumber: 4)
+    }
+    if self.timeoutMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.timeoutMs, fieldNumber: 5)
+    }
+    try { if let v = self._caller {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
+    if !self.snapshotTopic.isEmpty {
+      try visitor.visitSingularStringField(value: self.snapshotTopic, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginCall, rhs: Mentory_V1_PluginCall) -> Bool {
+    if lhs.callID != rhs.callID {return false}
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.method != rhs.method {return false}
+    if lhs.body != rhs.body {return false}
+    if lhs.timeoutMs != rhs.timeoutMs {return false}
+    if lhs._caller != rhs._caller {return false}
+    if lhs.snapshotTopic != rhs.snapshotTopic {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}call_id\0\u{1}body\0\u{1}error\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.callID) }()
+      case 2: try {
+        var v: Data?
+        try decoder.decodeSingularBytesField(value: &v)
+        if let v = v {
+          if self.result != nil {try decoder.handleConflictingOneOf()}
+          self.result = .body(v)
+        }
+      }()
+      case 3: try {
+        var v: Mentory_V1_Error?
+        var hadOneofValue = false
+        if let current = self.result {
+          hadOneofValue = true
+          if case .error(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.result = .error(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.callID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.callID, fieldNumber: 1)
+    }
+    switch self.result {
+    case .body?: try {
+      guard case .body(let v)? = self.result else { preconditionFailure() }
+      try visitor.visitSingularBytesField(value: v, fieldNumber: 2)
+    }()
+    case .error?: try {
+      guard case .error(let v)? = self.result else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginReply, rhs: Mentory_V1_PluginReply) -> Bool {
+    if lhs.callID != rhs.callID {return false}
+    if lhs.result != rhs.result {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}namespace\0\u{1}state\0\u{3}since_unix_ms\0\u{3}calls_in_flight\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.state) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.sinceUnixMs) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.callsInFlight) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 2)
+    }
+    if self.state != .unspecified {
+      try visitor.visitSingularEnumField(value: self.state, fieldNumber: 3)
+    }
+    if self.sinceUnixMs != 0 {
+      try visitor.visitSingularInt64Field(value: self.sinceUnixMs, fieldNumber: 4)
+    }
+    if self.callsInFlight != 0 {
+      try visitor.visitSingularUInt32Field(value: self.callsInFlight, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginStatus, rhs: Mentory_V1_PluginStatus) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.state != rhs.state {return false}
+    if lhs.sinceUnixMs != rhs.sinceUnixMs {return false}
+    if lhs.callsInFlight != rhs.callsInFlight {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -50,6 +50,9 @@ METRIC_TYPE_HISTOGRAM: MetricType
 METRIC_TYPE_UNSPECIFIED: MetricType
 NAMESPACE_FIELD_NUMBER: _ClassVar[int]
 NAMESPACE_VERSION_FIELD_NUMBER: _ClassVar[int]
+PLUGIN_STATE_CONNECTED: PluginState
+PLUGIN_STATE_UNSPECIFIED: PluginState
+PLUGIN_STATE_WAITING: PluginState
 TOPIC_FIELD_NUMBER: _ClassVar[int]
 namespace: _descriptor.FieldDescriptor
 namespace_version: _descriptor.FieldDescriptor
@@ -196,20 +199,24 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ["connection_error", "event", "hello", "request", "response", "welcome"]
+    __slots__ = ["connection_error", "event", "hello", "plugin_call", "plugin_reply", "request", "response", "welcome"]
     CONNECTION_ERROR_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_CALL_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_REPLY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     connection_error: ConnectionError
     event: Event
     hello: Hello
+    plugin_call: PluginCall
+    plugin_reply: PluginReply
     request: Request
     response: Response
     welcome: Welcome
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ..., request: _Optional[_Union[Request, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., connection_error: _Optional[_Union[ConnectionError, _Mapping]] = ...) -> None: ...
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ..., request: _Optional[_Union[Request, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., connection_error: _Optional[_Union[ConnectionError, _Mapping]] = ..., plugin_call: _Optional[_Union[PluginCall, _Mapping]] = ..., plugin_reply: _Optional[_Union[PluginReply, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ["code", "message", "reason"]
@@ -431,6 +438,98 @@ class PeerState(_message.Message):
     updated_at_unix_ms: int
     def __init__(self, peer: _Optional[str] = ..., is_paired: bool = ..., is_app_installed: bool = ..., is_reachable: bool = ..., updated_at_unix_ms: _Optional[int] = ...) -> None: ...
 
+class PluginCall(_message.Message):
+    __slots__ = ["body", "call_id", "caller", "method", "namespace", "snapshot_topic", "timeout_ms"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    call_id: int
+    caller: PluginCaller
+    method: str
+    namespace: str
+    snapshot_topic: str
+    timeout_ms: int
+    def __init__(self, call_id: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., body: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ..., caller: _Optional[_Union[PluginCaller, _Mapping]] = ..., snapshot_topic: _Optional[str] = ...) -> None: ...
+
+class PluginCaller(_message.Message):
+    __slots__ = ["client_name", "connection", "gid", "known", "pid", "uid"]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    client_name: str
+    connection: int
+    gid: int
+    known: bool
+    pid: int
+    uid: int
+    def __init__(self, known: bool = ..., pid: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., client_name: _Optional[str] = ..., connection: _Optional[int] = ...) -> None: ...
+
+class PluginPublishRequest(_message.Message):
+    __slots__ = ["body", "topic"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    topic: str
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class PluginRegisterReply(_message.Message):
+    __slots__ = ["call_timeout_ms", "epoch", "plugin"]
+    CALL_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    call_timeout_ms: int
+    epoch: int
+    plugin: str
+    def __init__(self, plugin: _Optional[str] = ..., epoch: _Optional[int] = ..., call_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class PluginRegisterRequest(_message.Message):
+    __slots__ = ["descriptors", "methods", "namespace", "plugin_protocol_version", "topics", "version"]
+    DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
+    METHODS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    descriptors: _descriptor_pb2.FileDescriptorSet
+    methods: _containers.RepeatedCompositeFieldContainer[MethodDescription]
+    namespace: str
+    plugin_protocol_version: int
+    topics: _containers.RepeatedCompositeFieldContainer[TopicDescription]
+    version: int
+    def __init__(self, plugin_protocol_version: _Optional[int] = ..., namespace: _Optional[str] = ..., version: _Optional[int] = ..., methods: _Optional[_Iterable[_Union[MethodDescription, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ...) -> None: ...
+
+class PluginReply(_message.Message):
+    __slots__ = ["body", "call_id", "error"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    call_id: int
+    error: Error
+    def __init__(self, call_id: _Optional[int] = ..., body: _Optional[bytes] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class PluginStatus(_message.Message):
+    __slots__ = ["calls_in_flight", "name", "namespace", "since_unix_ms", "state"]
+    CALLS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    calls_in_flight: int
+    name: str
+    namespace: str
+    since_unix_ms: int
+    state: PluginState
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[PluginState, str]] = ..., since_unix_ms: _Optional[int] = ..., calls_in_flight: _Optional[int] = ...) -> None: ...
+
 class ReachabilitySnapshot(_message.Message):
     __slots__ = ["peers"]
     PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -462,10 +561,11 @@ class Response(_message.Message):
     def __init__(self, id: _Optional[int] = ..., body: _Optional[bytes] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ["connections", "epoch", "handlers", "server_version", "subscribers", "topics", "uptime_seconds"]
+    __slots__ = ["connections", "epoch", "handlers", "plugins", "server_version", "subscribers", "topics", "uptime_seconds"]
     CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     HANDLERS_FIELD_NUMBER: _ClassVar[int]
+    PLUGINS_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
@@ -473,11 +573,12 @@ class StatusReply(_message.Message):
     connections: int
     epoch: int
     handlers: _containers.RepeatedCompositeFieldContainer[HandlerDescription]
+    plugins: _containers.RepeatedCompositeFieldContainer[PluginStatus]
     server_version: str
     subscribers: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicPosition]
     uptime_seconds: float
-    def __init__(self, server_version: _Optional[str] = ..., uptime_seconds: _Optional[float] = ..., connections: _Optional[int] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., subscribers: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicPosition, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    def __init__(self, server_version: _Optional[str] = ..., uptime_seconds: _Optional[float] = ..., connections: _Optional[int] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., subscribers: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicPosition, _Mapping]]] = ..., epoch: _Optional[int] = ..., plugins: _Optional[_Iterable[_Union[PluginStatus, _Mapping]]] = ...) -> None: ...
 
 class StorageBackupReadReply(_message.Message):
     __slots__ = ["data", "end"]
@@ -592,4 +693,7 @@ class MentorCharacter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Emotion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PluginState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -1,0 +1,429 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import MentoryHandlerKit
+import MentoryWire
+import SwiftProtobuf
+
+extension MentoryEngine {
+    // MARK: Declaring
+
+    /// Hosts a plugin the configuration declares; it waits until its process registers.
+    ///
+    /// Calls to its namespace fail UNAVAILABLE until then. Throws when the namespace is taken.
+    package func declarePlugin(_ declaration: PluginDeclaration) throws(MentoryError) {
+        let namespace = declaration.namespace
+        guard namespace != WireNames.session, namespace != WireNames.plugin, self.handlers[namespace] == nil else {
+            throw .internal("plugin '\(declaration.name)' declares namespace '\(namespace)', which is already served")
+        }
+        self.handlers[namespace] = PluginHostedHandler(declaration, since: self.clock.now(), engine: self)
+        self.registrationOrder.append(namespace)
+        self.refreshDescriptors()
+        self.logger.debug("declared plugin", metadata: ["plugin": "\(declaration.name)", "namespace": "\(namespace)"])
+    }
+
+    /// The declared plugins, in declaration order.
+    var declaredPlugins: [PluginHostedHandler] {
+        self.registrationOrder.compactMap { self.handlers[$0] as? PluginHostedHandler }
+    }
+
+    /// Every declared plugin's state, as `session.status` reports it.
+    public var pluginStatuses: [Mentory_V1_PluginStatus] {
+        self.declaredPlugins.map { plugin in
+            var status = Mentory_V1_PluginStatus()
+            status.name = plugin.declaration.name
+            status.namespace = plugin.namespace
+            let since: Date
+            switch plugin.state {
+            case .waiting(let date):
+                status.state = .waiting
+                since = date
+            case .connected(_, let date):
+                status.state = .connected
+                since = date
+            }
+            status.sinceUnixMs = Int64((since.timeIntervalSince1970 * 1000).rounded())
+            status.callsInFlight = UInt32(clamping: plugin.pending.count)
+            return status
+        }
+    }
+
+    func refreshDescriptors() {
+        self.describedDescriptors = SchemaDescriptors.merged(
+            [MentorySchema.fileDescriptors] + self.registrationOrder.map { self.handlers[$0]!.descriptors })
+    }
+
+    // MARK: The `plugin` namespace
+
+    /// Answers a method of the built-in `plugin` namespace, declared by `service Plugin` in mentory.proto.
+    func handlePlugin(_ body: Data, call: RequestContext) throws -> Data {
+        typealias Plugin = MentorySchema.Plugin
+        switch call.method {
+        case Plugin.register.name:
+            let request = try Self.decodePluginRequest(Mentory_V1_PluginRegisterRequest.self, body, method: call.method)
+            return try self.registerPlugin(request, call: call).wireBody()
+        case Plugin.publish.name:
+            let request = try Self.decodePluginRequest(Mentory_V1_PluginPublishRequest.self, body, method: call.method)
+            try self.publishFromPlugin(request, call: call)
+            return Mentory_V1_Empty().wireBody()
+        default:
+            throw MentoryError.unknownMethod(namespace: Plugin.name, method: call.method)
+        }
+    }
+
+    private static func decodePluginRequest<Request: SwiftProtobuf.Message>(
+        _ type: Request.Type,
+        _ body: Data,
+        method: String
+    ) throws(MentoryError) -> Request {
+        do {
+            return try Request(serializedBytes: body)
+        } catch {
+            throw .invalidArgument(
+                "the body of 'plugin.\(method)' is not a valid \(Request.protoMessageName): \(error)")
+        }
+    }
+
+    /// Registers the calling connection as the plugin serving `request.namespace`.
+    func registerPlugin(
+        _ request: Mentory_V1_PluginRegisterRequest,
+        call: RequestContext
+    ) throws(MentoryError) -> Mentory_V1_PluginRegisterReply {
+        let connection = call.connection
+        let namespace = request.namespace
+        guard
+            self.accessPolicy.allowsPrivileged(
+                connection.credentials, action: "\(WireNames.plugin).\(call.method)",
+                daemonUID: self.configuration.daemonUID)
+        else {
+            self.logDenial("plugin.register(\(namespace))", connection: connection)
+            throw .permissionDenied(namespace: WireNames.plugin, method: "register")
+        }
+        guard let plugin = self.handlers[namespace] as? PluginHostedHandler else {
+            self.logDenial("plugin.register(\(namespace))", connection: connection)
+            let declared = self.declaredPlugins.map { "\($0.declaration.name) (\($0.namespace))" }
+            throw .permissionDenied(
+                namespace: WireNames.plugin,
+                method:
+                    "register(\(namespace)): no plugin declares namespace '\(namespace)' under plugins.<name>.namespace"
+                    + " (declared: \(declared.isEmpty ? "none" : declared.joined(separator: ", ")))")
+        }
+        guard request.pluginProtocolVersion == WireProtocol.pluginProtocolVersion else {
+            throw .invalidArgument(
+                "plugin protocol version \(request.pluginProtocolVersion) is not supported;"
+                    + " this daemon speaks version \(WireProtocol.pluginProtocolVersion)")
+        }
+        if let served = self.pluginConnections[connection.id], served != namespace {
+            throw .invalidArgument("this connection already serves namespace '\(served)'; one namespace per connection")
+        }
+        if case .connected(let other, _) = plugin.state, other != connection.id {
+            throw .conflict(
+                "plugin '\(plugin.declaration.name)' is already connected (connection \(other))"
+                    + " and serves '\(namespace)';"
+                    + " stop the other instance first")
+        }
+        let info = try Self.validate(request)
+        for topic in info.topics {
+            if let owner = self.topicOwners[topic.name], owner != namespace {
+                throw .invalidArgument("topic '\(topic.name)' is already published by '\(owner)'")
+            }
+        }
+        let files: [String]
+        do {
+            files = try request.descriptors.file.map { try $0.serializedData().base64EncodedString() }
+        } catch {
+            throw .invalidArgument("the descriptors cannot be encoded: \(error)")
+        }
+        // Topics the plugin no longer declares stop being its; their ring stays for a later registration.
+        for topic in plugin.info.topics where !info.topics.contains(where: { $0.name == topic.name }) {
+            self.topicOwners[topic.name] = nil
+        }
+        plugin.update(info: info, descriptors: SchemaDescriptors(base64Files: files))
+        let since = self.clock.now()
+        plugin.state = .connected(connection.id, since: since)
+        self.pluginConnections[connection.id] = namespace
+        for topic in info.topics {
+            self.topicOwners[topic.name] = namespace
+            if self.logs[topic.name] == nil {
+                self.logs[topic.name] = EventLog(capacity: self.configuration.eventRingCapacity)
+            }
+        }
+        self.refreshDescriptors()
+        self.logger.notice(
+            "plugin registered",
+            metadata: [
+                "plugin": "\(plugin.declaration.name)", "namespace": "\(namespace)", "connection": "\(connection.id)",
+                "peer": "\(connection.credentials.map(\.description) ?? "unknown")",
+                "methods": "\(info.methods.count)", "topics": "\(info.topics.count)",
+            ]
+        )
+        // Subscribers kept across the plugin's absence get a reset, after this reply is on its way.
+        let topics = info.topics.map(\.name)
+        Task { await self.resetSubscribers(of: topics) }
+        var reply = Mentory_V1_PluginRegisterReply()
+        reply.plugin = plugin.declaration.name
+        reply.epoch = self.epoch
+        reply.callTimeoutMs = Self.milliseconds(self.configuration.pluginCallTimeout)
+        return reply
+    }
+
+    /// Checks a registration's declaration: names present and unique, within bounds, every message in the descriptors.
+    static func validate(_ request: Mentory_V1_PluginRegisterRequest) throws(MentoryError) -> NamespaceInfo {
+        guard !request.methods.isEmpty || !request.topics.isEmpty else {
+            throw .invalidArgument("a plugin must register at least one method or topic")
+        }
+        guard request.methods.count <= WireProtocol.maxPluginMethods else {
+            throw .invalidArgument(
+                "\(request.methods.count) methods is more than the \(WireProtocol.maxPluginMethods)"
+                    + " a plugin may register"
+            )
+        }
+        guard request.topics.count <= WireProtocol.maxPluginTopics else {
+            throw .invalidArgument(
+                "\(request.topics.count) topics is more than the \(WireProtocol.maxPluginTopics) a plugin may register")
+        }
+        var messages: Set<String> = []
+        func collect(_ message: Google_Protobuf_DescriptorProto, prefix: String) {
+            let name = prefix + message.name
+            messages.insert(name)
+            for nested in message.nestedType { collect(nested, prefix: name + ".") }
+        }
+        for file in request.descriptors.file {
+            let prefix = file.package.isEmpty ? "" : file.package + "."
+            for message in file.messageType { collect(message, prefix: prefix) }
+        }
+        for file in MentorySchema.fileDescriptors.files {
+            let prefix = file.package.isEmpty ? "" : file.package + "."
+            for message in file.messageType { collect(message, prefix: prefix) }
+        }
+        func check(_ type: String, of what: String) throws(MentoryError) {
+            guard messages.contains(type) else {
+                throw .invalidArgument("\(what) names message '\(type)', which the registration's descriptors lack")
+            }
+        }
+        var seen: Set<String> = []
+        for method in request.methods {
+            guard !method.name.isEmpty, seen.insert(method.name).inserted else {
+                throw .invalidArgument("method names must be non-empty and unique; '\(method.name)' is not")
+            }
+            try check(method.request, of: "method '\(method.name)'")
+            try check(method.reply, of: "method '\(method.name)'")
+        }
+        seen = []
+        for topic in request.topics {
+            guard !topic.name.isEmpty, seen.insert(topic.name).inserted else {
+                throw .invalidArgument("topic names must be non-empty and unique; '\(topic.name)' is not")
+            }
+            try check(topic.change, of: "topic '\(topic.name)'")
+            try check(topic.snapshot, of: "topic '\(topic.name)'")
+        }
+        return NamespaceInfo(
+            name: request.namespace,
+            version: request.version,
+            methods: request.methods.map { MethodInfo(name: $0.name, request: $0.request, reply: $0.reply) },
+            topics: request.topics.map { TopicInfo(name: $0.name, change: $0.change, snapshot: $0.snapshot) }
+        )
+    }
+
+    /// Publishes a change from the calling plugin on one of its topics.
+    func publishFromPlugin(_ request: Mentory_V1_PluginPublishRequest, call: RequestContext) throws(MentoryError) {
+        guard let namespace = self.pluginConnections[call.connection.id],
+            let plugin = self.handlers[namespace] as? PluginHostedHandler
+        else {
+            throw .invalidArgument("register with plugin.register before publishing")
+        }
+        guard plugin.info.topics.contains(where: { $0.name == request.topic }) else {
+            throw .invalidArgument(
+                "plugin '\(plugin.declaration.name)' registered no topic '\(request.topic)'; its topics are: "
+                    + plugin.info.topics.map(\.name).joined(separator: ", "))
+        }
+        self.publish(request.body, on: request.topic)
+    }
+
+    /// Sends a reset to every subscriber of `topics`, e.g. after their plugin registered again.
+    func resetSubscribers(of topics: [String]) async {
+        for topic in topics {
+            for id in self.subscriptions.subscribers(of: topic).sorted(by: { $0.rawValue < $1.rawValue }) {
+                if self.subscriptions.entry(id, topic)?.delivery == .live {
+                    self.subscriptions.setDelivery(.overflowed, id, topic)
+                }
+                guard let generation = self.subscriptions.beginReset(id, topic) else { continue }
+                do throws(MentoryError) {
+                    try await self.sendState(of: topic, to: id, kind: .reset, generation: generation)
+                } catch {
+                    // Logged by sendState; the subscriber's next drain tries again.
+                    if self.subscriptions.entry(id, topic)?.generation == generation {
+                        self.subscriptions.setDelivery(.overflowed, id, topic)
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Forwarding
+
+    /// Why a call to `plugin` cannot be forwarded now, if it cannot: it is not connected, or a
+    /// namespace it requires is served by a plugin that is not.
+    func unavailability(of plugin: PluginHostedHandler) -> MentoryError? {
+        if case .waiting(let since) = plugin.state {
+            return .unavailable(
+                "namespace '\(plugin.namespace)' is unavailable:"
+                    + " its plugin '\(plugin.declaration.name)' is not connected"
+                    + " (waiting since \(since.formatted(.iso8601))); start it, e.g."
+                    + " systemctl start mentoryd-plugin@\(plugin.declaration.name)")
+        }
+        for required in plugin.declaration.requires {
+            guard let dependency = self.handlers[required] as? PluginHostedHandler,
+                case .waiting(let since) = dependency.state
+            else { continue }
+            return .unavailable(
+                "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
+                    + " '\(dependency.declaration.name)' is not connected (waiting since \(since.formatted(.iso8601)))")
+        }
+        return nil
+    }
+
+    /// Forwards a call (or, with `snapshotTopic`, a snapshot) to the plugin serving `namespace` and
+    /// awaits its answer until the deadline: the call's own, at most `limits.pluginCallTimeoutMilliseconds`.
+    ///
+    /// Never waits synchronously: the engine serves other requests meanwhile. Fails at once with
+    /// UNAVAILABLE when the plugin is not connected or its queue is full, with DEADLINE_EXCEEDED at
+    /// the deadline, and with UNAVAILABLE as soon as the plugin disconnects.
+    func forwardToPlugin(
+        _ namespace: String,
+        method: String,
+        snapshotTopic: String,
+        body: Data,
+        call: RequestContext?
+    ) async throws -> Data {
+        guard let plugin = self.handlers[namespace] as? PluginHostedHandler else {
+            throw MentoryError.unknownNamespace(namespace)
+        }
+        if let unavailable = self.unavailability(of: plugin) { throw unavailable }
+        guard case .connected(let pluginConnection, _) = plugin.state,
+            let connection = self.connections[pluginConnection]
+        else {
+            throw MentoryError.unavailable("namespace '\(namespace)' is unavailable: its plugin is disconnecting")
+        }
+        if snapshotTopic.isEmpty, plugin.info.method(named: method) == nil {
+            throw MentoryError.unknownMethod(namespace: namespace, method: method)
+        }
+        let label = snapshotTopic.isEmpty ? method : "snapshot(\(snapshotTopic))"
+        let now = ContinuousClock.now
+        let deadline = min(
+            call?.deadline ?? now + self.configuration.pluginCallTimeout, now + self.configuration.pluginCallTimeout)
+        let timeout = Self.milliseconds(deadline - now)
+        guard timeout > 0 else {
+            throw MentoryError.deadlineExceeded(namespace: namespace, method: label, milliseconds: 0)
+        }
+        plugin.nextCallID += 1
+        let callID = plugin.nextCallID
+        var message = Mentory_V1_PluginCall()
+        message.callID = callID
+        message.namespace = namespace
+        message.method = method
+        message.body = body
+        message.timeoutMs = timeout
+        message.snapshotTopic = snapshotTopic
+        if let caller = call?.connection {
+            message.caller.clientName = caller.clientName
+            message.caller.connection = caller.id.rawValue
+            if let credentials = caller.credentials {
+                message.caller.known = true
+                message.caller.pid = credentials.pid
+                message.caller.uid = credentials.uid
+                message.caller.gid = credentials.gid
+            }
+        }
+        guard connection.sink.deliver(pluginCall: message) else {
+            self.logger.warning(
+                "plugin queue full; call refused",
+                metadata: ["plugin": "\(plugin.declaration.name)", "method": "\(label)"])
+            throw MentoryError.unavailable(
+                "namespace '\(namespace)' is unavailable: its plugin '\(plugin.declaration.name)' is not taking calls"
+                    + " (its queue is full at limits.maxOutboundBytes); it may be hung")
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            let timer = Task {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                guard !Task.isCancelled else { return }
+                self.expirePluginCall(namespace, callID: callID, milliseconds: Int(timeout))
+            }
+            plugin.pending[callID] = PluginHostedHandler.PendingCall(
+                continuation: continuation, timer: timer, label: label)
+        }
+    }
+
+    /// Fails a forwarded call whose deadline passed; its answer, should it come, is dropped.
+    func expirePluginCall(_ namespace: String, callID: UInt64, milliseconds: Int) {
+        guard let plugin = self.handlers[namespace] as? PluginHostedHandler,
+            let pending = plugin.pending.removeValue(forKey: callID)
+        else { return }
+        self.logger.warning(
+            "plugin did not answer within the deadline",
+            metadata: [
+                "plugin": "\(plugin.declaration.name)", "method": "\(pending.label)",
+                "milliseconds": "\(milliseconds)",
+            ])
+        pending.continuation.resume(
+            throwing: MentoryError.deadlineExceeded(
+                namespace: namespace, method: pending.label, milliseconds: milliseconds))
+    }
+
+    /// Completes the forwarded call a plugin answered; a late or unknown answer is dropped.
+    package func pluginReply(_ reply: Mentory_V1_PluginReply, from id: ConnectionID) {
+        guard let namespace = self.pluginConnections[id], let plugin = self.handlers[namespace] as? PluginHostedHandler
+        else {
+            self.logger.debug(
+                "a PluginReply from a connection that serves no plugin", metadata: ["connection": "\(id)"])
+            return
+        }
+        guard let pending = plugin.pending.removeValue(forKey: reply.callID) else {
+            self.logger.debug(
+                "a late or unknown PluginReply dropped",
+                metadata: ["plugin": "\(plugin.declaration.name)", "call": "\(reply.callID)"])
+            return
+        }
+        pending.timer.cancel()
+        switch reply.result {
+        case .body(let body):
+            pending.continuation.resume(returning: body)
+        case .error(var error):
+            if Mentory_V1_ErrorCode(rawValue: Int(error.code)) == nil || error.code == 0 {
+                error.code = UInt32(Mentory_V1_ErrorCode.internal.rawValue)
+            }
+            pending.continuation.resume(throwing: PluginCallError(wire: error))
+        case nil:
+            pending.continuation.resume(
+                throwing: MentoryError.internal(
+                    "plugin '\(plugin.declaration.name)' answered \(namespace).\(pending.label)"
+                        + " with neither body nor error"
+                ))
+        }
+    }
+
+    /// A plugin's connection went away: it waits again, and every call in flight to it fails at once.
+    func pluginDisconnected(_ id: ConnectionID) {
+        guard let namespace = self.pluginConnections.removeValue(forKey: id),
+            let plugin = self.handlers[namespace] as? PluginHostedHandler
+        else { return }
+        plugin.state = .waiting(since: self.clock.now())
+        let inFlight = plugin.pending.count
+        plugin.failPending(
+            .unavailable(
+                "namespace '\(namespace)' is unavailable: its plugin '\(plugin.declaration.name)' disconnected"
+                    + " while the call was in flight"))
+        self.logger.warning(
+            "plugin disconnected",
+            metadata: [
+                "plugin": "\(plugin.declaration.name)", "namespace": "\(namespace)", "callsFailed": "\(inFlight)",
+            ])
+    }
+
+    static func milliseconds(_ duration: Duration) -> UInt32 {
+        let (seconds, attoseconds) = duration.components
+        return UInt32(clamping: max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+    }
+}

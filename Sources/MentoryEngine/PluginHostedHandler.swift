@@ -1,0 +1,122 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import Configuration
+import MentoryHandlerKit
+import MentoryWire
+
+/// A plugin the configuration declares (`plugins.<name>`): the namespace it may register and what
+/// that namespace requires.
+public struct PluginDeclaration: Sendable, Equatable {
+    /// The plugin's name in the configuration, e.g. `advisor`.
+    public var name: String
+    /// The one namespace it may register.
+    public var namespace: String
+    /// Namespaces its calls need; while one of them is a plugin that is not connected, calls fail UNAVAILABLE.
+    public var requires: [String]
+
+    public init(name: String, namespace: String, requires: [String] = []) {
+        self.name = name
+        self.namespace = namespace
+        self.requires = requires
+    }
+}
+
+/// A namespace served by a plugin process, as the engine hosts it.
+///
+/// It holds no domain state, only the plugin's connection state and the calls forwarded to it and
+/// not answered yet; the engine does the forwarding
+/// (``MentoryEngine/forwardToPlugin(_:method:snapshotTopic:body:call:)``).
+/// Like every hosted handler it lives on the engine's executor.
+final class PluginHostedHandler: HostedHandler {
+    enum State {
+        /// Not connected since then (declared at start-up, or its connection closed).
+        case waiting(since: Date)
+        /// Registered on this connection since then.
+        case connected(ConnectionID, since: Date)
+    }
+
+    /// A call forwarded to the plugin and not answered yet.
+    struct PendingCall {
+        var continuation: CheckedContinuation<Data, any Error>
+        /// Fails the call at its deadline; cancelled when the answer comes first.
+        var timer: Task<Void, Never>
+        /// `method`, or `snapshot(topic)`, for messages.
+        var label: String
+    }
+
+    let declaration: PluginDeclaration
+    private(set) var info: NamespaceInfo
+    private(set) var descriptors: SchemaDescriptors
+    var state: State
+    var pending: [UInt64: PendingCall] = [:]
+    var nextCallID: UInt64 = 0
+    weak var engine: MentoryEngine?
+
+    init(_ declaration: PluginDeclaration, since: Date, engine: MentoryEngine) {
+        self.declaration = declaration
+        self.info = NamespaceInfo(name: declaration.namespace, version: 0, methods: [], topics: [])
+        self.descriptors = SchemaDescriptors(base64Files: [])
+        self.state = .waiting(since: since)
+        self.engine = engine
+    }
+
+    var namespace: String { self.declaration.namespace }
+
+    /// Whether the plugin is registered now.
+    var isConnected: Bool {
+        if case .connected = self.state { return true }
+        return false
+    }
+
+    /// What the plugin registered; replaces what an earlier registration said.
+    func update(info: NamespaceInfo, descriptors: SchemaDescriptors) {
+        self.info = info
+        self.descriptors = descriptors
+    }
+
+    /// Fails every call in flight with `error`, at once.
+    func failPending(_ error: MentoryError) {
+        let calls = self.pending
+        self.pending.removeAll()
+        for (_, call) in calls.sorted(by: { $0.key < $1.key }) {
+            call.timer.cancel()
+            call.continuation.resume(throwing: error)
+        }
+    }
+
+    func respondImmediately(method: String, body: Data, call: RequestContext) throws -> Data? {
+        nil
+    }
+
+    nonisolated(nonsending) func respond(method: String, body: Data, call: RequestContext) async throws -> Data {
+        guard let engine = self.engine else { throw MentoryError.shuttingDown }
+        return try await engine.forwardToPlugin(
+            self.namespace, method: method, snapshotTopic: "", body: body, call: call)
+    }
+
+    nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data {
+        guard let engine = self.engine else { throw MentoryError.shuttingDown }
+        return try await engine.forwardToPlugin(
+            self.namespace, method: "", snapshotTopic: topic, body: Data(), call: nil)
+    }
+
+    func connectionClosed(_ connection: ConnectionID) {
+        // The engine handles its own plugin connection going away (MentoryEngine.pluginDisconnected).
+    }
+
+    func reload(config: ConfigReader) throws {
+        // A plugin reads its own configuration; `plugins.<name>` changes need a restart.
+    }
+
+    nonisolated(nonsending) func close() async {
+        self.failPending(.shuttingDown)
+    }
+}
+
+/// An error a plugin answered a call with; sent to the caller as the plugin wrote it.
+struct PluginCallError: Error {
+    var wire: Mentory_V1_Error
+}

@@ -1,0 +1,231 @@
+import Foundation
+import MentoryClient
+import MentoryTestSupport
+import MentoryWire
+import Synchronization
+import Testing
+
+/// A plugin namespace for tests, declared by hand the way protoc-gen-mentory would generate it,
+/// over messages mentory.proto already declares.
+enum EchoPluginSchema: NamespaceSchema {
+    static let name = "echo"
+    static let version: UInt32 = 1
+    static let say = MethodSchema<EchoPluginSchema, Mentory_V1_MentorSetRequest, Mentory_V1_MentorState>(name: "say")
+    static let echoes = TopicSchema<EchoPluginSchema, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "echoes")
+    static let methods: [MethodInfo] = [say.info]
+    static let topics: [TopicInfo] = [echoes.info]
+    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+}
+
+/// Whether the test plugin's `say` answers at once or stalls until cancelled.
+final class EchoBehaviour: Sendable {
+    let stalls = Atomic<Bool>(false)
+    let calls = Atomic<Int>(0)
+    let snapshots = Atomic<Int>(0)
+}
+
+/// An SDK plugin serving `echo` from the test process, running until stopped.
+struct RunningPlugin {
+    let plugin: MentoryPlugin<EchoPluginSchema>
+    let task: Task<Void, any Error>
+    let behaviour: EchoBehaviour
+
+    static func start(socketPath: String, behaviour: EchoBehaviour = EchoBehaviour()) throws -> RunningPlugin {
+        var routes = PluginRoutes<EchoPluginSchema>()
+        routes.on(EchoPluginSchema.say) { request, _ in
+            behaviour.calls.add(1, ordering: .relaxed)
+            if behaviour.stalls.load(ordering: .relaxed) {
+                try await Task.sleep(for: .seconds(3600))
+            }
+            var state = Mentory_V1_MentorState()
+            state.message.content = "echo: " + request.content
+            return state
+        }
+        routes.snapshot(EchoPluginSchema.echoes) {
+            let count = behaviour.snapshots.add(1, ordering: .relaxed).newValue
+            var state = Mentory_V1_MentorState()
+            state.message.content = "snapshot \(count)"
+            return state
+        }
+        let plugin = try MentoryPlugin(socketPath: socketPath, routes: routes)
+        let task = Task { try await plugin.run() }
+        return RunningPlugin(plugin: plugin, task: task, behaviour: behaviour)
+    }
+
+    /// Waits until the plugin has registered `count` times in all.
+    func registered(times count: Int = 1) async {
+        var seen = 0
+        for await state in self.plugin.states {
+            if case .registered = state {
+                seen += 1
+                if seen == count { return }
+            }
+        }
+    }
+
+    func stop() async {
+        self.task.cancel()
+        _ = await self.task.result
+    }
+}
+
+@Suite("Plugins against the real daemon", .timeLimit(.minutes(10)))
+struct PluginEndToEndTests {
+    static let environment = ["MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_PLUGINS_DECLARED": "echo"]
+
+    static func code(of call: () async throws -> Void) async -> (Mentory_V1_ErrorCode?, String) {
+        do {
+            try await call()
+            return (nil, "")
+        } catch let error as MentoryClientError {
+            if case .remote(_, let message) = error { return (error.remoteCode, message) }
+            return (nil, "\(error)")
+        } catch {
+            return (nil, "\(error)")
+        }
+    }
+
+    static func say(_ client: MentoryClient, _ text: String) async throws(MentoryClientError) -> String {
+        try await client.call(EchoPluginSchema.say, Mentory_V1_MentorSetRequest.with { $0.content = text })
+            .message.content
+    }
+
+    @Test(
+        "absent, then registered: calls fail UNAVAILABLE until the plugin registers, then reach it; status and describe show it"
+    )
+    func registerAndCall() async throws {
+        let daemon = try await DaemonProcess(environment: Self.environment)
+        defer { daemon.removeFiles() }
+        let client = try await daemon.client()
+        let (absent, message) = await Self.code { _ = try await Self.say(client, "hi") }
+        #expect(absent == .unavailable)
+        #expect(message.contains("plugin 'echo' is not connected"), "\(message)")
+        #expect(try await client.status().plugins.first?.state == .waiting)
+
+        let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
+        await plugin.registered()
+        #expect(try await Self.say(client, "hi") == "echo: hi")
+        let status = try await client.status()
+        #expect(status.plugins.map(\.name) == ["echo"])
+        #expect(status.plugins.first?.state == .connected)
+        let ctlStatus = try await daemon.ctl(["status"])
+        #expect(ctlStatus.stdout.contains("echo (echo): connected for"), "\(ctlStatus.stdout)")
+        let described = try await client.call(
+            MentorySchema.Session.describe, Mentory_V1_DescribeRequest.with { $0.namespace = "echo" })
+        #expect(described.namespaces.first?.methods.map(\.name) == ["say"])
+
+        // Publishing through the daemon: sequence numbers are the daemon's.
+        _ = try await client.subscribe(topics: ["echoes"])
+        var events = client.events.makeAsyncIterator()
+        #expect(await events.next()?.kind == .snapshot)
+        try await plugin.plugin.publish(EchoPluginSchema.echoes, Mentory_V1_MentorState())
+        let change = await events.next()
+        #expect(change?.kind == .change)
+        #expect(change?.sequence == 1)
+
+        await plugin.stop()
+        await client.close()
+        #expect(await daemon.stop() == 0)
+        #expect(daemon.log.contains("plugin registered"))
+    }
+
+    @Test("a plugin that does not answer: DEADLINE_EXCEEDED at limits.pluginCallTimeoutMilliseconds; others go on")
+    func tooSlow() async throws {
+        var environment = Self.environment
+        environment["MENTORYD_LIMITS_PLUGIN_CALL_TIMEOUT_MILLISECONDS"] = "300"
+        let daemon = try await DaemonProcess(environment: environment)
+        defer { daemon.removeFiles() }
+        let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
+        await plugin.registered()
+        plugin.behaviour.stalls.store(true, ordering: .relaxed)
+        let client = try await daemon.client()
+        let (code, message) = await Self.code { _ = try await Self.say(client, "hello?") }
+        #expect(code == .deadlineExceeded)
+        #expect(message.contains("echo.say"), "\(message)")
+        // The daemon and its other namespaces were never blocked.
+        try await client.ping()
+        _ = try await client.mentorGet()
+        await plugin.stop()
+        await client.close()
+        #expect(await daemon.stop() == 0)
+    }
+
+    @Test("a plugin gone mid-call: UNAVAILABLE at once; it re-registers by itself and subscribers get a reset")
+    func goneAndRestarted() async throws {
+        let daemon = try await DaemonProcess(environment: Self.environment)
+        defer { daemon.removeFiles() }
+        let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
+        await plugin.registered()
+        let subscriber = try await daemon.client("subscriber")
+        _ = try await subscriber.subscribe(topics: ["echoes"])
+        var events = subscriber.events.makeAsyncIterator()
+        #expect(await events.next()?.kind == .snapshot)
+
+        plugin.behaviour.stalls.store(true, ordering: .relaxed)
+        let client = try await daemon.client()
+        async let outcome = Self.code { _ = try await Self.say(client, "are you there") }
+        // Drop the plugin's connection once the call reached it (the SDK reconnects by itself).
+        while plugin.behaviour.calls.load(ordering: .relaxed) == 0 {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        plugin.behaviour.stalls.store(false, ordering: .relaxed)
+        await plugin.plugin.client?.close()
+        let (code, message) = await outcome
+        #expect(code == .unavailable)
+        #expect(message.contains("disconnected while the call was in flight"), "\(message)")
+
+        await plugin.registered(times: 1)
+        let reset = await events.next()
+        #expect(reset?.kind == .reset)
+        #expect(try Mentory_V1_MentorState(serializedBytes: reset?.body ?? Data()).message.content == "snapshot 2")
+        #expect(try await Self.say(client, "back") == "echo: back")
+        await plugin.stop()
+        await client.close()
+        await subscriber.close()
+        #expect(await daemon.stop() == 0)
+    }
+
+    @Test("across a daemon restart the plugin re-registers by itself")
+    func daemonRestart() async throws {
+        let first = try await DaemonProcess(environment: Self.environment)
+        defer { first.removeFiles() }
+        let socketPath = first.socketPath
+        let plugin = try RunningPlugin.start(socketPath: socketPath)
+        await plugin.registered()
+        #expect(await first.stop() == 0)
+        let second = try await DaemonProcess(socketPath: socketPath, environment: Self.environment)
+        defer { second.removeFiles() }
+        await plugin.registered()
+        let client = try await second.client()
+        #expect(try await Self.say(client, "again") == "echo: again")
+        await plugin.stop()
+        await client.close()
+        #expect(await second.stop() == 0)
+    }
+
+    @Test("registering a namespace no plugins.<name> declares is refused with PERMISSION_DENIED, and logged")
+    func undeclared() async throws {
+        let daemon = try await DaemonProcess(environment: ["MENTORYD_STORAGE_BACKEND": "memory"])
+        defer { daemon.removeFiles() }
+        let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
+        let result = await plugin.task.result
+        guard case .failure(let error as MentoryClientError) = result else {
+            Issue.record("the registration was not refused: \(result)")
+            return
+        }
+        #expect(error.remoteCode == .permissionDenied)
+        #expect(await daemon.stop() == 0)
+        #expect(daemon.log.contains("permission denied"))
+    }
+
+    @Test("a dependency cycle through a plugin fails start-up with exit status 78, naming the chain")
+    func cycle() async throws {
+        let result = try await HandlerConfigurationTests.runDaemonToExit(environment: [
+            "MENTORYD_PLUGINS_DECLARED": "echo",
+            "MENTORYD_PLUGINS_ECHO_REQUIRES": "diary",
+            "MENTORYD_HANDLERS_DIARY_REQUIRES": "echo",
+        ])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("diary -> echo -> diary"), "\(result.stderr)")
+    }
+}
