@@ -154,6 +154,9 @@ struct IntrospectionEndToEndTests {
             .init(method: "daemon.reload", body: "{}", outcome: .reply { $0.isEmpty }),
             // Registered only with debug.faultInjection, so not described: the daemon itself refuses it.
             .init(method: "debug.freezeEngine", body: "{}", outcome: .error("6 UNKNOWN_NAMESPACE")),
+            // No plugin is declared in this daemon's configuration, and this connection registered nothing.
+            .init(method: "plugin.register", body: "{}", outcome: .error("11 PERMISSION_DENIED")),
+            .init(method: "plugin.publish", body: "{}", outcome: .error("8 INVALID_ARGUMENT")),
         ]
         let covered = Set(expectations.map(\.method) + ["mentor.set", "diary.add"])
         let declared = Set(

@@ -16,7 +16,7 @@ final class PluginSink: EventSink {
         (self.calls, self.continuation) = AsyncStream.makeStream(of: Mentory_V1_PluginCall.self)
     }
 
-    func deliver(_ event: Mentory_V1_Event) -> Bool { true }
+    func deliver(_ event: SharedEvent) -> Bool { true }
 
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
         guard self.accepting.load(ordering: .relaxed) else { return false }
