@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "mentoryd", targets: ["mentoryd"]),
         .executable(name: "mentoryctl", targets: ["mentoryctl"]),
+        .executable(name: "mentory-advisor", targets: ["mentory-advisor"]),
         .library(name: "MentoryClient", targets: ["MentoryClient"]),
         .library(name: "MentoryWire", targets: ["MentoryWire"]),
         .library(name: "MentoryHandlerKit", targets: ["MentoryHandlerKit"]),
@@ -244,6 +245,27 @@ let package = Package(
             dependencies: ["MentoryDaemonKit"],
             swiftSettings: strictSwift6
         ),
+        // The reference plugin: namespace `advisor`, served from its own process (docs/PLUGINS.md).
+        .target(
+            name: "MentoryAdvisor",
+            dependencies: [
+                "MentoryClient",
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Proto"],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "mentory-advisor",
+            dependencies: [
+                "MentoryAdvisor",
+                "MentoryClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "mentoryctl",
             dependencies: [
@@ -380,6 +402,7 @@ let package = Package(
             dependencies: [
                 "MentoryTestSupport",
                 "MentoryClient",
+                "MentoryAdvisor",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -8,6 +8,7 @@
 #   docs/PROTOCOL.md, between the `BEGIN/END GENERATED: namespaces` markers: the method and topic tables
 #   Tests/MentorySchemaGeneratorTests/Generated/          greeter.proto, a third-party namespace
 #   Examples/gratitude/Sources/GratitudeHandler/Generated/ the example handler package (docs/HANDLERS.md)
+#   Sources/MentoryAdvisor/Generated/                     the reference plugin mentory-advisor (docs/PLUGINS.md)
 #
 # Usage: scripts/generate-protos.sh [--check]
 #   --check   regenerate into a temporary folder and fail, listing the differences, if anything
@@ -59,11 +60,13 @@ greeter_dir=Tests/MentorySchemaGeneratorTests
 greeter_out=$out/$greeter_dir/Generated
 gratitude_dir=Examples/gratitude/Sources/GratitudeHandler
 gratitude_out=$out/$gratitude_dir/Generated
-mkdir -p "$swift_out" "$python_out" "$greeter_out" "$gratitude_out" "$out/docs"
+advisor_dir=Sources/MentoryAdvisor
+advisor_out=$out/$advisor_dir/Generated
+mkdir -p "$swift_out" "$python_out" "$greeter_out" "$gratitude_out" "$advisor_out" "$out/docs"
 
 # A regeneration replaces the folders' generated files, so a file whose source is gone disappears.
 if [ $check -eq 0 ]; then
-  rm -f "$swift_out"/*.swift "$greeter_out"/*.swift "$gratitude_out"/*.swift
+  rm -f "$swift_out"/*.swift "$greeter_out"/*.swift "$gratitude_out"/*.swift "$advisor_out"/*.swift
 fi
 
 protoc \
@@ -132,10 +135,24 @@ protoc \
   --proto_path="$gratitude_dir/Proto" \
   "$gratitude_dir/Proto/gratitude.proto"
 
+# The reference plugin mentory-advisor: advisor.proto imports mentory.proto, whose types live in MentoryWire.
+protoc \
+  --plugin=protoc-gen-swift="$swift_plugin" \
+  --plugin=protoc-gen-mentory="$mentory_plugin" \
+  --swift_opt=Visibility=Public \
+  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_out="$advisor_out" \
+  --mentory_opt=Visibility=Public \
+  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_out="$advisor_out" \
+  --proto_path="$proto_dir" \
+  --proto_path="$advisor_dir/Proto" \
+  "$advisor_dir/Proto/advisor.proto"
+
 if [ $check -eq 1 ]; then
   status=0
   for path in Sources/MentoryWire/Generated clients/python/src/mentory/_proto $greeter_dir/Generated \
-    $gratitude_dir/Generated; do
+    $gratitude_dir/Generated $advisor_dir/Generated; do
     # Only the generated kinds of file (the Python folder also holds __init__.py, and __pycache__).
     if ! diff -r -u -x '__init__.py' -x '__pycache__' "$path" "$out/$path" >"$work/diff" 2>&1; then
       status=1

@@ -46,6 +46,7 @@ if [ -z "$BIN_DIR" ]; then
   echo "building mentoryd and mentoryctl (release)"
   swift build -c release --static-swift-stdlib --product mentoryd
   swift build -c release --static-swift-stdlib --product mentoryctl
+  swift build -c release --static-swift-stdlib --product mentory-advisor
   BIN_DIR=$(swift build -c release --static-swift-stdlib --show-bin-path)
 fi
 for binary in mentoryd mentoryctl; do
@@ -56,6 +57,11 @@ install -d -m 0755 "$PREFIX/bin" "$UNIT_DIR" "$SYSUSERS_DIR" "$CONFIG_DIR" "$DOC
 install -m 0755 "$BIN_DIR/mentoryd" "$PREFIX/bin/mentoryd"
 install -m 0755 "$BIN_DIR/mentoryctl" "$PREFIX/bin/mentoryctl"
 echo "installed $PREFIX/bin/mentoryd and $PREFIX/bin/mentoryctl"
+# The reference plugin, run as mentoryd-plugin@advisor.service once declared (docs/PLUGINS.md).
+if [ -x "$BIN_DIR/mentory-advisor" ]; then
+  install -m 0755 "$BIN_DIR/mentory-advisor" "$PREFIX/bin/mentory-advisor"
+  echo "installed the plugin $PREFIX/bin/mentory-advisor"
+fi
 
 # The unit names the binaries by absolute path; follow --prefix.
 sed "s|/usr/local/bin/mentoryd|$PREFIX/bin/mentoryd|; s|/usr/local/bin/mentoryctl|$PREFIX/bin/mentoryctl|; s|/usr/local/share/doc/mentoryd|$DOC_DIR|" \

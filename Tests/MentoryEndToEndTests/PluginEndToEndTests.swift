@@ -91,7 +91,7 @@ struct PluginEndToEndTests {
     }
 
     @Test(
-        "absent, then registered: calls fail UNAVAILABLE until the plugin registers, then reach it; status and describe show it"
+        "absent, then registered: calls fail UNAVAILABLE until it registers, then reach it; status shows it"
     )
     func registerAndCall() async throws {
         let daemon = try await DaemonProcess(environment: Self.environment)

@@ -94,12 +94,15 @@ struct Harness {
     let channel: NIOAsyncTestingChannel
     let engine: MentoryEngine
 
-    init(configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+    /// `plugin` declares a plugin the connection (uid 1000, trusted as the daemon's user) may register.
+    init(plugin: PluginDeclaration? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
         var configuration = ServerConfiguration(listener: .path("/unused"))
         configure(&configuration)
         let loop = NIOAsyncTestingEventLoop()
-        let engine = MentoryEngine(configuration: .init(serverVersion: "test"), executor: loop.executor)
+        let engine = MentoryEngine(
+            configuration: .init(serverVersion: "test", daemonUID: 1000), executor: loop.executor)
         try await engine.register(BlobHandler())
+        if let plugin { try await engine.declarePlugin(plugin) }
         let channel = NIOAsyncTestingChannel(loop: loop)
         let handler = ConnectionHandler(
             engine: engine,
@@ -361,6 +364,57 @@ struct ConnectionHandlerTests {
         #expect(frames.filter { $0.response.id >= 2 }.count == 40, "every reply is sent")
         #expect(frames.events.last?.kind == .reset, "the drain brings a reset with the current state")
         #expect(frames.events.last?.sequence == 40, "carrying the newest sequence number")
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("a plugin's calls go out as PluginCall frames and its PluginReply answers; a full queue refuses calls")
+    func pluginCallsAndReplies() async throws {
+        let harness = try await Harness(plugin: PluginDeclaration(name: "echo", namespace: "echo")) {
+            $0.maxOutboundBytes = 2048
+        }
+        try await harness.handshake()
+        var registration = Mentory_V1_PluginRegisterRequest()
+        registration.pluginProtocolVersion = WireProtocol.pluginProtocolVersion
+        registration.namespace = "echo"
+        var method = Mentory_V1_MethodDescription()
+        method.name = "say"
+        method.request = "google.protobuf.BytesValue"
+        method.reply = "google.protobuf.BytesValue"
+        registration.methods = [method]
+        try await harness.send([Harness.request(1, "plugin", "register", registration.wireBody())])
+        #expect(try await harness.received().first?.response.error.message == "")
+
+        // The plugin calls its own namespace: the call comes back to it as a PluginCall.
+        let body = Google_Protobuf_BytesValue(Data(repeating: 1, count: 700)).wireBody()
+        try await harness.send([Harness.request(2, "echo", "say", body)])
+        let forwarded = try await harness.received()
+        guard case .pluginCall(let call) = forwarded.first?.kind else {
+            Issue.record("expected a PluginCall, got \(forwarded)")
+            return
+        }
+        #expect(call.method == "say" && call.body == body && call.caller.uid == 1000)
+        var reply = Mentory_V1_PluginReply()
+        reply.callID = call.callID
+        reply.body = body
+        var envelope = Mentory_V1_Envelope()
+        envelope.pluginReply = reply
+        try await harness.send([envelope])
+        let answered = try await harness.received()
+        #expect(answered.map(\.response.id) == [2])
+        #expect(answered.first?.response.body == body)
+
+        // The plugin stops reading: calls fill its queue up to maxOutboundBytes, then are refused at once.
+        try await harness.peer { $0.holding = true }
+        try await harness.send((3...6).map { Harness.request($0, "echo", "say", body) })
+        try await harness.peer { $0.release() }
+        let frames = try await harness.received()
+        let refused = frames.compactMap { frame -> Mentory_V1_Response? in
+            if case .response(let response) = frame.kind { response } else { nil }
+        }
+        #expect(frames.count { if case .pluginCall = $0.kind { true } else { false } } == 2)
+        #expect(refused.map(\.id) == [5, 6])
+        #expect(
+            refused.allSatisfy { $0.error.code == code(.unavailable) && $0.error.message.contains("queue is full") })
         _ = try await harness.channel.finish()
     }
 }

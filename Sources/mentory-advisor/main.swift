@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MentoryAdvisor
+import MentoryClient
+import MentoryWire
+
+/// The reference mentoryd plugin: serves namespace `advisor` (docs/PLUGINS.md).
+@main
+struct MentoryAdvisorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mentory-advisor",
+        abstract: "Serve mentoryd's `advisor` namespace: emotion advice with a fallback, offline."
+    )
+
+    @Option(help: "The daemon's socket (default: $MENTORY_SOCKET, else \(DefaultPaths.systemSocketPath)).")
+    var socket: String?
+
+    @Option(help: "The mentor's character: warm or cool.")
+    var character: String = "warm"
+
+    @Option(help: "The analysis' time budget in milliseconds; past it the emotion's default message answers.")
+    var budgetMilliseconds: Int = 500
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .info
+            return handler
+        }
+        let logger = Logger(label: "mentory-advisor")
+        let character: Mentory_V1_MentorCharacter
+        switch self.character.lowercased() {
+        case "warm": character = .warm
+        case "cool": character = .cool
+        default: throw ValidationError("--character must be warm or cool, not '\(self.character)'")
+        }
+        let routes = AdvisorRules.routes(
+            character: character, budget: .milliseconds(max(1, self.budgetMilliseconds)),
+            onFallback: { reason in
+                logger.notice("answered with the fallback message", metadata: ["reason": "\(reason)"])
+            }
+        )
+        let environment = ProcessInfo.processInfo.environment
+        let socketPath = self.socket ?? environment["MENTORY_SOCKET"] ?? DefaultPaths.systemSocketPath
+        let plugin = try MentoryPlugin(socketPath: socketPath, clientName: "mentory-advisor", routes: routes)
+        let states = Task {
+            for await state in plugin.states {
+                logger.info("plugin state", metadata: ["state": "\(state)"])
+            }
+        }
+        defer { states.cancel() }
+        do {
+            try await plugin.run()
+        } catch {
+            logger.error("mentoryd refused the advisor", metadata: ["error": "\(error)"])
+            throw ExitCode(77)
+        }
+    }
+}

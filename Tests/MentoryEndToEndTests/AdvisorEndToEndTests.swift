@@ -1,0 +1,92 @@
+import Foundation
+import Glibc
+import MentoryAdvisor
+import MentoryClient
+import MentoryTestSupport
+import MentoryWire
+import Testing
+
+@Suite("The advisor's rules")
+struct AdvisorRulesTests {
+    static let emotions: [Mentory_V1_Emotion] = [
+        .veryUnpleasant, .unpleasant, .slightlyUnpleasant, .neutral, .slightlyPleasant, .pleasant, .veryPleasant,
+    ]
+
+    @Test("each of the seven emotions has its own message; keywords add action items, at most four")
+    func rules() {
+        let contents = Set(Self.emotions.map { AdvisorRules.advise(emotion: $0, text: "", character: .warm).content })
+        #expect(contents.count == 7)
+        let advice = AdvisorRules.advise(
+            emotion: .unpleasant, text: "Tired after work, worried about my friend", character: .cool)
+        #expect(advice.character == .cool)
+        #expect(!advice.fallback)
+        #expect(advice.actionItems.count == AdvisorRules.maxActionItems)
+        #expect(advice.actionItems.first == AdvisorRules.base(for: .unpleasant).action)
+        #expect(
+            advice
+                == AdvisorRules.advise(
+                    emotion: .unpleasant, text: "Tired after work, worried about my friend", character: .cool))
+    }
+
+    @Test("a text too long to analyse gets the emotion's default message, marked fallback")
+    func fallback() {
+        let long = String(repeating: "x", count: AdvisorRules.maxAnalysedCharacters + 1)
+        let advice = AdvisorRules.advise(emotion: .pleasant, text: long + " sleep", character: .warm)
+        #expect(advice.fallback)
+        #expect(advice.actionItems == [AdvisorRules.base(for: .pleasant).action])
+    }
+}
+
+@Suite("mentory-advisor against the real daemon", .timeLimit(.minutes(10)))
+struct AdvisorEndToEndTests {
+    /// Starts `mentory-advisor` on the daemon's socket; it dies with the test process.
+    static func startAdvisor(socketPath: String, character: String = "cool") async throws -> Process {
+        let process = Process()
+        process.executableURL = ProductBinaries.url(of: "mentory-advisor")
+        process.arguments = ["--socket", socketPath, "--character", character]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try await process.runTiedToTestProcess()
+        return process
+    }
+
+    /// Waits until the daemon reports the advisor `state`.
+    static func waitFor(_ state: Mentory_V1_PluginState, _ client: MentoryClient) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if try await client.status().plugins.first?.state == state { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("the advisor never became \(state)")
+    }
+
+    @Test("suggest through the daemon; kill -9 of the advisor leaves its namespace UNAVAILABLE, no hang")
+    func suggestAndKill() async throws {
+        let daemon = try await DaemonProcess(environment: [
+            "MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_PLUGINS_DECLARED": "advisor",
+        ])
+        defer { daemon.removeFiles() }
+        let client = try await daemon.client()
+        let advisor = try await Self.startAdvisor(socketPath: daemon.socketPath)
+        try await Self.waitFor(.connected, client)
+
+        var request = Mentory_Advisor_V1_SuggestRequest()
+        request.emotion = .slightlyUnpleasant
+        request.text = "Could not sleep before the exam"
+        let advice = try await client.call(MentoryAdvisorSchema.Advisor.suggest, request)
+        #expect(advice == AdvisorRules.advise(emotion: request.emotion, text: request.text, character: .cool))
+        #expect(advice.actionItems.count == 3)
+
+        kill(advisor.processIdentifier, SIGKILL)
+        _ = await advisor.waitForExit()
+        try await Self.waitFor(.waiting, client)
+        do {
+            _ = try await client.call(MentoryAdvisorSchema.Advisor.suggest, request)
+            Issue.record("a killed advisor answered")
+        } catch {
+            #expect(error.remoteCode == .unavailable)
+        }
+        await client.close()
+        #expect(await daemon.stop() == 0)
+    }
+}
