@@ -358,34 +358,7 @@ struct Daemon {
             )
         }
         effective.config = reloaded.config
-        var needRestart: [String] = []
-        if reloaded.socketPath != current.socketPath { needRestart.append("socket.path") }
-        if reloaded.socketMode != current.socketMode { needRestart.append("socket.mode") }
-        if reloaded.stateDirectory != current.stateDirectory { needRestart.append("state.directory") }
-        if reloaded.maxFrameLength != current.maxFrameLength { needRestart.append("limits.maxFrameLength") }
-        if reloaded.subscriberQueueBytes != current.subscriberQueueBytes {
-            needRestart.append("limits.subscriberQueueBytes")
-        }
-        if reloaded.maxRequestsInFlight != current.maxRequestsInFlight {
-            needRestart.append("limits.maxRequestsInFlight")
-        }
-        if reloaded.handshakeTimeoutSeconds != current.handshakeTimeoutSeconds {
-            needRestart.append("limits.handshakeTimeoutSeconds")
-        }
-        if reloaded.maxOutboundBytes != current.maxOutboundBytes { needRestart.append("limits.maxOutboundBytes") }
-        if reloaded.shutdownDrainSeconds != current.shutdownDrainSeconds {
-            needRestart.append("limits.shutdownDrainSeconds")
-        }
-        if reloaded.eventRingCapacity != current.eventRingCapacity { needRestart.append("events.ringCapacity") }
-        if reloaded.requestTimeoutMilliseconds != current.requestTimeoutMilliseconds {
-            needRestart.append("limits.requestTimeoutMilliseconds")
-        }
-        if reloaded.faultInjection != current.faultInjection { needRestart.append("debug.faultInjection") }
-        if reloaded.pluginCallTimeoutMilliseconds != current.pluginCallTimeoutMilliseconds {
-            needRestart.append("limits.pluginCallTimeoutMilliseconds")
-        }
-        if reloaded.plugins != current.plugins { needRestart.append("plugins") }
-        if reloaded.storageBackend != current.storageBackend { needRestart.append("storage.backend") }
+        let needRestart = DaemonSettings.restartOnly.filter { $0.changed(current, reloaded) }.map(\.key)
         if !needRestart.isEmpty {
             logger.warning(
                 "changed settings take effect only after a restart (systemctl restart mentoryd)",

@@ -159,3 +159,24 @@ enum SettingsError: Error, CustomStringConvertible {
         }
     }
 }
+
+extension DaemonSettings {
+    /// The settings a reload cannot apply, each with its config key: a change is logged as needing a restart.
+    static let restartOnly: [(key: String, changed: @Sendable (DaemonSettings, DaemonSettings) -> Bool)] = [
+        ("socket.path", { $0.socketPath != $1.socketPath }),
+        ("socket.mode", { $0.socketMode != $1.socketMode }),
+        ("state.directory", { $0.stateDirectory != $1.stateDirectory }),
+        ("limits.maxFrameLength", { $0.maxFrameLength != $1.maxFrameLength }),
+        ("limits.subscriberQueueBytes", { $0.subscriberQueueBytes != $1.subscriberQueueBytes }),
+        ("limits.maxRequestsInFlight", { $0.maxRequestsInFlight != $1.maxRequestsInFlight }),
+        ("limits.handshakeTimeoutSeconds", { $0.handshakeTimeoutSeconds != $1.handshakeTimeoutSeconds }),
+        ("limits.maxOutboundBytes", { $0.maxOutboundBytes != $1.maxOutboundBytes }),
+        ("limits.shutdownDrainSeconds", { $0.shutdownDrainSeconds != $1.shutdownDrainSeconds }),
+        ("events.ringCapacity", { $0.eventRingCapacity != $1.eventRingCapacity }),
+        ("limits.requestTimeoutMilliseconds", { $0.requestTimeoutMilliseconds != $1.requestTimeoutMilliseconds }),
+        ("debug.faultInjection", { $0.faultInjection != $1.faultInjection }),
+        ("limits.pluginCallTimeoutMilliseconds", { $0.pluginCallTimeoutMilliseconds != $1.pluginCallTimeoutMilliseconds }),
+        ("plugins", { $0.plugins != $1.plugins }),
+        ("storage.backend", { $0.storageBackend != $1.storageBackend }),
+    ]
+}
