@@ -228,6 +228,7 @@ let package = Package(
                 "MentoryClient",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Proto"],
             swiftSettings: strictSwift6
