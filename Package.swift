@@ -252,6 +252,7 @@ let package = Package(
                 "MentoryClient",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Proto"],
             swiftSettings: strictSwift6

@@ -22,6 +22,9 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
     @Option(help: "The analysis' time budget in milliseconds; past it the emotion's default message answers.")
     var budgetMilliseconds: Int = 500
 
+    @Option(help: "Where to keep the diary position (default: $STATE_DIRECTORY/diary-position, else none).")
+    var stateFile: String?
+
     func run() async throws {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -50,6 +53,17 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
             }
         }
         defer { states.cancel() }
+        let stateFile = self.stateFile ?? environment["STATE_DIRECTORY"].map { $0 + "/diary-position" }
+        let watcher = DiaryWatcher(
+            socketPath: socketPath, character: character, stateFile: stateFile, logger: logger)
+        let watching = Task {
+            do {
+                try await watcher.run()
+            } catch {
+                logger.error("stopped following the diary", metadata: ["error": "\(error)"])
+            }
+        }
+        defer { watching.cancel() }
         do {
             try await plugin.run()
         } catch {

@@ -40,10 +40,13 @@ struct AdvisorRulesTests {
 @Suite("mentory-advisor against the real daemon", .timeLimit(.minutes(10)))
 struct AdvisorEndToEndTests {
     /// Starts `mentory-advisor` on the daemon's socket; it dies with the test process.
-    static func startAdvisor(socketPath: String, character: String = "cool") async throws -> Process {
+    static func startAdvisor(
+        socketPath: String, character: String = "cool", stateFile: String? = nil
+    ) async throws -> Process {
         let process = Process()
         process.executableURL = ProductBinaries.url(of: "mentory-advisor")
-        process.arguments = ["--socket", socketPath, "--character", character]
+        process.arguments =
+            ["--socket", socketPath, "--character", character] + (stateFile.map { ["--state-file", $0] } ?? [])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try await process.runTiedToTestProcess()
@@ -86,6 +89,59 @@ struct AdvisorEndToEndTests {
         } catch {
             #expect(error.remoteCode == .unavailable)
         }
+        await client.close()
+        #expect(await daemon.stop() == 0)
+    }
+
+    /// Waits until the advisor has handled the diary up to its newest event.
+    static func waitForPosition(_ stateFile: String, _ client: MentoryClient) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let newest = try await client.status().topics.first { $0.topic == "diary" }?.sequence ?? 0
+            let saved = (try? String(contentsOfFile: stateFile, encoding: .utf8))?
+                .split(separator: " ").last.flatMap { UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            if saved == newest { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("the advisor never caught up with the diary")
+    }
+
+    @Test("an entry added today gets the advice as today's mentor message; a message set today is never overwritten")
+    func diaryAdvice() async throws {
+        let daemon = try await DaemonProcess(environment: [
+            "MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_PLUGINS_DECLARED": "advisor",
+        ])
+        defer { daemon.removeFiles() }
+        let stateFile = daemon.directory + "/advisor-position"
+        let client = try await daemon.client()
+        let advisor = try await Self.startAdvisor(socketPath: daemon.socketPath, stateFile: stateFile)
+        defer { kill(advisor.processIdentifier, SIGKILL) }
+        try await Self.waitFor(.connected, client)
+        try await Self.waitForPosition(stateFile, client)
+
+        var entry = Mentory_V1_DiaryAddRequest()
+        entry.recordDate = DiaryWatcher.today()
+        entry.title = "A day"
+        entry.text = "Went for a run with a friend"
+        entry.emotion = .pleasant
+        let added = try await client.diaryAdd(entry)
+        try await Self.waitForPosition(stateFile, client)
+        let expected = AdvisorRules.advise(emotion: .pleasant, text: entry.text, character: .cool)
+        let set = try await client.mentorGet()
+        #expect(set.message.content == expected.content)
+        #expect(set.message.character == .cool)
+        #expect(set.message.actionItems.map(\.text) == expected.actionItems)
+
+        // Someone else's message today stays, even when a new entry for today comes in.
+        var mine = Mentory_V1_MentorSetRequest()
+        mine.content = "mine"
+        mine.character = .warm
+        _ = try await client.mentorSet(mine)
+        _ = try await client.diaryDelete(id: added.id)
+        entry.emotion = .veryUnpleasant
+        _ = try await client.diaryAdd(entry)
+        try await Self.waitForPosition(stateFile, client)
+        #expect(try await client.mentorGet().message.content == "mine")
         await client.close()
         #expect(await daemon.stop() == 0)
     }
