@@ -150,6 +150,12 @@ final class ClientChannelHandler: ChannelDuplexHandler {
             request.namespace = namespace
             request.method = method
             request.body = body
+            if let timeout {
+                // The daemon is told when the answer stops being useful: it fails the call with
+                // DEADLINE_EXCEEDED then (a plugin call, a handler that checks its deadline) rather than
+                // working for a caller that has gone.
+                request.timeoutMs = UInt32(clamping: max(1, timeout.nanoseconds / 1_000_000))
+            }
             envelope.request = request
             var entry = Pending(promise: reply)
             if let timeout {
