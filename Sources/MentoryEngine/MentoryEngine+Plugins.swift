@@ -43,6 +43,10 @@ extension MentoryEngine {
             case .connected(_, let date):
                 status.state = .connected
                 since = date
+            case .failed(let reason, let date, _):
+                status.state = .failed
+                status.reason = reason
+                since = date
             }
             status.sinceUnixMs = Int64((since.timeIntervalSince1970 * 1000).rounded())
             status.callsInFlight = UInt32(clamping: plugin.pending.count)
@@ -110,11 +114,6 @@ extension MentoryEngine {
                     "register(\(namespace)): no plugin declares namespace '\(namespace)' under plugins.<name>.namespace"
                     + " (declared: \(declared.isEmpty ? "none" : declared.joined(separator: ", ")))")
         }
-        guard request.pluginProtocolVersion == WireProtocol.pluginProtocolVersion else {
-            throw .invalidArgument(
-                "plugin protocol version \(request.pluginProtocolVersion) is not supported;"
-                    + " this daemon speaks version \(WireProtocol.pluginProtocolVersion)")
-        }
         if let served = self.pluginConnections[connection.id], served != namespace {
             throw .invalidArgument("this connection already serves namespace '\(served)'; one namespace per connection")
         }
@@ -124,17 +123,13 @@ extension MentoryEngine {
                     + " and serves '\(namespace)';"
                     + " stop the other instance first")
         }
-        let info = try Self.validate(request)
-        for topic in info.topics {
-            if let owner = self.topicOwners[topic.name], owner != namespace {
-                throw .invalidArgument("topic '\(topic.name)' is already published by '\(owner)'")
-            }
-        }
+        let info: NamespaceInfo
         let files: [String]
-        do {
-            files = try request.descriptors.file.map { try $0.serializedData().base64EncodedString() }
+        do throws(MentoryError) {
+            (info, files) = try self.checkRegistration(request)
         } catch {
-            throw .invalidArgument("the descriptors cannot be encoded: \(error)")
+            self.registrationRefused(plugin, error: error, connection: connection)
+            throw error
         }
         // Topics the plugin no longer declares stop being its; their ring stays for a later registration.
         for topic in plugin.info.topics where !info.topics.contains(where: { $0.name == topic.name }) {
@@ -167,6 +162,60 @@ extension MentoryEngine {
         reply.epoch = self.epoch
         reply.callTimeoutMs = Self.milliseconds(self.configuration.pluginCallTimeout)
         return reply
+    }
+
+    /// Checks what a registration declares against this daemon: its plugin protocol version, its
+    /// schema, and that no other namespace publishes its topics. Returns the schema and the
+    /// descriptors' files, base64-encoded.
+    private func checkRegistration(
+        _ request: Mentory_V1_PluginRegisterRequest
+    ) throws(MentoryError) -> (NamespaceInfo, [String]) {
+        guard request.pluginProtocolVersion == WireProtocol.pluginProtocolVersion else {
+            throw .invalidArgument(
+                "plugin protocol version \(request.pluginProtocolVersion) is not supported;"
+                    + " this daemon speaks version \(WireProtocol.pluginProtocolVersion)")
+        }
+        let info = try Self.validate(request)
+        for topic in info.topics {
+            if let owner = self.topicOwners[topic.name], owner != request.namespace {
+                throw .invalidArgument("topic '\(topic.name)' is already published by '\(owner)'")
+            }
+        }
+        do {
+            return (info, try request.descriptors.file.map { try $0.serializedData().base64EncodedString() })
+        } catch {
+            throw .invalidArgument("the descriptors cannot be encoded: \(error)")
+        }
+    }
+
+    /// Records that a registration for `plugin`'s namespace, from a caller allowed to register, was
+    /// refused for a fault of the plugin's own: it is failed until it registers or its connection closes.
+    ///
+    /// A plugin connected on another connection keeps serving; a refused re-registration on its own
+    /// connection leaves its earlier registration in force.
+    private func registrationRefused(
+        _ plugin: PluginHostedHandler,
+        error: MentoryError,
+        connection: ConnectionContext
+    ) {
+        self.logger.warning(
+            "plugin registration refused",
+            metadata: [
+                "plugin": "\(plugin.declaration.name)", "namespace": "\(plugin.namespace)",
+                "connection": "\(connection.id)", "reason": "\(error.message)",
+            ])
+        guard !plugin.isConnected else { return }
+        plugin.state = .failed(
+            reason: Self.bounded(error.message, bytes: WireProtocol.maxPluginFailureReasonBytes),
+            since: self.clock.now(), connection: connection.id)
+    }
+
+    /// `text`, cut at a character boundary to at most `bytes` UTF-8 bytes, ending in "…" when cut.
+    package static func bounded(_ text: String, bytes: Int) -> String {
+        guard text.utf8.count > bytes else { return text }
+        var cut = Substring(text)
+        while cut.utf8.count > bytes - "…".utf8.count, !cut.isEmpty { cut.removeLast() }
+        return cut + "…"
     }
 
     /// Checks a registration's declaration: names present and unique, within bounds, every message in the descriptors.
@@ -267,20 +316,38 @@ extension MentoryEngine {
     /// Why a call to `plugin` cannot be forwarded now, if it cannot: it is not connected, or a
     /// namespace it requires is served by a plugin that is not.
     func unavailability(of plugin: PluginHostedHandler) -> MentoryError? {
-        if case .waiting(let since) = plugin.state {
+        switch plugin.state {
+        case .waiting(let since):
             return .unavailable(
                 "namespace '\(plugin.namespace)' is unavailable:"
                     + " its plugin '\(plugin.declaration.name)' is not connected"
                     + " (waiting since \(since.formatted(.iso8601))); start it, e.g."
                     + " systemctl start mentoryd-plugin@\(plugin.declaration.name)")
+        case .failed(let reason, let since, _):
+            return .unavailable(
+                "namespace '\(plugin.namespace)' is unavailable:"
+                    + " its plugin '\(plugin.declaration.name)' failed to register: \(reason)"
+                    + " (failed since \(since.formatted(.iso8601))); fix it and restart it, e.g."
+                    + " systemctl restart mentoryd-plugin@\(plugin.declaration.name)")
+        case .connected:
+            break
         }
         for required in plugin.declaration.requires {
-            guard let dependency = self.handlers[required] as? PluginHostedHandler,
-                case .waiting(let since) = dependency.state
-            else { continue }
-            return .unavailable(
-                "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
-                    + " '\(dependency.declaration.name)' is not connected (waiting since \(since.formatted(.iso8601)))")
+            guard let dependency = self.handlers[required] as? PluginHostedHandler else { continue }
+            switch dependency.state {
+            case .waiting(let since):
+                return .unavailable(
+                    "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
+                        + " '\(dependency.declaration.name)' is not connected"
+                        + " (waiting since \(since.formatted(.iso8601)))")
+            case .failed(let reason, let since, _):
+                return .unavailable(
+                    "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
+                        + " '\(dependency.declaration.name)' failed to register: \(reason)"
+                        + " (failed since \(since.formatted(.iso8601)))")
+            case .connected:
+                continue
+            }
         }
         return nil
     }
@@ -406,6 +473,12 @@ extension MentoryEngine {
 
     /// A plugin's connection went away: it waits again, and every call in flight to it fails at once.
     func pluginDisconnected(_ id: ConnectionID) {
+        // A plugin whose refused registration came on this connection waits again.
+        for plugin in self.declaredPlugins {
+            if case .failed(_, _, let connection) = plugin.state, connection == id {
+                plugin.state = .waiting(since: self.clock.now())
+            }
+        }
         guard let namespace = self.pluginConnections.removeValue(forKey: id),
             let plugin = self.handlers[namespace] as? PluginHostedHandler
         else { return }

@@ -36,6 +36,9 @@ final class PluginHostedHandler: HostedHandler {
         case waiting(since: Date)
         /// Registered on this connection since then.
         case connected(ConnectionID, since: Date)
+        /// Its last registration, on `connection`, was refused then for a fault of its own (`reason`,
+        /// at most `WireProtocol.maxPluginFailureReasonBytes`); calls fail at once.
+        case failed(reason: String, since: Date, connection: ConnectionID)
     }
 
     /// A call forwarded to the plugin and not answered yet.

@@ -21,6 +21,10 @@ public enum WireProtocol {
 
     /// The most topics one plugin may register.
     public static let maxPluginTopics = 64
+
+    /// The most UTF-8 bytes of a failed plugin's reason (`PluginStatus.reason`) the daemon keeps;
+    /// a longer one is cut and ends in "…".
+    public static let maxPluginFailureReasonBytes = 512
 }
 
 /// A well-known namespace or topic name, as `MentorySchema` declares it (from the services in mentory.proto).

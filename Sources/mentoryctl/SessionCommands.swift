@@ -55,10 +55,16 @@ struct Status: AsyncParsableCommand {
                 print("plugins:")
                 let now = Int64(Date().timeIntervalSince1970 * 1000)
                 for plugin in status.plugins {
-                    let state = plugin.state == .connected ? "connected" : "waiting"
+                    let state: String
+                    switch plugin.state {
+                    case .connected: state = "connected"
+                    case .failed: state = "failed"
+                    default: state = "waiting"
+                    }
                     let seconds = max(0, now - plugin.sinceUnixMs) / 1000
+                    let reason = plugin.reason.isEmpty ? "" : " (\(plugin.reason))"
                     print(
-                        "  \(plugin.name) (\(plugin.namespace)): \(state) for \(seconds) s,"
+                        "  \(plugin.name) (\(plugin.namespace)): \(state) for \(seconds) s\(reason),"
                             + " \(plugin.callsInFlight) calls in flight")
                 }
             }

@@ -218,6 +218,24 @@ struct PluginEndToEndTests {
         #expect(daemon.log.contains("permission denied"))
     }
 
+    @Test("a registration refused for the plugin's own fault: mentoryctl status shows it failed, with the reason")
+    func failedRegistration() async throws {
+        let daemon = try await DaemonProcess(environment: Self.environment)
+        defer { daemon.removeFiles() }
+        let client = try await daemon.client()
+        var request = Mentory_V1_PluginRegisterRequest()
+        request.pluginProtocolVersion = WireProtocol.pluginProtocolVersion + 1
+        request.namespace = "echo"
+        let (refused, _) = await Self.code { _ = try await client.call(MentorySchema.Plugin.register, request) }
+        #expect(refused == .invalidArgument)
+        let ctlStatus = try await daemon.ctl(["status"])
+        #expect(ctlStatus.stdout.contains("echo (echo): failed for"), "\(ctlStatus.stdout)")
+        #expect(ctlStatus.stdout.contains("is not supported"), "\(ctlStatus.stdout)")
+        let (unavailable, message) = await Self.code { _ = try await Self.say(client, "hi") }
+        #expect(unavailable == .unavailable)
+        #expect(message.contains("plugin 'echo' failed to register"), "\(message)")
+    }
+
     @Test("a dependency cycle through a plugin fails start-up with exit status 78, naming the chain")
     func cycle() async throws {
         let result = try await HandlerConfigurationTests.runDaemonToExit(environment: [

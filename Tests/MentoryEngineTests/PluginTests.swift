@@ -154,6 +154,71 @@ struct PluginTests {
         #expect(try await fixture.failure(WireNames.plugin, "register", future, from: rootPlugin) == .invalidArgument)
     }
 
+    @Test("a refused registration fails the plugin with its reason; a stranger's changes nothing; then it connects")
+    func failedRegistration() async throws {
+        let fixture = try await Self.fixture()
+        let (plugin, _) = await Self.attachPlugin(fixture)
+        var lacking = Self.registration()
+        lacking.methods[0].reply = "example.Missing"
+        #expect(try await fixture.failure(WireNames.plugin, "register", lacking, from: plugin) == .invalidArgument)
+        let failed = try #require(await fixture.engine.status().plugins.first)
+        #expect(failed.state == .failed)
+        #expect(failed.reason.contains("example.Missing"))
+
+        let (client, _) = await fixture.connect()
+        let response = try await Self.suggest(fixture, from: client)
+        #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.unavailable.rawValue))
+        #expect(response.error.message.contains("plugin 'advisor' failed to register"))
+        #expect(response.error.message.contains("example.Missing"))
+        #expect(response.error.message.contains("failed since"))
+
+        // A stranger cannot overwrite the state or its reason, even with a registration that is itself bad.
+        let (stranger, _) = await Self.attachPlugin(fixture, credentials: PeerCredentials(pid: 9, uid: 1000, gid: 1000))
+        var future = Self.registration()
+        future.pluginProtocolVersion = 2
+        #expect(try await fixture.failure(WireNames.plugin, "register", future, from: stranger) == .permissionDenied)
+        #expect(try await fixture.failure(WireNames.plugin, "register", lacking, from: stranger) == .permissionDenied)
+        await fixture.engine.detach(stranger)
+        #expect(await fixture.engine.status().plugins.first == failed)
+
+        _ = try await fixture.call(
+            WireNames.plugin, "register", Self.registration(), from: plugin, as: Mentory_V1_PluginRegisterReply.self)
+        let connected = try #require(await fixture.engine.status().plugins.first)
+        #expect(connected.state == .connected)
+        #expect(connected.reason.isEmpty)
+    }
+
+    @Test("a failed plugin waits again when that connection closes; a connected one is never made failed")
+    func failedThenGone() async throws {
+        let fixture = try await Self.fixture()
+        let (first, _) = await Self.attachPlugin(fixture)
+        var future = Self.registration()
+        future.pluginProtocolVersion = 2
+        #expect(try await fixture.failure(WireNames.plugin, "register", future, from: first) == .invalidArgument)
+        let failed = try #require(await fixture.engine.pluginStatuses.first)
+        #expect(failed.state == .failed)
+        #expect(failed.reason.contains("plugin protocol version 2 is not supported"))
+        await fixture.engine.detach(first)
+        let waiting = try #require(await fixture.engine.pluginStatuses.first)
+        #expect(waiting.state == .waiting)
+        #expect(waiting.reason.isEmpty)
+
+        let plugin = try await Self.connectPlugin(fixture)
+        #expect(try await fixture.failure(WireNames.plugin, "register", future, from: plugin.id) == .invalidArgument)
+        let (second, _) = await Self.attachPlugin(fixture)
+        #expect(try await fixture.failure(WireNames.plugin, "register", future, from: second) == .conflict)
+        #expect(await fixture.engine.pluginStatuses.first?.state == .connected)
+    }
+
+    @Test("a failure reason longer than the limit is cut at a character boundary")
+    func boundedReason() {
+        let long = String(repeating: "é", count: WireProtocol.maxPluginFailureReasonBytes)
+        let cut = MentoryEngine.bounded(long, bytes: WireProtocol.maxPluginFailureReasonBytes)
+        #expect(cut.utf8.count <= WireProtocol.maxPluginFailureReasonBytes)
+        #expect(cut.hasSuffix("…"))
+        #expect(MentoryEngine.bounded("short", bytes: WireProtocol.maxPluginFailureReasonBytes) == "short")
+    }
+
     @Test("an access rule may allow another uid to register")
     func allowedByRule() async throws {
         let policy = try AccessPolicy(parsing: ["allow uid=1000 plugin.*", "deny any debug.* storage.*"])

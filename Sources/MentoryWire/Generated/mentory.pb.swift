@@ -363,6 +363,12 @@ public nonisolated enum Mentory_V1_PluginState: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// Registered and serving.
   case connected // = 2
+
+  /// Its last registration was refused for a fault of its own (invalid schema or descriptors, an
+  /// unsupported plugin protocol version, a topic another namespace publishes); `reason` says why.
+  /// Calls fail at once with UNAVAILABLE naming the reason. A successful registration makes it
+  /// connected; closing its connection makes it waiting.
+  case failed // = 3
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -374,6 +380,7 @@ public nonisolated enum Mentory_V1_PluginState: SwiftProtobuf.Enum, Swift.CaseIt
     case 0: self = .unspecified
     case 1: self = .waiting
     case 2: self = .connected
+    case 3: self = .failed
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -383,6 +390,7 @@ public nonisolated enum Mentory_V1_PluginState: SwiftProtobuf.Enum, Swift.CaseIt
     case .unspecified: return 0
     case .waiting: return 1
     case .connected: return 2
+    case .failed: return 3
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -392,6 +400,7 @@ public nonisolated enum Mentory_V1_PluginState: SwiftProtobuf.Enum, Swift.CaseIt
     .unspecified,
     .waiting,
     .connected,
+    .failed,
   ]
 
 }
@@ -1806,6 +1815,9 @@ public nonisolated struct Mentory_V1_PluginStatus: Sendable {
   /// Calls forwarded and not answered yet.
   public var callsInFlight: UInt32 = 0
 
+  /// When `state` is FAILED: why its registration was refused. Empty otherwise.
+  public var reason: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1921,7 +1933,7 @@ nonisolated extension Mentory_V1_Emotion: SwiftProtobuf._ProtoNameProviding {
 }
 
 nonisolated extension Mentory_V1_PluginState: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PLUGIN_STATE_UNSPECIFIED\0\u{1}PLUGIN_STATE_WAITING\0\u{1}PLUGIN_STATE_CONNECTED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PLUGIN_STATE_UNSPECIFIED\0\u{1}PLUGIN_STATE_WAITING\0\u{1}PLUGIN_STATE_CONNECTED\0\u{1}PLUGIN_STATE_FAILED\0")
 }
 
 nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -4604,7 +4616,7 @@ nonisolated extension Mentory_V1_PluginReply: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Mentory_V1_PluginStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PluginStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}namespace\0\u{1}state\0\u{3}since_unix_ms\0\u{3}calls_in_flight\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}namespace\0\u{1}state\0\u{3}since_unix_ms\0\u{3}calls_in_flight\0\u{1}reason\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4617,6 +4629,7 @@ nonisolated extension Mentory_V1_PluginStatus: SwiftProtobuf.Message, SwiftProto
       case 3: try { try decoder.decodeSingularEnumField(value: &self.state) }()
       case 4: try { try decoder.decodeSingularInt64Field(value: &self.sinceUnixMs) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.callsInFlight) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.reason) }()
       default: break
       }
     }
@@ -4638,6 +4651,9 @@ nonisolated extension Mentory_V1_PluginStatus: SwiftProtobuf.Message, SwiftProto
     if self.callsInFlight != 0 {
       try visitor.visitSingularUInt32Field(value: self.callsInFlight, fieldNumber: 5)
     }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4647,6 +4663,7 @@ nonisolated extension Mentory_V1_PluginStatus: SwiftProtobuf.Message, SwiftProto
     if lhs.state != rhs.state {return false}
     if lhs.sinceUnixMs != rhs.sinceUnixMs {return false}
     if lhs.callsInFlight != rhs.callsInFlight {return false}
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -51,6 +51,7 @@ METRIC_TYPE_UNSPECIFIED: MetricType
 NAMESPACE_FIELD_NUMBER: _ClassVar[int]
 NAMESPACE_VERSION_FIELD_NUMBER: _ClassVar[int]
 PLUGIN_STATE_CONNECTED: PluginState
+PLUGIN_STATE_FAILED: PluginState
 PLUGIN_STATE_UNSPECIFIED: PluginState
 PLUGIN_STATE_WAITING: PluginState
 TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -517,18 +518,20 @@ class PluginReply(_message.Message):
     def __init__(self, call_id: _Optional[int] = ..., body: _Optional[bytes] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
 class PluginStatus(_message.Message):
-    __slots__ = ["calls_in_flight", "name", "namespace", "since_unix_ms", "state"]
+    __slots__ = ["calls_in_flight", "name", "namespace", "reason", "since_unix_ms", "state"]
     CALLS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     calls_in_flight: int
     name: str
     namespace: str
+    reason: str
     since_unix_ms: int
     state: PluginState
-    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[PluginState, str]] = ..., since_unix_ms: _Optional[int] = ..., calls_in_flight: _Optional[int] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[PluginState, str]] = ..., since_unix_ms: _Optional[int] = ..., calls_in_flight: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReachabilitySnapshot(_message.Message):
     __slots__ = ["peers"]
