@@ -473,12 +473,9 @@ extension MentoryEngine {
 
     /// A plugin's connection went away: it waits again, and every call in flight to it fails at once.
     func pluginDisconnected(_ id: ConnectionID) {
-        // A plugin whose refused registration came on this connection waits again.
-        for plugin in self.declaredPlugins {
-            if case .failed(_, _, let connection) = plugin.state, connection == id {
-                plugin.state = .waiting(since: self.clock.now())
-            }
-        }
+        // A failed plugin stays failed (with its reason) after the refused connection closes: a plugin
+        // that exits when refused, as mentory-advisor does under systemd, still shows why in status
+        // until a registration succeeds.
         guard let namespace = self.pluginConnections.removeValue(forKey: id),
             let plugin = self.handlers[namespace] as? PluginHostedHandler
         else { return }

@@ -188,7 +188,7 @@ struct PluginTests {
         #expect(connected.reason.isEmpty)
     }
 
-    @Test("a failed plugin waits again when that connection closes; a connected one is never made failed")
+    @Test("a failed plugin stays failed when that connection closes; a connected one is never made failed")
     func failedThenGone() async throws {
         let fixture = try await Self.fixture()
         let (first, _) = await Self.attachPlugin(fixture)
@@ -199,9 +199,9 @@ struct PluginTests {
         #expect(failed.state == .failed)
         #expect(failed.reason.contains("plugin protocol version 2 is not supported"))
         await fixture.engine.detach(first)
-        let waiting = try #require(await fixture.engine.pluginStatuses.first)
-        #expect(waiting.state == .waiting)
-        #expect(waiting.reason.isEmpty)
+        let stillFailed = try #require(await fixture.engine.pluginStatuses.first)
+        #expect(stillFailed.state == .failed, "the reason outlives the refused connection")
+        #expect(stillFailed.reason == failed.reason)
 
         let plugin = try await Self.connectPlugin(fixture)
         #expect(try await fixture.failure(WireNames.plugin, "register", future, from: plugin.id) == .invalidArgument)
