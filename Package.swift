@@ -93,6 +93,7 @@ let package = Package(
         .target(
             name: "MentoryMetrics",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "MentoryWire",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -123,6 +124,7 @@ let package = Package(
         .target(
             name: "MentoryStorageSQLite",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "MentoryStorage",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -204,6 +206,7 @@ let package = Package(
         .target(
             name: "MentoryClient",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

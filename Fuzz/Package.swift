@@ -49,6 +49,7 @@ let package = Package(
         .target(
             name: "MentoryMetrics",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "MentoryWire",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],

@@ -3,6 +3,7 @@
 #else
     import Foundation
 #endif
+import NIOConcurrencyHelpers
 import MentoryWire
 import SwiftProtobuf
 import Synchronization
@@ -110,7 +111,7 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
     private let routes: PluginRoutes<Namespace>
     private let policy: ReconnectPolicy
     private let trust: SocketTrust
-    private let current = Mutex<MentoryClient?>(nil)
+    private let current = NIOLockedValueBox<MentoryClient?>(nil)
     private let stateContinuation: AsyncStream<State>.Continuation
     /// Every state change, newest last; at most 64 wait unread (the oldest are dropped).
     public let states: AsyncStream<State>
@@ -167,10 +168,10 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
                     MentorySchema.Plugin.register.namespace, MentorySchema.Plugin.register.name, Self.registration,
                     replying: Mentory_V1_PluginRegisterReply.self)
                 attempt = 0
-                self.current.withLock { $0 = client }
+                self.current.withLockedValue { $0 = client }
                 self.stateContinuation.yield(.registered(epoch: reply.epoch))
                 await self.serve(client)
-                self.current.withLock { $0 = nil }
+                self.current.withLockedValue { $0 = nil }
                 await client.close()
                 self.stateContinuation.yield(.waiting(reason: "the connection closed"))
             } catch {
@@ -198,7 +199,7 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
         _ topic: TopicSchema<Namespace, Change, Snapshot>,
         _ change: Change
     ) async throws(MentoryClientError) {
-        guard let client = self.current.withLock({ $0 }) else {
+        guard let client = self.current.withLockedValue({ $0 }) else {
             throw .connectionClosed(reason: "the plugin is not registered with mentoryd now")
         }
         var request = Mentory_V1_PluginPublishRequest()
@@ -214,7 +215,7 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
     }
 
     /// The client registered now, for calls to other namespaces; `nil` between connections.
-    public var client: MentoryClient? { self.current.withLock { $0 } }
+    public var client: MentoryClient? { self.current.withLockedValue { $0 } }
 
     /// Answers every forwarded call, each in its own task, until the connection closes.
     private func serve(_ client: MentoryClient) async {

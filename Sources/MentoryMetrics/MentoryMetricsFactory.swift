@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import CoreMetrics
 import MentoryWire
 import SwiftProtobuf
@@ -21,8 +22,8 @@ import Synchronization
 ///   `mentoryd_metrics_series_refused_total{reason="series_cap"}`. A name reused with another
 ///   type is not kept either (`reason="type_conflict"`). Either way the caller gets a working
 ///   handler, so recording never fails.
-/// - Thread-safe, as swift-metrics requires: the registry is behind a `Mutex`, each series keeps
-///   its value in an `Atomic` or a `Mutex` (metrics plumbing, not domain state).
+/// - Thread-safe, as swift-metrics requires: the registry is behind a lock (`NIOLockedValueBox`), each series keeps
+///   its value in an `Atomic` or a lock (metrics plumbing, not domain state).
 public final class MentoryMetricsFactory: MetricsFactory, Sendable {
     /// The default bound on label sets, all families together.
     public static let defaultMaxSeries = 10_000
@@ -30,7 +31,7 @@ public final class MentoryMetricsFactory: MetricsFactory, Sendable {
     /// The most label sets kept, all families together.
     public let maxSeries: Int
     private let descriptions: [String: MetricDescription]
-    private let registry: Mutex<Registry>
+    private let registry: NIOLockedValueBox<Registry>
     private let refusedForCap = CounterSeries()
     private let refusedForType = CounterSeries()
 
@@ -45,7 +46,7 @@ public final class MentoryMetricsFactory: MetricsFactory, Sendable {
         refused.series[Labels([("reason", "type_conflict")])] = .counter(self.refusedForType)
         registry.families[MentoryMetric.seriesRefused.name] = refused
         registry.seriesCount = refused.series.count
-        self.registry = Mutex(registry)
+        self.registry = NIOLockedValueBox(registry)
     }
 
     // MARK: MetricsFactory
@@ -91,7 +92,7 @@ public final class MentoryMetricsFactory: MetricsFactory, Sendable {
     /// The serialized reply stays within `maxBytes`: families (then samples) that would not fit
     /// are left out and ``Mentory_V1_MetricsReply/truncated`` is set.
     public func snapshot(maxBytes: Int = .max) -> Mentory_V1_MetricsReply {
-        let families = self.registry.withLock { registry in registry.families }
+        let families = self.registry.withLockedValue { registry in registry.families }
         var reply = Mentory_V1_MetricsReply()
         // Room for `truncated` and for each family's tag and length.
         let budget = maxBytes - 16
@@ -123,7 +124,7 @@ public final class MentoryMetricsFactory: MetricsFactory, Sendable {
     /// The number of label sets kept now, all families together (at most ``maxSeries``, plus
     /// one overflow series per family).
     public var seriesCount: Int {
-        self.registry.withLock { $0.seriesCount }
+        self.registry.withLockedValue { $0.seriesCount }
     }
 
     // MARK: Names
@@ -160,7 +161,7 @@ public final class MentoryMetricsFactory: MetricsFactory, Sendable {
             case .histogram: self.descriptions[name]?.buckets ?? MetricBuckets.counts
             }
         let maxSeries = self.maxSeries
-        let outcome: Outcome = self.registry.withLock { registry in
+        let outcome: Outcome = self.registry.withLockedValue { registry in
             guard var family = registry.families[name] else {
                 guard registry.seriesCount < maxSeries else { return .refused(.seriesCap) }
                 var family = Family(kind: kind, bounds: bounds)
@@ -199,7 +200,7 @@ public final class MentoryMetricsFactory: MetricsFactory, Sendable {
     }
 
     private func remove(_ handler: AnyObject) {
-        self.registry.withLock { registry in
+        self.registry.withLockedValue { registry in
             for (name, var family) in registry.families {
                 guard let key = family.series.first(where: { $0.value.object === handler })?.key else { continue }
                 family.series[key] = nil

@@ -1,8 +1,9 @@
+import NIOConcurrencyHelpers
 import CoreMetrics
 import Synchronization
 
 // The handlers swift-metrics records into. swift-metrics calls them from any thread, so each is
-// Sendable and guards its value with Synchronization's `Atomic` or `Mutex`. This is metrics
+// Sendable and guards its value with an `Atomic` or a lock (`NIOLockedValueBox`, a pthread mutex ThreadSanitizer can see). This is metrics
 // plumbing, not domain state: the engine's state stays in the engine actor, lock-free.
 
 /// A counter: only goes up.
@@ -24,16 +25,16 @@ final class CounterSeries: CounterHandler, Sendable {
 
 /// A gauge: the last value set, moved up and down by a meter.
 final class GaugeSeries: RecorderHandler, MeterHandler, Sendable {
-    private let current = Mutex<Double>(0)
+    private let current = NIOLockedValueBox<Double>(0)
 
     func record(_ value: Int64) { self.set(Double(value)) }
     func record(_ value: Double) { self.set(value) }
     func set(_ value: Int64) { self.set(Double(value)) }
-    func set(_ value: Double) { self.current.withLock { $0 = value } }
-    func increment(by amount: Double) { self.current.withLock { $0 += amount } }
-    func decrement(by amount: Double) { self.current.withLock { $0 -= amount } }
+    func set(_ value: Double) { self.current.withLockedValue { $0 = value } }
+    func increment(by amount: Double) { self.current.withLockedValue { $0 += amount } }
+    func decrement(by amount: Double) { self.current.withLockedValue { $0 -= amount } }
 
-    var value: Double { self.current.withLock { $0 } }
+    var value: Double { self.current.withLockedValue { $0 } }
 }
 
 /// A histogram over fixed bucket bounds: recorders record values as they are, timers in seconds.
@@ -47,11 +48,11 @@ final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
 
     /// Ascending upper bounds; the +Inf bucket is implied.
     let bounds: [Double]
-    private let counts: Mutex<Counts>
+    private let counts: NIOLockedValueBox<Counts>
 
     init(bounds: [Double]) {
         self.bounds = bounds
-        self.counts = Mutex(Counts(buckets: Array(repeating: 0, count: bounds.count + 1)))
+        self.counts = NIOLockedValueBox(Counts(buckets: Array(repeating: 0, count: bounds.count + 1)))
     }
 
     func record(_ value: Int64) { self.observe(Double(value)) }
@@ -61,7 +62,7 @@ final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
     func observe(_ value: Double) {
         guard !value.isNaN else { return }
         let index = self.bounds.firstIndex { value <= $0 } ?? self.bounds.count
-        self.counts.withLock { counts in
+        self.counts.withLockedValue { counts in
             counts.buckets[index] &+= 1
             counts.count &+= 1
             counts.sum += value
@@ -70,7 +71,7 @@ final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
 
     /// The counts now, with buckets made cumulative as Prometheus reports them (without +Inf).
     var cumulative: (buckets: [UInt64], count: UInt64, sum: Double) {
-        let counts = self.counts.withLock { $0 }
+        let counts = self.counts.withLockedValue { $0 }
         var running: UInt64 = 0
         var buckets: [UInt64] = []
         buckets.reserveCapacity(self.bounds.count)

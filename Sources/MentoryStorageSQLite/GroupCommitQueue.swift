@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import GRDB
 import MentoryWire
 import Metrics
@@ -115,7 +116,7 @@ final class GroupCommitQueue: Sendable {
     // SAFETY: the lock guards only the queue of pending writes and its counters, not domain state,
     // and is never held across SQLite work, an await or a continuation's resumption: each holder
     // appends or takes a slice of the array and lets go. It replaces an actor hop per write.
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     init(
         writer: any DatabaseWriter,
@@ -132,10 +133,10 @@ final class GroupCommitQueue: Sendable {
     }
 
     /// Writes queued and not yet in a transaction.
-    var queuedCount: Int { self.state.withLock { $0.queuedCount } }
+    var queuedCount: Int { self.state.withLockedValue { $0.queuedCount } }
 
     /// How the writes so far were batched.
-    var statistics: CommitStatistics { self.state.withLock { $0.statistics } }
+    var statistics: CommitStatistics { self.state.withLockedValue { $0.statistics } }
 
     /// Runs `body` in the next batch's transaction and returns its value once that transaction committed.
     ///
@@ -157,7 +158,7 @@ final class GroupCommitQueue: Sendable {
                 },
                 fail: { error in continuation.resume(returning: .failure(error)) }
             )
-            let admission = self.state.withLock { state -> Admission in
+            let admission = self.state.withLockedValue { state -> Admission in
                 guard !state.isClosed else {
                     return .refused(.storageFailure("the database \(path) is closed"))
                 }
@@ -187,14 +188,14 @@ final class GroupCommitQueue: Sendable {
     ///
     /// Returns `true` the first time only.
     func close() async -> Bool {
-        let (first, draining) = self.state.withLock { state in
+        let (first, draining) = self.state.withLockedValue { state in
             defer { state.isClosed = true }
             return (!state.isClosed, state.isDraining)
         }
         guard first else { return false }
         if draining {
             await withCheckedContinuation { continuation in
-                let idle = self.state.withLock { state in
+                let idle = self.state.withLockedValue { state in
                     guard state.isDraining else { return true }
                     state.drainWaiters.append(continuation)
                     return false
@@ -217,7 +218,7 @@ final class GroupCommitQueue: Sendable {
     /// schedules the next batch when writes queued up meanwhile.
     private func commitNextBatch(_ db: Database) {
         let maxBatchSize = self.maxBatchSize
-        let batch = self.state.withLock { state -> [PendingWrite] in
+        let batch = self.state.withLockedValue { state -> [PendingWrite] in
             let count = min(state.pending.count, maxBatchSize)
             guard count > 0 else { return [] }
             let batch = Array(state.pending[..<count])
@@ -235,7 +236,7 @@ final class GroupCommitQueue: Sendable {
         if !batch.isEmpty {
             self.commit(batch, in: db)
         }
-        let (more, waiters) = self.state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+        let (more, waiters) = self.state.withLockedValue { state -> (Bool, [CheckedContinuation<Void, Never>]) in
             if state.queuedCount > 0 { return (true, []) }
             state.isDraining = false
             defer { state.drainWaiters = [] }
@@ -284,7 +285,7 @@ final class GroupCommitQueue: Sendable {
             for write in applied { write.answer() }
         case .failure(let error):
             self.metrics.commitFailures.increment()
-            self.state.withLock { $0.statistics.failedBatches += 1 }
+            self.state.withLockedValue { $0.statistics.failedBatches += 1 }
             let failure = StorageFailures.write(error, path: self.path)
             for write in batch { write.fail(failure) }
         }
