@@ -55,8 +55,7 @@ extension MentoryEngine {
     }
 
     func refreshDescriptors() {
-        self.describedDescriptors = SchemaDescriptors.merged(
-            [MentorySchema.fileDescriptors] + self.registrationOrder.map { self.handlers[$0]!.descriptors })
+        self.describedDescriptorsCache = nil
     }
 
     // MARK: The `plugin` namespace

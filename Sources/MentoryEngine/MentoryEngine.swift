@@ -89,8 +89,9 @@ public actor MentoryEngine {
     var handlers: [String: any HostedHandler] = [:]
     var registrationOrder: [String] = []
     var topicOwners: [String: String] = [:]
-    /// The descriptors `session.describe` sends, merged once per registration.
-    var describedDescriptors = SchemaDescriptors.merged([MentorySchema.fileDescriptors])
+    /// The descriptors `session.describe` sends, merged on first use after a registration changed them
+    /// (decoding them costs; start-up should not pay for a describe nobody asked for).
+    var describedDescriptorsCache: Google_Protobuf_FileDescriptorSet?
     var connections: [ConnectionID: Connection] = [:]
     /// The namespace each registered plugin's connection serves.
     var pluginConnections: [ConnectionID: String] = [:]
@@ -188,9 +189,17 @@ public actor MentoryEngine {
             self.topicOwners[topic.name] = namespace
             self.logs[topic.name] = EventLog(capacity: self.configuration.eventRingCapacity)
         }
-        self.describedDescriptors = SchemaDescriptors.merged(
-            [MentorySchema.fileDescriptors] + self.registrationOrder.map { self.handlers[$0]!.descriptors })
+        self.describedDescriptorsCache = nil
         self.logger.debug("registered handler", metadata: ["namespace": "\(namespace)"])
+    }
+
+    /// Every served namespace's descriptors, merged (and kept until the next registration).
+    var describedDescriptors: Google_Protobuf_FileDescriptorSet {
+        if let cached = self.describedDescriptorsCache { return cached }
+        let merged = SchemaDescriptors.merged(
+            [MentorySchema.fileDescriptors] + self.registrationOrder.map { self.handlers[$0]!.descriptors })
+        self.describedDescriptorsCache = merged
+        return merged
     }
 
     /// Opens `handler` and hosts it with an empty configuration section.
