@@ -151,6 +151,19 @@ struct Harness {
         return envelopes
     }
 
+    /// The frames sent so far, turning the loop until at least one arrives (for work a task finishes),
+    /// for at most a generous 30 seconds; returns as soon as there is one.
+    func receivedEventually() async throws -> [Mentory_V1_Envelope] {
+        var frames: [Mentory_V1_Envelope] = []
+        let deadline = ContinuousClock.now + .seconds(30)
+        while frames.isEmpty, ContinuousClock.now < deadline {
+            await self.channel.testingEventLoop.run()
+            frames += try await self.received()
+            if frames.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        return frames
+    }
+
     func handshake() async throws {
         var hello = Mentory_V1_Hello()
         hello.protocolVersion = WireProtocol.version
@@ -387,7 +400,7 @@ struct ConnectionHandlerTests {
         // The plugin calls its own namespace: the call comes back to it as a PluginCall.
         let body = Google_Protobuf_BytesValue(Data(repeating: 1, count: 700)).wireBody()
         try await harness.send([Harness.request(2, "echo", "say", body)])
-        let forwarded = try await harness.received()
+        let forwarded = try await harness.receivedEventually()
         guard case .pluginCall(let call) = forwarded.first?.kind else {
             Issue.record("expected a PluginCall, got \(forwarded)")
             return
@@ -399,7 +412,8 @@ struct ConnectionHandlerTests {
         var envelope = Mentory_V1_Envelope()
         envelope.pluginReply = reply
         try await harness.send([envelope])
-        let answered = try await harness.received()
+        // The reply resumes the call's task, which may need more than one turn of the loop.
+        let answered = try await harness.receivedEventually()
         #expect(answered.map(\.response.id) == [2])
         #expect(answered.first?.response.body == body)
 
