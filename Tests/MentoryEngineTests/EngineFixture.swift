@@ -52,12 +52,17 @@ final class EngineFixture: Sendable {
 
     /// `daemonUID` is the uid the engine trusts like root; nil (the default here) trusts only root,
     /// so tests do not depend on the uid they run as.
-    init(ringCapacity: Int = 16, accessPolicy: AccessPolicy = .default, daemonUID: UInt32? = nil) async throws {
+    init(
+        ringCapacity: Int = 16,
+        accessPolicy: AccessPolicy = .default,
+        daemonUID: UInt32? = nil,
+        pluginCallTimeout: Duration = .seconds(5)
+    ) async throws {
         self.store = InMemorySessionStore()
         self.engine = MentoryEngine(
             configuration: .init(
                 serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
-                daemonUID: daemonUID),
+                daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout),
             executor: MultiThreadedEventLoopGroup.singleton.next().executor,
             clock: FixedClock()
         )
@@ -152,4 +157,3 @@ func frameSize(_ event: Mentory_V1_Event) throws -> Int {
     envelope.event = event
     return try (envelope.serializedBytes() as [UInt8]).count
 }
-
