@@ -154,7 +154,8 @@ private func perform(_ operation: Operation, engine: isolated MentoryEngine, mod
             sink: sink
         )
         guard welcome.protocolVersion == WireProtocol.version, welcome.epoch == engine.epoch,
-            welcome.handlers.map(\.namespace) == [WireNames.session, WireNames.mentor, WireNames.reachability, WireNames.diary]
+            Set(welcome.handlers.map(\.namespace))
+                == [WireNames.session, WireNames.plugin, WireNames.mentor, WireNames.reachability, WireNames.diary]
         else {
             fail("unexpected welcome: \(welcome)")
         }
