@@ -182,7 +182,8 @@ public actor MentoryEngine {
         }
         let hosted = try Hosted(
             handler, state: state, config: config, logger: logger, clock: self.clock,
-            publisher: { topic, body in self.publish(body, on: topic) })
+            // Unowned: the engine owns its hosted handlers, so a strong capture would be a cycle.
+            publisher: { [unowned self] topic, body in self.publish(body, on: topic) })
         self.handlers[namespace] = hosted
         self.registrationOrder.append(namespace)
         for topic in Handler.Namespace.topics {
