@@ -13,7 +13,7 @@ extension MentoryEngine {
         guard call.method == MentorySchema.Session.subscribe.name else {
             return try self.handleSessionWithoutSuspending(body, call: call)
         }
-        let request = try Self.decode(MentorySchema.Session.subscribe, body)
+        let request = try MentorySchema.Session.subscribe.decodeRequest(body)
         return try await self.subscribe(call.connection.id, to: request).wireBody()
     }
 
@@ -28,43 +28,27 @@ extension MentoryEngine {
         typealias Session = MentorySchema.Session
         switch call.method {
         case Session.ping.name:
-            _ = try Self.decode(Session.ping, body)
+            _ = try Session.ping.decodeRequest(body)
             return Mentory_V1_Empty().wireBody()
         case Session.status.name:
-            _ = try Self.decode(Session.status, body)
+            _ = try Session.status.decodeRequest(body)
             return self.status().wireBody()
         case Session.unsubscribe.name:
-            let request = try Self.decode(Session.unsubscribe, body)
+            let request = try Session.unsubscribe.decodeRequest(body)
             self.unsubscribe(call.connection.id, from: request.topics)
             return Mentory_V1_Empty().wireBody()
         case Session.describe.name:
-            let request = try Self.decode(Session.describe, body)
+            let request = try Session.describe.decodeRequest(body)
             return try self.describe(request).wireBody()
         case Session.monitor.name:
-            let request = try Self.decode(Session.monitor, body)
+            let request = try Session.monitor.decodeRequest(body)
             try self.startMonitor(call.connection.id, request)
             return Mentory_V1_MonitorReply().wireBody()
         case Session.metrics.name:
-            _ = try Self.decode(Session.metrics, body)
+            _ = try Session.metrics.decodeRequest(body)
             return self.metricsSnapshot().wireBody()
         default:
             throw MentoryError.unknownMethod(namespace: Session.name, method: call.method)
-        }
-    }
-
-    /// Decodes the request of a `session` method, as every handler's routes do.
-    private static func decode<Request, Reply>(
-        _ method: MethodSchema<MentorySchema.Session, Request, Reply>,
-        _ body: Data
-    ) throws(MentoryError) -> Request {
-        if Request.self == Mentory_V1_Empty.self, !body.isEmpty {
-            throw .invalidArgument(
-                "'\(method.name)' takes an empty body (Empty), but the request carried \(body.count) bytes")
-        }
-        do {
-            return try Request(serializedBytes: body)
-        } catch {
-            throw .invalidArgument("the body of '\(method.name)' is not a valid \(Request.protoMessageName): \(error)")
         }
     }
 

@@ -45,7 +45,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     ) {
         self.add(method.name) {
             .immediate { body, call, context in
-                try respond(try Self.decode(Request.self, from: body, method: method.name), call, context).wireBody()
+                try respond(try method.decodeRequest(body), call, context).wireBody()
             }
         }
     }
@@ -57,7 +57,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     ) {
         self.add(method.name) {
             .suspending { body, call, context in
-                let request = try Self.decode(Request.self, from: body, method: method.name)
+                let request = try method.decodeRequest(body)
                 return try await respond(request, call, context).wireBody()
             }
         }
@@ -83,26 +83,6 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         self.routes[name] = route()
     }
 
-    /// Decodes a request body, refusing garbage with ``MentoryError/invalidArgument(_:)``.
-    ///
-    /// `Empty` takes no bytes at all: bytes there are either garbage or another message's fields,
-    /// which protobuf would otherwise accept as unknown fields.
-    static func decode<Request: SwiftProtobuf.Message>(
-        _ type: Request.Type,
-        from body: Data,
-        method: String
-    ) throws(MentoryError) -> Request {
-        if type == Mentory_V1_Empty.self, !body.isEmpty {
-            throw .invalidArgument(
-                "'\(method)' takes an empty body (Empty), but the request carried \(body.count) bytes")
-        }
-        do {
-            return try Request(serializedBytes: body)
-        } catch {
-            throw .invalidArgument("the body of '\(method)' is not a valid \(Request.protoMessageName): \(error)")
-        }
-    }
-
     /// What ``MentoryHandler/Namespace`` declares but the routes leave unanswered, or declare twice.
     package var problems: [String] {
         var problems = self.duplicates.map { "\($0) is declared twice" }
@@ -121,5 +101,24 @@ extension SwiftProtobuf.Message {
     public func wireBody() -> Data {
         // Serializing an in-memory proto3 message cannot fail: it has no required fields.
         (try? self.serializedData()) ?? Data()
+    }
+}
+
+extension MethodSchema {
+    /// Decodes a request body for this method, refusing garbage with ``MentoryError/invalidArgument(_:)``.
+    ///
+    /// `Empty` takes no bytes at all: bytes there are either garbage or another message's fields,
+    /// which protobuf would otherwise accept as unknown fields. Handler routes and the engine's own
+    /// `session` methods decode through this one place.
+    package func decodeRequest(_ body: Data) throws(MentoryError) -> Request {
+        if Request.self == Mentory_V1_Empty.self, !body.isEmpty {
+            throw .invalidArgument(
+                "'\(self.name)' takes an empty body (Empty), but the request carried \(body.count) bytes")
+        }
+        do {
+            return try Request(serializedBytes: body)
+        } catch {
+            throw .invalidArgument("the body of '\(self.name)' is not a valid \(Request.protoMessageName): \(error)")
+        }
     }
 }
