@@ -9,9 +9,9 @@ import SwiftProtobuf
 import Synchronization
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 final class Model: Sendable {
@@ -64,7 +64,9 @@ final class Model: Sendable {
     private static let dates = [
         "2025-01-01", "2025-01-02", "2024-02-29", "2023-02-29", "2025-13-01", "", "2025-06-15", "9999-12-31",
     ]
-    private static let peers = ["phone", "watch", "", "a b", String(repeating: "x", count: 65), "ü-tablet", "ipad_2.0", "\u{0}"]
+    private static let peers = [
+        "phone", "watch", "", "a b", String(repeating: "x", count: 65), "ü-tablet", "ipad_2.0", "\u{0}",
+    ]
 
     /// Fills in a structured request's namespace, method and body.
     func build(_ call: Call) -> Call {
@@ -178,7 +180,9 @@ final class Model: Sendable {
         case .diaryList(let limit, let before):
             var request = Mentory_V1_DiaryListRequest()
             request.limit = [0, 1, 2, 3, 50, 1000, 1001, UInt32.max][Int(limit & 0x7)]
-            let befores: [String?] = [nil, "2025-01-02", "2025-06-15", "0000-00-00", "2025-1-1", "", "9999-12-31", "2024-02-29"]
+            let befores: [String?] = [
+                nil, "2025-01-02", "2025-06-15", "0000-00-00", "2025-1-1", "", "9999-12-31", "2024-02-29",
+            ]
             if let value = befores[Int(before & 0x7)] { request.before = value }
             call.namespace = WireNames.diary
             call.method = MentorySchema.Diary.list.name

@@ -35,9 +35,9 @@ import NIOCore
 import SwiftProtobuf
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// Reads an input from the front; past the end every read yields zero.
@@ -195,7 +195,6 @@ enum Operation: Sendable {
         }
     }
 }
-
 
 /// A position a subscribe request asks to resume a topic from.
 struct Resume: Sendable, Equatable {

@@ -103,7 +103,7 @@ public struct DiaryHandler: MentoryHandler {
 
     /// The newest entries, at most ``defaultSnapshotLimit`` (or the `snapshotLimit` given) and no
     /// more than fit the reply budget, with `next_before` set when older entries exist.
-    func snapshot() async throws(MentoryError) -> Mentory_V1_DiarySnapshot {
+    nonisolated(nonsending) func snapshot() async throws -> Mentory_V1_DiarySnapshot {
         let page = try await self.page(limit: self.snapshotLimit, before: nil)
         var snapshot = Mentory_V1_DiarySnapshot()
         snapshot.entries = page.entries
@@ -113,9 +113,14 @@ public struct DiaryHandler: MentoryHandler {
 
     /// Up to `limit` entries before `before`, newest first, as many as fit the reply budget, and
     /// the `before` of the next page when more entries follow.
-    func page(limit: Int, before: String?) async throws(MentoryError) -> (
-        entries: [Mentory_V1_DiaryEntry], nextBefore: String?
-    ) {
+    ///
+    /// WORKAROUND (Swift 6.3.1, `-O`): called as an out-of-line function from the `list` route's
+    /// `nonisolated(nonsending)` closure, the page came back corrupted from the second call on (a
+    /// garbage `next_before` that crashed the release daemon on a repeated `diary.list`; the
+    /// dispatch fuzzer found it). Inlined into its callers it is correct. `scripts/test.sh` runs
+    /// the Python suite against the release build so that such a miscompile fails CI.
+    @inline(__always)
+    nonisolated(nonsending) func page(limit: Int, before: String?) async throws -> DiaryPage {
         let budget = self.maxReplyBytes - Self.cursorFieldBytes
         var entries: [Mentory_V1_DiaryEntry] = []
         var size = 0
@@ -124,22 +129,26 @@ public struct DiaryHandler: MentoryHandler {
             let asked = min(limit - entries.count + 1, Self.readChunk)
             let fetched = try await self.store.entries(limit: asked, before: cursor)
             for entry in fetched {
-                guard entries.count < limit else { return (entries, entries.last?.recordDate) }
+                guard entries.count < limit else {
+                    return DiaryPage(entries: entries, nextBefore: entries.last?.recordDate)
+                }
                 let entrySize = Self.fieldSize(of: entry)
                 guard size + entrySize <= budget else {
                     guard let last = entries.last else {
-                        throw .internal(
+                        throw MentoryError.internal(
                             "the diary entry for \(entry.recordDate) takes \(entrySize) bytes, more than a reply "
                                 + "may hold (\(budget)); raise limits.maxFrameLength to at least "
                                 + "\(ReplyBudget.minimumMaxFrameLength)"
                         )
                     }
-                    return (entries, last.recordDate)
+                    return DiaryPage(entries: entries, nextBefore: last.recordDate)
                 }
                 entries.append(entry)
                 size += entrySize
             }
-            guard fetched.count == asked, let last = fetched.last else { return (entries, nil) }
+            guard fetched.count == asked, let last = fetched.last else {
+                return DiaryPage(entries: entries, nextBefore: nil)
+            }
             cursor = last.recordDate
         }
     }
@@ -162,7 +171,7 @@ public struct DiaryHandler: MentoryHandler {
         return EntityID.normalized(id)
     }
 
-    private func existingEntry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry {
+    private nonisolated(nonsending) func existingEntry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry {
         guard let entry = try await self.store.entry(id: id) else {
             throw .notFound("diary entry \(FieldLimits.quoted(id))")
         }
@@ -221,4 +230,11 @@ public struct DiaryHandler: MentoryHandler {
         entry.actionItems = try ActionItems.normalized(request.actionItems)
         return entry
     }
+}
+
+/// One page of entries, newest first, and where the next page starts.
+struct DiaryPage: Sendable {
+    var entries: [Mentory_V1_DiaryEntry]
+    /// The `before` of the next page; nil when no older entries exist.
+    var nextBefore: String?
 }
