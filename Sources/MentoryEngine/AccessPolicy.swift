@@ -69,12 +69,8 @@ public struct AccessPolicy: Sendable, Equatable {
             }
         }
 
-        func matches(action: String) -> Bool {
-            self.actions.contains { pattern in
-                if pattern == "*" { return !action.hasPrefix("subscribe:") }
-                if pattern.hasSuffix("*") { return action.hasPrefix(pattern.dropLast()) }
-                return pattern == action
-            }
+        func matches(_ action: Action) -> Bool {
+            self.actions.contains { action.matches(pattern: $0) }
         }
 
         public var description: String {
@@ -120,14 +116,14 @@ public struct AccessPolicy: Sendable, Equatable {
         method: String,
         daemonUID: UInt32? = nil
     ) -> Bool {
-        self.allows(credentials, action: "\(namespace).\(method)", daemonUID: daemonUID)
+        self.allows(credentials, .call(namespace: namespace, method: method), daemonUID: daemonUID)
     }
 
     /// Whether a caller with `credentials` may subscribe to `topic`.
     ///
     /// Evaluated like ``allowsCall(_:namespace:method:daemonUID:)``.
     public func allowsSubscription(_ credentials: PeerCredentials?, topic: String, daemonUID: UInt32? = nil) -> Bool {
-        self.allows(credentials, action: "subscribe:\(topic)", daemonUID: daemonUID)
+        self.allows(credentials, .subscription(topic: topic), daemonUID: daemonUID)
     }
 
     /// Whether a caller with `credentials` may take a privileged action such as `plugin.register`:
@@ -136,20 +132,78 @@ public struct AccessPolicy: Sendable, Equatable {
     public func allowsPrivileged(_ credentials: PeerCredentials?, action: String, daemonUID: UInt32? = nil) -> Bool {
         guard let credentials else { return false }
         if credentials.uid == 0 || credentials.uid == daemonUID { return true }
-        for rule in self.rules where rule.matches(credentials) && rule.matches(action: action) {
+        for rule in self.rules where rule.matches(credentials) && rule.matches(.named(action)) {
             return rule.allows
         }
         return false
     }
 
-    private func allows(_ credentials: PeerCredentials?, action: String, daemonUID: UInt32?) -> Bool {
+    private func allows(_ credentials: PeerCredentials?, _ action: Action, daemonUID: UInt32?) -> Bool {
         guard let credentials else {
             // Fail closed: an unknown caller might be whoever a deny rule names.
-            return !self.rules.contains { !$0.allows && $0.matches(action: action) }
+            return !self.rules.contains { !$0.allows && $0.matches(action) }
         }
         if credentials.uid == 0 || credentials.uid == daemonUID { return true }
-        for rule in self.rules where rule.matches(credentials) && rule.matches(action: action) {
+        for rule in self.rules where rule.matches(credentials) && rule.matches(action) {
             return rule.allows
+        }
+        return true
+    }
+}
+
+/// What a caller asks to do, as a rule's WHAT patterns name it: `namespace.method` for a call,
+/// `subscribe:topic` for a subscription, or a privileged action's own name.
+///
+/// Matching compares the pattern with the action's parts in place, so a request's access check
+/// builds no `namespace.method` string: it is on every request's path.
+enum Action {
+    case call(namespace: String, method: String)
+    case subscription(topic: String)
+    case named(String)
+
+    private static let subscribePrefix = "subscribe:"
+
+    /// Whether `pattern` (`*`, a prefix ending in `*`, or the whole action) names this action.
+    /// `*` names every call and privileged action, but no subscription.
+    func matches(pattern: String) -> Bool {
+        let pattern = pattern.utf8
+        if pattern.count == 1, pattern.first == UInt8(ascii: "*") {
+            if case .subscription = self { return false }
+            return true
+        }
+        if pattern.last == UInt8(ascii: "*") {
+            return self.compare(with: pattern.dropLast()[...], prefixOnly: true)
+        }
+        return self.compare(with: pattern[...], prefixOnly: false)
+    }
+
+    /// Whether the action's text equals `pattern` or, with `prefixOnly`, starts with it.
+    private func compare(with pattern: Substring.UTF8View, prefixOnly: Bool) -> Bool {
+        var rest = pattern
+        let consumed: Bool =
+            switch self {
+            case .call(let namespace, let method):
+                Self.consume(namespace.utf8, from: &rest, prefixOnly: prefixOnly)
+                    && Self.consume(".".utf8, from: &rest, prefixOnly: prefixOnly)
+                    && Self.consume(method.utf8, from: &rest, prefixOnly: prefixOnly)
+            case .subscription(let topic):
+                Self.consume(Self.subscribePrefix.utf8, from: &rest, prefixOnly: prefixOnly)
+                    && Self.consume(topic.utf8, from: &rest, prefixOnly: prefixOnly)
+            case .named(let name):
+                Self.consume(name.utf8, from: &rest, prefixOnly: prefixOnly)
+            }
+        return consumed && rest.isEmpty
+    }
+
+    /// Takes `part` off the front of `rest`. Where `rest` ends inside `part`, a prefix pattern has
+    /// matched (the rest of the action is free) and a whole pattern has not.
+    private static func consume(
+        _ part: String.UTF8View, from rest: inout Substring.UTF8View, prefixOnly: Bool
+    ) -> Bool {
+        for byte in part {
+            guard let expected = rest.first else { return prefixOnly }
+            guard expected == byte else { return false }
+            rest = rest.dropFirst()
         }
         return true
     }

@@ -84,6 +84,37 @@ struct AccessPolicyTests {
         }
     }
 
+    @Test(
+        "patterns match whole actions or prefixes, part by part",
+        arguments: [
+            // (pattern, namespace, method, denied)
+            ("diary.list", "diary", "list", true), ("diary.list", "diary", "lis", false),
+            ("diary.list", "diary", "listed", false), ("diary.lis", "diary", "list", false),
+            ("diary.*", "diary", "list", true), ("diary*", "diary", "list", true), ("dia*", "diary", "x", true),
+            ("diary.*", "diaryx", "list", false), ("diary.list*", "diary", "listed", true),
+            ("diary.listed*", "diary", "list", false), ("diary.", "diary", "", true), (".*", "", "x", true),
+            ("subscribe:*", "diary", "list", false), ("*", "anything", "at-all", true),
+        ]
+    )
+    func patternMatching(pattern: String, namespace: String, method: String, denied: Bool) throws {
+        let policy = try AccessPolicy(parsing: ["deny any \(pattern)"])
+        #expect(policy.allowsCall(self.alice, namespace: namespace, method: method) == !denied)
+    }
+
+    @Test("subscription patterns match topics after the subscribe: prefix, and privileged actions by name")
+    func subscriptionAndPrivilegedPatterns() throws {
+        let policy = try AccessPolicy(parsing: [
+            "deny any subscribe:dia*", "deny any subscribe:mentor", "allow uid=1000 plugin.reg*",
+        ])
+        #expect(!policy.allowsSubscription(self.alice, topic: "diary"))
+        #expect(!policy.allowsSubscription(self.alice, topic: "mentor"))
+        #expect(policy.allowsSubscription(self.alice, topic: "mentors"))
+        #expect(policy.allowsSubscription(self.alice, topic: "reachability"))
+        #expect(policy.allowsPrivileged(self.alice, action: "plugin.register"))
+        #expect(!policy.allowsPrivileged(self.alice, action: "plugin.publish"), "no rule: privileged is refused")
+        #expect(!policy.allowsPrivileged(self.alice, action: "plugin.re"), "the pattern is longer than the action")
+    }
+
     @Test("'*' covers calls but not subscriptions")
     func wildcard() throws {
         let policy = try AccessPolicy(parsing: ["deny uid=1000 *"])
