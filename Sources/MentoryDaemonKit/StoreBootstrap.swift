@@ -69,11 +69,9 @@ enum StoreBootstrap {
             } catch {
                 throw StoreStartupError(description: "cannot open the store: \(error.message)")
             }
-            let entries = try? await store.diaryEntryCount()
-            logger.info(
-                "store opened",
-                metadata: ["backend": "sqlite", "path": "\(path)", "entries": "\(entries.map(String.init) ?? "?")"]
-            )
+            // No entry count here: COUNT(*) reads every page of the table, which made start-up grow
+            // with the diary (about 20 ms at 10,000 entries) before READY=1.
+            logger.info("store opened", metadata: ["backend": "sqlite", "path": "\(path)"])
             return OpenedStores(
                 diary: store,
                 mentor: store,
