@@ -260,6 +260,23 @@ let hostileRows: [HostileRow] = [
         #expect(allowed.status == 0, "nobody may still read: \(allowed.stderr)")
         #expect(daemon.log.contains("permission denied"), "the denial is logged")
     },
+    HostileRow(
+        name: "a non-root user asking to monitor everyone's traffic",
+        environment: ["MENTORYD_SOCKET_MODE": "0666"]
+    ) { daemon in
+        // The default policy keeps session.monitor to root and the daemon's own user.
+        let monitor = try await CommandResult.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                DaemonProcess.binary("mentoryctl").path, "monitor", "--socket", daemon.socketPath,
+            ],
+            environment: [:]
+        )
+        #expect(monitor.status == 1, "refused, not left waiting: \(monitor.stderr)")
+        #expect(monitor.stderr.contains("permission denied"))
+        #expect(monitor.stderr.contains("session.monitor"))
+    },
 ]
 
 @Suite("Hostile peers and bad input", .serialized, .timeLimit(.minutes(10)))
