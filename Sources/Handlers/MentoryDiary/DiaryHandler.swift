@@ -211,7 +211,7 @@ public struct DiaryHandler: MentoryHandler {
         }
         var entry = Mentory_V1_DiaryEntry()
         if request.id.isEmpty {
-            entry.id = EntityID.random()
+            entry.id = EntityID.timeOrdered(unixMilliseconds: now)
         } else {
             try FieldLimits.id.check(request.id, field: "DiaryAddRequest.id")
             guard let id = EntityID.canonical(request.id) else {
