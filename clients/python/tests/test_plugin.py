@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ import pytest
 import mentory
 import mentory.plugin
 from mentory import ErrorCode, EventKind, MentoryError
-from support import DEADLINE_SECONDS, die_with_parent, wait_until
+from support import DEADLINE_SECONDS, FakeServer, die_with_parent, read_envelope, send_envelope, wait_until, welcome
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "kudos"
 sys.path.insert(0, str(EXAMPLE_DIR))
@@ -98,6 +99,25 @@ def kudos_daemon(make_daemon):  # type: ignore[no-untyped-def]
     return make_daemon(config=KUDOS_CONFIG)
 
 
+def empty_plugin(socket_path: str, **options: Any) -> mentory.plugin.Plugin:
+    """A kudos plugin answering empty messages, for a test to replace some of its handlers."""
+    plugin = mentory.plugin.Plugin(SERVICE, socket_path=socket_path, **options)
+
+    @plugin.method("give")
+    async def give_nothing(request: kudos_pb2.KudosGiveRequest, call: mentory.plugin.Call) -> kudos_pb2.Kudos:
+        return kudos_pb2.Kudos()
+
+    @plugin.method("list")
+    async def list_nothing(request: mentory.pb.Empty, call: mentory.plugin.Call) -> kudos_pb2.KudosList:
+        return kudos_pb2.KudosList()
+
+    @plugin.snapshot("kudos")
+    async def no_snapshot() -> kudos_pb2.KudosList:
+        return kudos_pb2.KudosList()
+
+    return plugin
+
+
 def give(client: mentory.Client, to: str, text: str) -> kudos_pb2.Kudos:
     reply = client.call("kudos", "give", kudos_pb2.KudosGiveRequest(to=to, text=text), reply_type=kudos_pb2.Kudos)
     assert isinstance(reply, kudos_pb2.Kudos)
@@ -142,6 +162,8 @@ def test_handler_errors_arrive_with_their_wire_code(kudos_daemon) -> None:  # ty
             raise RuntimeError("the handler broke")
         if request.text == "wrong type":
             return kudos_pb2.KudosList()
+        if request.text == "huge":
+            return kudos_pb2.Kudos(text="x" * (2 << 20))  # more than the daemon's frame limit (1 MiB)
         raise MentoryError(ErrorCode.NOT_FOUND, f"nobody called {request.to}", reason="kudos.unknown_person")
 
     @plugin.method("list")
@@ -167,6 +189,8 @@ def test_handler_errors_arrive_with_their_wire_code(kudos_daemon) -> None:  # ty
         assert "kudos.give" in error.message and "RuntimeError: the handler broke" in error.message
         error = call_error(give, client, "zed", "wrong type")
         assert error.code == ErrorCode.INTERNAL and "must be a kudos.v1.Kudos" in error.message
+        error = call_error(give, client, "zed", "huge")
+        assert error.code == ErrorCode.INTERNAL and "max_frame_length" in error.message, error
         assert call_error(give, client, "zed", "again").code == ErrorCode.NOT_FOUND
         # A body the request type cannot parse is the caller's fault.
         error = call_error(client.call, "kudos", "give", b"\xff\xff\xff")
@@ -205,7 +229,8 @@ def test_calls_fail_unavailable_while_the_plugin_is_away(kudos_daemon) -> None: 
         error = call_error(give, client, "ana", "too early")
         assert error.code == ErrorCode.UNAVAILABLE and "kudos" in error.message
 
-        with serving(kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)):
+        plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)
+        with serving(plugin):
             assert give(client, "ana", "now").number == 1
 
         def unavailable() -> bool:
@@ -218,9 +243,10 @@ def test_calls_fail_unavailable_while_the_plugin_is_away(kudos_daemon) -> None: 
 
         wait_until(unavailable, "calls to fail once the plugin disconnected")
 
-        # Back again (a new process would do the same): calls work again.
-        with serving(kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)):
-            assert give(client, "ana", "back").number == 1
+        # Back again (served anew, on a new event loop, as a new process would): calls work again.
+        with serving(plugin):
+            assert give(client, "ana", "back").number == 2
+            assert asyncio.run(plugin.wait_registered(DEADLINE_SECONDS)) is not None  # from any loop, once registered
 
 
 def test_the_plugin_registers_again_after_the_daemon_restarts(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
@@ -241,7 +267,7 @@ def test_the_plugin_registers_again_after_the_daemon_restarts(kudos_daemon) -> N
 
 
 def test_calls_beyond_max_in_flight_are_refused(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
-    plugin = mentory.plugin.Plugin(SERVICE, socket_path=kudos_daemon.socket_path, max_in_flight=1)
+    plugin = empty_plugin(kudos_daemon.socket_path, max_in_flight=1)
     entered = threading.Event()
     release = threading.Event()
 
@@ -250,14 +276,6 @@ def test_calls_beyond_max_in_flight_are_refused(kudos_daemon) -> None:  # type: 
         entered.set()
         release.wait(DEADLINE_SECONDS)  # a plain function runs on a worker thread: the loop stays free
         return kudos_pb2.Kudos(to=request.to, text=request.text)
-
-    @plugin.method("list")
-    async def list_kudos(request: mentory.pb.Empty, call: mentory.plugin.Call) -> kudos_pb2.KudosList:
-        return kudos_pb2.KudosList()
-
-    @plugin.snapshot("kudos")
-    async def snapshot() -> kudos_pb2.KudosList:
-        return kudos_pb2.KudosList()
 
     results: List[Any] = []
     with serving(plugin), kudos_daemon.connect() as client:
@@ -278,7 +296,7 @@ def test_calls_beyond_max_in_flight_are_refused(kudos_daemon) -> None:  # type: 
 
 def test_a_handler_past_its_deadline_is_cancelled(make_daemon) -> None:  # type: ignore[no-untyped-def]
     daemon = make_daemon(config={"plugins": {"declared": ["kudos"]}, "limits": {"pluginCallTimeoutMilliseconds": 500}})
-    plugin = mentory.plugin.Plugin(SERVICE, socket_path=daemon.socket_path)
+    plugin = empty_plugin(daemon.socket_path)
     cancelled = threading.Event()
     deadlines: List[Optional[float]] = []
 
@@ -291,14 +309,6 @@ def test_a_handler_past_its_deadline_is_cancelled(make_daemon) -> None:  # type:
             cancelled.set()
             raise
         raise AssertionError("unreachable")
-
-    @plugin.method("list")
-    async def list_kudos(request: mentory.pb.Empty, call: mentory.plugin.Call) -> kudos_pb2.KudosList:
-        return kudos_pb2.KudosList()
-
-    @plugin.snapshot("kudos")
-    async def snapshot() -> kudos_pb2.KudosList:
-        return kudos_pb2.KudosList()
 
     with serving(plugin), daemon.connect() as client:
         assert call_error(give, client, "ana", "wait").code == ErrorCode.DEADLINE_EXCEEDED
@@ -314,6 +324,9 @@ def test_a_refused_registration_stops_the_plugin(daemon) -> None:  # type: ignor
         asyncio.run(asyncio.wait_for(plugin.serve(), DEADLINE_SECONDS))
     assert raised.value.code == ErrorCode.PERMISSION_DENIED and "kudos" in raised.value.message
     assert plugin.state is mentory.plugin.PluginState.STOPPED
+    with pytest.raises(MentoryError) as waited:  # who waits for the registration learns why it never comes
+        asyncio.run(plugin.wait_registered(DEADLINE_SECONDS))
+    assert waited.value is raised.value
 
 
 def test_a_plugin_must_answer_everything_its_schema_declares() -> None:
@@ -334,6 +347,34 @@ def test_a_plugin_must_answer_everything_its_schema_declares() -> None:
         mentory.plugin.Plugin(kudos_pb2)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_in_flight"):
         mentory.plugin.Plugin(SERVICE, max_in_flight=0)
+
+
+def test_stop_does_not_wait_for_an_unanswered_registration(tmp_path: Path) -> None:
+    registrations: List[mentory.pb.Envelope] = []
+
+    def respond(connection: socket.socket, hello: mentory.pb.Envelope) -> None:
+        send_envelope(connection, welcome())
+        registration = read_envelope(connection)
+        if registration is not None:
+            registrations.append(registration)
+        read_envelope(connection)  # never answers; returns when the plugin hangs up
+
+    server = FakeServer(str(tmp_path / "fake.sock"), respond)
+    try:
+        # A registration timeout longer than the test waits: only stop() can end this promptly.
+        plugin = empty_plugin(server.path, timeout=DEADLINE_SECONDS * 4)
+        thread = PluginThread(plugin).start()
+        wait_until(lambda: bool(registrations), "the plugin to send its registration")
+        assert plugin.state is mentory.plugin.PluginState.CONNECTING
+        thread.stop()
+    finally:
+        server.close()
+    [envelope] = registrations
+    request = mentory.pb.PluginRegisterRequest.FromString(envelope.request.body)
+    assert (envelope.request.namespace, envelope.request.method) == ("plugin", "register")
+    assert request == plugin.registration()
+    assert request.plugin_protocol_version == mentory.plugin.PLUGIN_PROTOCOL_VERSION == 1
+    assert [file.name for file in request.descriptors.file] == ["kudos.proto"]  # mentory.proto: the daemon has it
 
 
 def start_example(socket_path: str, log: Path) -> "subprocess.Popen[bytes]":

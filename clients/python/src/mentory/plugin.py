@@ -97,6 +97,7 @@ Handler = Callable[[Any, "Call"], Union[Reply, Awaitable[Reply]]]
 #: A topic's snapshot taker: ``() -> snapshot``, a coroutine function or a plain function.
 SnapshotTaker = Callable[[], Union[Reply, Awaitable[Reply]]]
 H = TypeVar("H", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class PluginState(enum.Enum):
@@ -242,7 +243,9 @@ class Plugin:
         self._session: Optional[_Session] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._stopping: Optional[asyncio.Event] = None
+        # Set on every state change; one per event loop (an asyncio.Event belongs to one loop).
         self._changed: Optional[asyncio.Event] = None
+        self._changed_loop: Optional[asyncio.AbstractEventLoop] = None
         self._stop_requested = False
         self._failure: Optional[BaseException] = None
         #: How many times the plugin registered (the first registration included).
@@ -351,6 +354,14 @@ class Plugin:
         if self._changed is not None:
             self._changed.set()
 
+    def _change_event(self) -> asyncio.Event:
+        """The state-change event of the running loop."""
+        loop = asyncio.get_running_loop()
+        if self._changed is None or self._changed_loop is not loop:
+            self._changed = asyncio.Event()
+            self._changed_loop = loop
+        return self._changed
+
     async def wait_registered(self, timeout: Optional[float] = None) -> pb.PluginRegisterReply:
         """Waits until the plugin is registered (at once if it is) and returns the daemon's reply;
         raises :class:`asyncio.TimeoutError` after ``timeout`` seconds, and what :meth:`serve`
@@ -363,10 +374,9 @@ class Plugin:
                     return reply
                 if self._failure is not None:
                     raise self._failure
-                if self._changed is None:
-                    self._changed = asyncio.Event()
-                self._changed.clear()
-                await self._changed.wait()
+                changed = self._change_event()
+                changed.clear()
+                await changed.wait()
 
         return await asyncio.wait_for(registered(), timeout)
 
@@ -390,8 +400,7 @@ class Plugin:
             raise RuntimeError("this plugin is serving already")
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        if self._changed is None:
-            self._changed = asyncio.Event()
+        self._change_event()
         if self._stop_requested:
             self._stopping.set()
         registration = self.registration().SerializeToString()
@@ -401,7 +410,10 @@ class Plugin:
             while not self._stopping.is_set():
                 self._set_state(PluginState.CONNECTING)
                 try:
-                    session = await self._register(registration)
+                    registered = await self._unless_stopping(self._register(registration))
+                    if registered is None:
+                        break  # stopped while connecting or registering
+                    session = registered
                 except (MentoryError, OSError) as error:
                     self._last_error = error
                     if _permanent(error):
@@ -429,6 +441,22 @@ class Plugin:
             self._stopping = None
             self._stop_requested = False
             self._set_state(PluginState.STOPPED)
+
+    async def _unless_stopping(self, work: Awaitable[T]) -> Optional[T]:
+        """``work``'s result, or ``None`` (``work`` cancelled) when the plugin stops first."""
+        assert self._stopping is not None
+        task = asyncio.ensure_future(work)
+        stop_waiter = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_waiter.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            return None
+        return task.result()
 
     async def _register(self, registration: bytes) -> _Session:
         """Opens a connection, installs it (calls may come before the reply) and registers."""
