@@ -638,6 +638,7 @@ class Plugin:
         )
         what = f"{self.namespace}.{call.method}" if not call.snapshot_topic else f"the snapshot of {call.snapshot_topic}"
         work = asyncio.ensure_future(self._respond(call, context))
+        work.add_done_callback(_retrieve)  # a handler cancelled below may still fail: no "never retrieved" noise
         try:
             done, _ = await asyncio.wait({work}, timeout=context.remaining)
         except asyncio.CancelledError:
@@ -651,7 +652,8 @@ class Plugin:
             body = work.result()
             reply = pb.PluginReply(call_id=call.call_id, body=body)
         except MentoryError as error:
-            reply = _error_reply(call.call_id, error.code, error.message, error.reason)
+            # Code 0 (e.g. a Timeout from a call the handler made) says nothing: the caller gets INTERNAL.
+            reply = _error_reply(call.call_id, int(error.code) or ErrorCode.INTERNAL, error.message, error.reason)
         except Exception as error:  # noqa: BLE001 - any failure of a handler is the caller's INTERNAL
             logger.exception("%s failed", what)
             reply = _error_reply(call.call_id, ErrorCode.INTERNAL, f"{what} failed: {type(error).__name__}: {error}")
@@ -716,6 +718,12 @@ def _encode(value: Any, message_type: Type[Message], what: str) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"{what} must be a {message_type.DESCRIPTOR.full_name}, not {type(value).__name__}")
+
+
+def _retrieve(task: "asyncio.Future[Any]") -> None:
+    """Marks a finished task's exception as seen."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _permanent(error: BaseException) -> bool:
