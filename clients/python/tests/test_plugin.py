@@ -329,6 +329,29 @@ def test_a_refused_registration_stops_the_plugin(daemon) -> None:  # type: ignor
     assert waited.value is raised.value
 
 
+def test_an_untrusted_socket_stops_the_plugin(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(mentory.SocketTrustError, match="none of the trusted uids"):
+        asyncio.run(asyncio.wait_for(empty_plugin(kudos_daemon.socket_path, trusted_uids=[os.getuid() + 4242]).serve(), DEADLINE_SECONDS))
+
+
+def test_subscribers_get_a_reset_from_the_plugin_when_it_comes_back(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)
+    with kudos_daemon.connect() as client:
+        with serving(plugin):
+            give(client, "ana", "one")
+            events = client.subscribe(["kudos"])
+            assert events.get(timeout=DEADLINE_SECONDS).kind == EventKind.SNAPSHOT
+            give(client, "ana", "two")
+            assert events.get(timeout=DEADLINE_SECONDS).kind == EventKind.CHANGE
+        with events, serving(plugin):  # the subscription stays while the plugin is away
+            reset = events.get(timeout=DEADLINE_SECONDS)
+            assert reset.kind == EventKind.RESET
+            assert [k.text for k in kudos_pb2.KudosList.FromString(reset.body).kudos] == ["one", "two"]
+            give(client, "ana", "three")
+            change = events.get(timeout=DEADLINE_SECONDS)
+            assert change.kind == EventKind.CHANGE and change.sequence > reset.sequence
+
+
 def test_a_plugin_must_answer_everything_its_schema_declares() -> None:
     plugin = mentory.plugin.Plugin(SERVICE, socket_path="/nonexistent/d.sock")
 
