@@ -9,6 +9,8 @@
 #   Tests/MentorySchemaGeneratorTests/Generated/          greeter.proto, a third-party namespace
 #   Examples/gratitude/Sources/GratitudeHandler/Generated/ the example handler package (docs/HANDLERS.md)
 #   Sources/MentoryAdvisor/Generated/                     the reference plugin mentory-advisor (docs/PLUGINS.md)
+#   clients/python/examples/kudos/kudos_pb2.py(i)         the Python example plugin (protoc's own; its
+#                                                         `import mentory_pb2` pointed at the mentory package)
 #
 # Usage: scripts/generate-protos.sh [--check]
 #   --check   regenerate into a temporary folder and fail, listing the differences, if anything
@@ -62,7 +64,9 @@ gratitude_dir=Examples/gratitude/Sources/GratitudeHandler
 gratitude_out=$out/$gratitude_dir/Generated
 advisor_dir=Sources/MentoryAdvisor
 advisor_out=$out/$advisor_dir/Generated
-mkdir -p "$swift_out" "$python_out" "$greeter_out" "$gratitude_out" "$advisor_out" "$out/docs"
+kudos_dir=clients/python/examples/kudos
+kudos_out=$out/$kudos_dir
+mkdir -p "$swift_out" "$python_out" "$greeter_out" "$gratitude_out" "$advisor_out" "$kudos_out" "$out/docs"
 
 # A regeneration replaces the folders' generated files, so a file whose source is gone disappears.
 if [ $check -eq 0 ]; then
@@ -149,6 +153,18 @@ protoc \
   --proto_path="$advisor_dir/Proto" \
   "$advisor_dir/Proto/advisor.proto"
 
+# The Python example plugin: kudos.proto imports mentory.proto, whose Python module is
+# mentory._proto.mentory_pb2 in the installed package, not a top-level mentory_pb2.
+protoc \
+  --python_out="$work" \
+  --pyi_out="$work" \
+  --proto_path="$proto_dir" \
+  --proto_path="$kudos_dir" \
+  "$kudos_dir/kudos.proto"
+for file in kudos_pb2.py kudos_pb2.pyi; do
+  sed -e 's/^import mentory_pb2 as /from mentory._proto import mentory_pb2 as /' "$work/$file" >"$kudos_out/$file"
+done
+
 if [ $check -eq 1 ]; then
   status=0
   for path in Sources/MentoryWire/Generated clients/python/src/mentory/_proto $greeter_dir/Generated \
@@ -157,6 +173,13 @@ if [ $check -eq 1 ]; then
     if ! diff -r -u -x '__init__.py' -x '__pycache__' "$path" "$out/$path" >"$work/diff" 2>&1; then
       status=1
       echo "generate-protos: $path is not what the schema generates:" >&2
+      head -40 "$work/diff" >&2
+    fi
+  done
+  for file in kudos_pb2.py kudos_pb2.pyi; do
+    if ! diff -u "$kudos_dir/$file" "$kudos_out/$file" >"$work/diff" 2>&1; then
+      status=1
+      echo "generate-protos: $kudos_dir/$file is not what the schema generates:" >&2
       head -40 "$work/diff" >&2
     fi
   done

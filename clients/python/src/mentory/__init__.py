@@ -12,10 +12,12 @@ Synchronous::
 
 asyncio: :func:`mentory.aio.connect` with the same methods, awaited.
 
+Serving a namespace of your own from this process (an out-of-process plugin): :mod:`mentory.plugin`.
+
 The generated protobuf messages are available as :mod:`mentory.pb` (``mentory.pb.DiaryEntry``, …).
 """
 
-from . import aio, discovery
+from . import aio, discovery, plugin
 from ._connection import DEFAULT_MAX_INCOMING_FRAME, PROTOCOL_VERSION
 from ._enums import Emotion, ErrorCode, EventKind, MentorCharacter
 from ._proto import mentory_pb2 as pb
@@ -29,6 +31,7 @@ __version__ = "0.1.0"
 __all__ = [
     "aio",
     "discovery",
+    "plugin",
     "pb",
     "connect",
     "Client",

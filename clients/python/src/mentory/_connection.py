@@ -25,6 +25,8 @@ DEFAULT_MAX_INCOMING_FRAME = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")
 
 EventHandler = Callable[[pb.Event], None]
+#: Receives each ``PluginCall`` the daemon sends a registered plugin (on the event loop, must not block).
+PluginCallHandler = Callable[[pb.PluginCall], None]
 
 
 def frame(envelope: pb.Envelope) -> bytes:
@@ -37,7 +39,9 @@ class Connection:
     """A handshaken connection. Requests may be pipelined; responses are matched by id.
 
     Use :meth:`open`. Events go to ``on_event`` (called on the event loop, must not block);
-    ``on_close`` is called once with the error that ended the connection.
+    ``on_close`` is called once with the error that ended the connection. A plugin's connection
+    passes ``on_plugin_call`` (same rules) and answers with :meth:`send_plugin_reply`; on any
+    other connection a ``PluginCall`` frame is a protocol error.
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class Connection:
         max_incoming_frame: int,
         on_event: Optional[EventHandler],
         on_close: Optional[Callable[[MentoryError], None]],
+        on_plugin_call: Optional[PluginCallHandler] = None,
     ) -> None:
         self.path = path
         self.welcome = welcome
@@ -57,6 +62,7 @@ class Connection:
         self._max_incoming_frame = max_incoming_frame
         self._on_event = on_event
         self._on_close = on_close
+        self._on_plugin_call = on_plugin_call
         self._ids = itertools.count(1)
         self._pending: Dict[int, "asyncio.Future[pb.Response]"] = {}
         self._drain_lock = asyncio.Lock()
@@ -75,6 +81,7 @@ class Connection:
         trusted_uids: Optional[Iterable[int]] = None,
         on_event: Optional[EventHandler] = None,
         on_close: Optional[Callable[[MentoryError], None]] = None,
+        on_plugin_call: Optional[PluginCallHandler] = None,
     ) -> "Connection":
         """Checks the socket's trust, connects, and performs the handshake, all within ``timeout``."""
         discovery.check_directory(path, trusted_uids)
@@ -110,7 +117,7 @@ class Connection:
             else:
                 sock.close()
             raise
-        return cls(path, reader, writer, welcome, max_incoming_frame, on_event, on_close)
+        return cls(path, reader, writer, welcome, max_incoming_frame, on_event, on_close, on_plugin_call)
 
     @staticmethod
     async def _handshake(
@@ -153,14 +160,7 @@ class Connection:
         self._raise_if_closed()
         request_id = next(self._ids)
         envelope = pb.Envelope(request=pb.Request(id=request_id, namespace=namespace, method=method, body=body))
-        data = frame(envelope)
-        limit = self.max_frame_length
-        if limit and len(data) - _HEADER.size > limit:
-            raise ProtocolError(
-                f"the {namespace}.{method} request is {len(data) - _HEADER.size} bytes, more than the "
-                f"{limit} bytes mentoryd accepts in one frame (Welcome.max_frame_length)",
-                ErrorCode.FRAME_TOO_LARGE,
-            )
+        data = self._checked_frame(envelope, f"the {namespace}.{method} request")
         future: "asyncio.Future[pb.Response]" = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
@@ -170,8 +170,38 @@ class Connection:
         finally:
             self._pending.pop(request_id, None)
         if response.WhichOneof("result") == "error":
-            raise MentoryError(response.error.code, response.error.message)
+            raise MentoryError(response.error.code, response.error.message, response.error.reason)
         return response.body
+
+    def _checked_frame(self, envelope: pb.Envelope, what: str) -> bytes:
+        """The envelope's frame; raises :class:`ProtocolError` (nothing sent) when the daemon would refuse its size."""
+        data = frame(envelope)
+        limit = self.max_frame_length
+        if limit and len(data) - _HEADER.size > limit:
+            raise ProtocolError(
+                f"{what} is {len(data) - _HEADER.size} bytes, more than the "
+                f"{limit} bytes mentoryd accepts in one frame (Welcome.max_frame_length)",
+                ErrorCode.FRAME_TOO_LARGE,
+            )
+        return data
+
+    def write_plugin_reply(self, reply: pb.PluginReply) -> None:
+        """Queues a plugin's answer without waiting for the socket to take it (for short answers
+        given from a callback). Raises :class:`ProtocolError` when it exceeds the daemon's frame
+        limit and :class:`ConnectionClosed` when the connection is gone."""
+        self._raise_if_closed()
+        self._writer.write(self._checked_frame(pb.Envelope(plugin_reply=reply), f"the answer to plugin call {reply.call_id}"))
+
+    async def send_plugin_reply(self, reply: pb.PluginReply) -> None:
+        """Sends a plugin's answer to a ``PluginCall`` and waits until the socket has taken it
+        (back-pressure). Raises like :meth:`write_plugin_reply`."""
+        self.write_plugin_reply(reply)
+        async with self._drain_lock:
+            try:
+                await self._writer.drain()
+            except (ConnectionError, OSError) as error:
+                self._raise_if_closed()
+                raise ConnectionClosed(f"cannot write to mentoryd: {error}") from error
 
     async def _send_and_wait(self, data: bytes, future: "asyncio.Future[pb.Response]") -> pb.Response:
         self._writer.write(data)
@@ -211,6 +241,8 @@ class Connection:
                         self._on_event(envelope.event)
                     else:
                         logger.debug("dropping a %s event: this connection has no subscription", envelope.event.topic)
+                elif kind == "plugin_call" and self._on_plugin_call is not None:
+                    self._on_plugin_call(envelope.plugin_call)
                 elif kind == "connection_error":
                     problem = envelope.connection_error
                     if problem.closing:

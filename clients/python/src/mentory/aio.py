@@ -71,6 +71,7 @@ class ConnectOptions:
         self,
         on_event: Optional[Callable[[pb.Event], None]] = None,
         on_close: Optional[Callable[[MentoryError], None]] = None,
+        on_plugin_call: Optional[Callable[[pb.PluginCall], None]] = None,
     ) -> Connection:
         return await Connection.open(
             self.socket_path,
@@ -80,6 +81,7 @@ class ConnectOptions:
             self.trusted_uids,
             on_event,
             on_close,
+            on_plugin_call,
         )
 
 

@@ -23,12 +23,17 @@ class MentoryError(Exception):
 
     A request the daemon answered with an error raises :class:`MentoryError` itself, whose
     ``code`` says why (``ErrorCode.NOT_FOUND``, ``ErrorCode.INVALID_ARGUMENT``, …). The
-    connection stays usable after such an error.
+    connection stays usable after such an error. ``reason`` is the namespace's own stable code
+    for the failure when it gives one (e.g. ``"kudos.empty_text"``), else ``""``.
+
+    A plugin's handler (:mod:`mentory.plugin`) raises ``MentoryError(code, message, reason=...)``
+    to answer a call with that error.
     """
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, reason: str = "") -> None:
         self.code = code_of(int(code))
         self.message = message
+        self.reason = reason
         super().__init__(message)
 
     def __str__(self) -> str:
@@ -36,6 +41,8 @@ class MentoryError(Exception):
         return f"{self.message} ({name} {int(self.code)})"
 
     def __repr__(self) -> str:
+        if self.reason:
+            return f"{type(self).__name__}(code={int(self.code)}, message={self.message!r}, reason={self.reason!r})"
         return f"{type(self).__name__}(code={int(self.code)}, message={self.message!r})"
 
 
@@ -70,6 +77,5 @@ class SocketTrustError(MentoryError):
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
-        self.reason = reason
-        super().__init__(0, f"refusing the mentoryd socket {path}: {reason}")
+        super().__init__(0, f"refusing the mentoryd socket {path}: {reason}", reason)
 

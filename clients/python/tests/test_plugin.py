@@ -1,0 +1,452 @@
+"""mentory.plugin against a real mentoryd: a namespace served from Python.
+
+Each plugin runs its own event loop on a thread of the test process (as ``Plugin.run`` would in a
+plugin's main thread) while the test calls it through a sync client, like any other process would;
+the example plugin runs as a subprocess that dies with the test.
+"""
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+
+import mentory
+import mentory.plugin
+from mentory import ErrorCode, EventKind, MentoryError
+from support import DEADLINE_SECONDS, FakeServer, die_with_parent, read_envelope, send_envelope, wait_until, welcome
+
+EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "kudos"
+sys.path.insert(0, str(EXAMPLE_DIR))
+
+import kudos_pb2  # noqa: E402
+import kudos_plugin  # noqa: E402
+
+SERVICE = kudos_pb2.DESCRIPTOR.services_by_name["KudosService"]
+#: Declares the example's namespace; calls may take long (the machine may be busy).
+KUDOS_CONFIG: Dict[str, Any] = {
+    "plugins": {"declared": ["kudos"]},
+    "limits": {"pluginCallTimeoutMilliseconds": 60000},
+}
+#: Retries come fast, so that a restart is noticed soon.
+FAST = mentory.Backoff(initial=1.0, maximum=1.0, jitter=0.0)
+
+
+class PluginThread:
+    """Serves a plugin on a thread with its own event loop until ``stop``."""
+
+    def __init__(self, plugin: mentory.plugin.Plugin) -> None:
+        self.plugin = plugin
+        self.error: Optional[BaseException] = None
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        async def serve() -> None:
+            self.loop = asyncio.get_running_loop()
+            await self.plugin.serve()
+
+        try:
+            asyncio.run(serve())
+        except BaseException as error:  # noqa: BLE001 - reported by stop()
+            self.error = error
+
+    def start(self) -> "PluginThread":
+        self._thread.start()
+        return self
+
+    def wait_registered(self) -> None:
+        wait_until(
+            lambda: self.plugin.state is mentory.plugin.PluginState.REGISTERED or not self._thread.is_alive(),
+            "the plugin to register",
+        )
+        if self.error is not None:
+            raise self.error
+
+    def run(self, coroutine: Any) -> Any:
+        """Runs a coroutine on the plugin's loop and returns its result."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(DEADLINE_SECONDS)
+
+    def stop(self) -> None:
+        self.plugin.stop()
+        self._thread.join(DEADLINE_SECONDS)
+        assert not self._thread.is_alive(), "the plugin did not stop"
+        assert self.plugin.state is mentory.plugin.PluginState.STOPPED
+        if self.error is not None:
+            raise self.error
+
+
+@contextlib.contextmanager
+def serving(plugin: mentory.plugin.Plugin) -> Iterator[PluginThread]:
+    thread = PluginThread(plugin).start()
+    try:
+        thread.wait_registered()
+        yield thread
+    finally:
+        thread.stop()
+
+
+@pytest.fixture
+def kudos_daemon(make_daemon):  # type: ignore[no-untyped-def]
+    return make_daemon(config=KUDOS_CONFIG)
+
+
+def empty_plugin(socket_path: str, **options: Any) -> mentory.plugin.Plugin:
+    """A kudos plugin answering empty messages, for a test to replace some of its handlers."""
+    plugin = mentory.plugin.Plugin(SERVICE, socket_path=socket_path, **options)
+
+    @plugin.method("give")
+    async def give_nothing(request: kudos_pb2.KudosGiveRequest, call: mentory.plugin.Call) -> kudos_pb2.Kudos:
+        return kudos_pb2.Kudos()
+
+    @plugin.method("list")
+    async def list_nothing(request: mentory.pb.Empty, call: mentory.plugin.Call) -> kudos_pb2.KudosList:
+        return kudos_pb2.KudosList()
+
+    @plugin.snapshot("kudos")
+    async def no_snapshot() -> kudos_pb2.KudosList:
+        return kudos_pb2.KudosList()
+
+    return plugin
+
+
+def give(client: mentory.Client, to: str, text: str) -> kudos_pb2.Kudos:
+    reply = client.call("kudos", "give", kudos_pb2.KudosGiveRequest(to=to, text=text), reply_type=kudos_pb2.Kudos)
+    assert isinstance(reply, kudos_pb2.Kudos)
+    return reply
+
+
+def call_error(function: Any, *arguments: Any) -> MentoryError:
+    with pytest.raises(MentoryError) as raised:
+        function(*arguments)
+    return raised.value
+
+
+def test_a_call_reaches_the_python_plugin(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=2)
+    with serving(plugin), kudos_daemon.connect() as client:
+        first = give(client, "ana", "a careful review")
+        assert (first.number, first.to, first.text, first.from_client) == (1, "ana", "a careful review", "tests")
+        give(client, "bo", "fixed the build")
+        give(client, "cy", "great demo")
+        listed = client.call("kudos", "list", reply_type=kudos_pb2.KudosList)
+        assert [kudos.number for kudos in listed.kudos] == [2, 3]  # --max-kudos bounds what it keeps
+
+        status = client.status()
+        [state] = [p for p in status.plugins if p.name == "kudos"]
+        assert state.state == mentory.pb.PLUGIN_STATE_CONNECTED
+        assert plugin.registered_reply is not None and plugin.registered_reply.plugin == "kudos"
+        described = client.call("session", "describe", {"namespace": "kudos"})
+        [namespace] = described.namespaces
+        assert [(m.name, m.request, m.reply) for m in namespace.methods] == [
+            ("give", "kudos.v1.KudosGiveRequest", "kudos.v1.Kudos"),
+            ("list", "mentory.v1.Empty", "kudos.v1.KudosList"),
+        ]
+        assert "kudos.proto" in [file.name for file in described.descriptors.file]
+
+
+def test_handler_errors_arrive_with_their_wire_code(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = mentory.plugin.Plugin(SERVICE, socket_path=kudos_daemon.socket_path)
+
+    @plugin.method("give")
+    async def give_or_fail(request: kudos_pb2.KudosGiveRequest, call: mentory.plugin.Call) -> Any:
+        if request.text == "crash":
+            raise RuntimeError("the handler broke")
+        if request.text == "wrong type":
+            return kudos_pb2.KudosList()
+        if request.text == "huge":
+            return kudos_pb2.Kudos(text="x" * (2 << 20))  # more than the daemon's frame limit (1 MiB)
+        raise MentoryError(ErrorCode.NOT_FOUND, f"nobody called {request.to}", reason="kudos.unknown_person")
+
+    @plugin.method("list")
+    def busy(request: mentory.pb.Empty, call: mentory.plugin.Call) -> kudos_pb2.KudosList:  # a plain function
+        raise MentoryError(ErrorCode.CONFLICT, "the list is being rebuilt", reason="kudos.busy")
+
+    @plugin.snapshot("kudos")
+    def snapshot() -> kudos_pb2.KudosList:
+        return kudos_pb2.KudosList()
+
+    with serving(plugin), kudos_daemon.connect() as client:
+        error = call_error(give, client, "zed", "thanks")
+        assert (error.code, error.message, error.reason) == (
+            ErrorCode.NOT_FOUND,
+            "nobody called zed",
+            "kudos.unknown_person",
+        )
+        error = call_error(client.call, "kudos", "list")
+        assert (error.code, error.reason) == (ErrorCode.CONFLICT, "kudos.busy")
+        # Any other exception is INTERNAL, naming the method and the exception; the plugin keeps serving.
+        error = call_error(give, client, "zed", "crash")
+        assert error.code == ErrorCode.INTERNAL
+        assert "kudos.give" in error.message and "RuntimeError: the handler broke" in error.message
+        error = call_error(give, client, "zed", "wrong type")
+        assert error.code == ErrorCode.INTERNAL and "must be a kudos.v1.Kudos" in error.message
+        error = call_error(give, client, "zed", "huge")
+        assert error.code == ErrorCode.INTERNAL and "max_frame_length" in error.message, error
+        assert call_error(give, client, "zed", "again").code == ErrorCode.NOT_FOUND
+        # A body the request type cannot parse is the caller's fault.
+        error = call_error(client.call, "kudos", "give", b"\xff\xff\xff")
+        assert error.code == ErrorCode.INVALID_ARGUMENT and "kudos.v1.KudosGiveRequest" in error.message
+
+
+def test_published_events_reach_subscribers(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)
+    with serving(plugin) as thread, kudos_daemon.connect() as client:
+        give(client, "ana", "before anyone listened")
+        with client.subscribe(["kudos"]) as events:
+            snapshot = events.get(timeout=DEADLINE_SECONDS)
+            assert snapshot.kind == EventKind.SNAPSHOT
+            assert [k.text for k in kudos_pb2.KudosList.FromString(snapshot.body).kudos] == ["before anyone listened"]
+
+            given = give(client, "bo", "a change")  # the handler publishes it
+            change = events.get(timeout=DEADLINE_SECONDS)
+            assert change.kind == EventKind.CHANGE and change.sequence == snapshot.sequence + 1
+            assert kudos_pb2.Kudos.FromString(change.body) == given
+
+            # Published from outside any handler, as a dict of the change's fields.
+            thread.run(plugin.publish("kudos", {"number": 99, "to": "cy", "text": "from a timer"}))
+            change = events.get(timeout=DEADLINE_SECONDS)
+            assert kudos_pb2.Kudos.FromString(change.body).text == "from a timer"
+
+    with pytest.raises(ValueError):
+        asyncio.run(plugin.publish("nonsense", {}))
+    with pytest.raises(TypeError):
+        asyncio.run(plugin.publish("kudos", kudos_pb2.KudosList()))
+    with pytest.raises(mentory.ConnectionClosed):  # not registered now
+        asyncio.run(plugin.publish("kudos", kudos_pb2.Kudos()))
+
+
+def test_calls_fail_unavailable_while_the_plugin_is_away(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    with kudos_daemon.connect() as client:
+        error = call_error(give, client, "ana", "too early")
+        assert error.code == ErrorCode.UNAVAILABLE and "kudos" in error.message
+
+        plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)
+        with serving(plugin):
+            assert give(client, "ana", "now").number == 1
+
+        def unavailable() -> bool:
+            try:
+                give(client, "ana", "gone")
+            except MentoryError as raised:
+                assert raised.code == ErrorCode.UNAVAILABLE, raised
+                return True
+            return False
+
+        wait_until(unavailable, "calls to fail once the plugin disconnected")
+
+        # Back again (served anew, on a new event loop, as a new process would): calls work again.
+        with serving(plugin):
+            assert give(client, "ana", "back").number == 2
+            assert asyncio.run(plugin.wait_registered(DEADLINE_SECONDS)) is not None  # from any loop, once registered
+
+
+def test_the_plugin_registers_again_after_the_daemon_restarts(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)
+    plugin.backoff = FAST
+    with serving(plugin):
+        with kudos_daemon.connect() as client:
+            assert give(client, "ana", "before").number == 1
+        first_epoch = plugin.registered_reply.epoch if plugin.registered_reply else None
+        kudos_daemon.restart()
+        wait_until(
+            lambda: plugin.registrations == 2 and plugin.state is mentory.plugin.PluginState.REGISTERED,
+            "the plugin to register with the new daemon",
+        )
+        assert plugin.registered_reply is not None and plugin.registered_reply.epoch != first_epoch
+        with kudos_daemon.connect() as client:
+            assert give(client, "ana", "after").number == 2  # the same process: its state survived
+
+
+def test_calls_beyond_max_in_flight_are_refused(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = empty_plugin(kudos_daemon.socket_path, max_in_flight=1)
+    entered = threading.Event()
+    release = threading.Event()
+
+    @plugin.method("give")
+    def slow_give(request: kudos_pb2.KudosGiveRequest, call: mentory.plugin.Call) -> kudos_pb2.Kudos:
+        entered.set()
+        release.wait(DEADLINE_SECONDS)  # a plain function runs on a worker thread: the loop stays free
+        return kudos_pb2.Kudos(to=request.to, text=request.text)
+
+    results: List[Any] = []
+    with serving(plugin), kudos_daemon.connect() as client:
+        first = threading.Thread(target=lambda: results.append(give(client, "ana", "slow")))
+        first.start()
+        try:
+            wait_until(entered.is_set, "the first call to reach its handler")
+            assert plugin.in_flight == 1
+            error = call_error(client.call, "kudos", "list")
+            assert error.code == ErrorCode.TOO_MANY_REQUESTS and "max_in_flight" in error.message
+        finally:
+            release.set()
+            first.join(DEADLINE_SECONDS)
+        assert [kudos.text for kudos in results] == ["slow"]
+        wait_until(lambda: plugin.in_flight == 0, "the first call to finish")
+        assert client.call("kudos", "list", reply_type=kudos_pb2.KudosList) == kudos_pb2.KudosList()
+
+
+def test_a_handler_past_its_deadline_is_cancelled(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon = make_daemon(config={"plugins": {"declared": ["kudos"]}, "limits": {"pluginCallTimeoutMilliseconds": 500}})
+    plugin = empty_plugin(daemon.socket_path)
+    cancelled = threading.Event()
+    deadlines: List[Optional[float]] = []
+
+    @plugin.method("give")
+    async def never(request: kudos_pb2.KudosGiveRequest, call: mentory.plugin.Call) -> kudos_pb2.Kudos:
+        deadlines.append(call.deadline)
+        try:
+            await asyncio.Event().wait()  # never set
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+    with serving(plugin), daemon.connect() as client:
+        assert call_error(give, client, "ana", "wait").code == ErrorCode.DEADLINE_EXCEEDED
+        wait_until(cancelled.is_set, "the plugin to cancel the handler at the call's deadline")
+        assert deadlines and deadlines[0] is not None
+        wait_until(lambda: plugin.in_flight == 0, "the call to leave the plugin")
+        assert client.call("kudos", "list", reply_type=kudos_pb2.KudosList) == kudos_pb2.KudosList()
+
+
+def test_a_refused_registration_stops_the_plugin(daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = kudos_plugin.build(daemon.socket_path, max_kudos=1)  # this daemon declares no plugin
+    with pytest.raises(MentoryError) as raised:
+        asyncio.run(asyncio.wait_for(plugin.serve(), DEADLINE_SECONDS))
+    assert raised.value.code == ErrorCode.PERMISSION_DENIED and "kudos" in raised.value.message
+    assert plugin.state is mentory.plugin.PluginState.STOPPED
+    with pytest.raises(MentoryError) as waited:  # who waits for the registration learns why it never comes
+        asyncio.run(plugin.wait_registered(DEADLINE_SECONDS))
+    assert waited.value is raised.value
+
+
+def test_an_untrusted_socket_stops_the_plugin(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(mentory.SocketTrustError, match="none of the trusted uids"):
+        asyncio.run(asyncio.wait_for(empty_plugin(kudos_daemon.socket_path, trusted_uids=[os.getuid() + 4242]).serve(), DEADLINE_SECONDS))
+
+
+def test_subscribers_get_a_reset_from_the_plugin_when_it_comes_back(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)
+    with kudos_daemon.connect() as client:
+        with serving(plugin):
+            give(client, "ana", "one")
+            events = client.subscribe(["kudos"])
+            assert events.get(timeout=DEADLINE_SECONDS).kind == EventKind.SNAPSHOT
+            give(client, "ana", "two")
+            assert events.get(timeout=DEADLINE_SECONDS).kind == EventKind.CHANGE
+        with events, serving(plugin):  # the subscription stays while the plugin is away
+            reset = events.get(timeout=DEADLINE_SECONDS)
+            assert reset.kind == EventKind.RESET
+            assert [k.text for k in kudos_pb2.KudosList.FromString(reset.body).kudos] == ["one", "two"]
+            give(client, "ana", "three")
+            change = events.get(timeout=DEADLINE_SECONDS)
+            assert change.kind == EventKind.CHANGE and change.sequence > reset.sequence
+
+
+def test_a_plugin_must_answer_everything_its_schema_declares() -> None:
+    plugin = mentory.plugin.Plugin(SERVICE, socket_path="/nonexistent/d.sock")
+
+    @plugin.method("give")
+    async def give_kudos(request: kudos_pb2.KudosGiveRequest, call: mentory.plugin.Call) -> kudos_pb2.Kudos:
+        return kudos_pb2.Kudos()
+
+    assert plugin.problems() == ["method 'list' has no handler", "topic 'kudos' has no snapshot taker"]
+    with pytest.raises(ValueError, match="has no handler"):
+        asyncio.run(plugin.serve())
+    with pytest.raises(ValueError, match="no method 'take'"):
+        plugin.method("take")
+    with pytest.raises(ValueError, match="no topic 'news'"):
+        plugin.snapshot("news")
+    with pytest.raises(TypeError, match="service descriptor"):
+        mentory.plugin.Plugin(kudos_pb2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_in_flight"):
+        mentory.plugin.Plugin(SERVICE, max_in_flight=0)
+
+
+def test_stop_does_not_wait_for_an_unanswered_registration(tmp_path: Path) -> None:
+    registrations: List[mentory.pb.Envelope] = []
+
+    def respond(connection: socket.socket, hello: mentory.pb.Envelope) -> None:
+        send_envelope(connection, welcome())
+        registration = read_envelope(connection)
+        if registration is not None:
+            registrations.append(registration)
+        read_envelope(connection)  # never answers; returns when the plugin hangs up
+
+    server = FakeServer(str(tmp_path / "fake.sock"), respond)
+    try:
+        # A registration timeout longer than the test waits: only stop() can end this promptly.
+        plugin = empty_plugin(server.path, timeout=DEADLINE_SECONDS * 4)
+        thread = PluginThread(plugin).start()
+        wait_until(lambda: bool(registrations), "the plugin to send its registration")
+        assert plugin.state is mentory.plugin.PluginState.CONNECTING
+        thread.stop()
+    finally:
+        server.close()
+    [envelope] = registrations
+    request = mentory.pb.PluginRegisterRequest.FromString(envelope.request.body)
+    assert (envelope.request.namespace, envelope.request.method) == ("plugin", "register")
+    assert request == plugin.registration()
+    assert request.plugin_protocol_version == mentory.plugin.PLUGIN_PROTOCOL_VERSION == 1
+    assert [file.name for file in request.descriptors.file] == ["kudos.proto"]  # mentory.proto: the daemon has it
+
+
+def start_example(socket_path: str, log: Path) -> "subprocess.Popen[bytes]":
+    with open(log, "ab") as output:
+        return subprocess.Popen(
+            [sys.executable, str(EXAMPLE_DIR / "kudos_plugin.py"), "--socket", socket_path, "--max-kudos", "5"],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+            preexec_fn=die_with_parent,
+        )
+
+
+def test_the_example_plugin_runs_as_written(kudos_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "kudos.log"
+    process = start_example(kudos_daemon.socket_path, log)
+    try:
+        with kudos_daemon.connect() as client:
+
+            def served() -> bool:
+                try:
+                    give(client, "ana", "first")
+                    return True
+                except MentoryError as error:
+                    assert error.code == ErrorCode.UNAVAILABLE, error
+                    assert process.poll() is None, log.read_text()
+                    return False
+
+            wait_until(served, "the example plugin to serve kudos")
+            error = call_error(give, client, "ana", "  ")
+            assert (error.code, error.reason) == (ErrorCode.INVALID_ARGUMENT, "kudos.empty_text")
+            listed = client.call("kudos", "list", reply_type=kudos_pb2.KudosList)
+            assert [(k.to, k.text, k.from_client) for k in listed.kudos] == [("ana", "first", "tests")]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(DEADLINE_SECONDS) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_example_plugin_exits_77_when_refused(daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "kudos.log"
+    process = start_example(daemon.socket_path, log)
+    try:
+        assert process.wait(DEADLINE_SECONDS) == kudos_plugin.EXIT_REFUSED, log.read_text()
+        assert "PERMISSION_DENIED" in log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
