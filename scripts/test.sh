@@ -7,7 +7,7 @@
 #      (scripts/test-example.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
 #   4. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
-#   5. the real-systemd harness (scripts/systemd-test.sh), when running as root
+#   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, when running as root
 #
 # Usage: scripts/test.sh [--quick]
 #   --quick   only steps 0 and 1, for a fast local loop
@@ -51,7 +51,7 @@ scripts/fuzz.sh "${MENTORYD_FUZZ_SECONDS:-30}"
 
 section "real systemd"
 if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
-  scripts/systemd-test.sh --bin-dir "$(swift build --show-bin-path)"
+  scripts/systemd-test.sh --bin-dir "$(swift build -c release --show-bin-path)"
 else
   echo "systemd harness skipped: it needs root to boot systemd in a PID namespace"
 fi
