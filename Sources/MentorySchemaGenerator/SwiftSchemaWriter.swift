@@ -140,16 +140,34 @@ struct SwiftSchemaWriter {
             items: self.namespaces.map { "\(Self.identifier($0.service.name)).info" },
             indent: "    "
         )
-        self.lines += [
-            "",
-            "    /// The descriptors of \(fileName) and of every file it imports, dependencies first.",
-            "    \(visibility) static let fileDescriptors = SchemaDescriptors(base64Files: [",
-        ]
-        for dependency in closure(of: self.file) {
-            self.appendBase64(dependency, indent: "        ")
+        self.lines += ["", "    /// The descriptors of \(fileName) and of every file it imports, dependencies first."]
+        if let shared = self.sharedSchemaFile {
+            // mentory.proto and its imports are MentoryWire's; refer to them instead of embedding them again.
+            let sharedSchema = Self.schemaName(for: shared, options: SchemaGeneratorOptions())
+            let sharedNames = Set(closure(of: shared).map(\.name))
+            self.lines += [
+                "    \(visibility) static let fileDescriptors = SchemaDescriptors(",
+                "        base64Files: \(sharedSchema).fileDescriptors.base64Files + [",
+            ]
+            for dependency in closure(of: self.file) where !sharedNames.contains(dependency.name) {
+                self.appendBase64(dependency, indent: "            ")
+            }
+            self.lines += ["        ])", "}"]
+        } else {
+            self.lines.append("    \(visibility) static let fileDescriptors = SchemaDescriptors(base64Files: [")
+            for dependency in closure(of: self.file) {
+                self.appendBase64(dependency, indent: "        ")
+            }
+            self.lines += ["    ])", "}"]
         }
-        self.lines += ["    ])", "}"]
         return self.lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The file declaring the schema options (mentory.proto, compiled into MentoryWire) when this
+    /// file imports it and is not it: its descriptors are then `MentorySchema.fileDescriptors`.
+    private var sharedSchemaFile: FileDescriptor? {
+        guard self.file.package != SchemaOptionNames.package else { return nil }
+        return closure(of: self.file).first { $0.package == SchemaOptionNames.package }
     }
 
     private mutating func writeNamespace(_ namespace: NamespaceDeclaration, schema: String, visibility: String) {

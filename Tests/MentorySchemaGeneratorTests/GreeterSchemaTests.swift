@@ -35,9 +35,12 @@ struct GreeterSchemaTests {
         let names = GreeterSchema.fileDescriptors.files.map(\.name)
         #expect(
             names == [
-                "google/protobuf/wrappers.proto", "google/protobuf/descriptor.proto", "mentory.proto", "greeter.proto",
+                "google/protobuf/descriptor.proto", "google/protobuf/wrappers.proto", "mentory.proto", "greeter.proto",
             ]
         )
+        // mentory.proto and its imports are MentoryWire's own set, referred to rather than embedded again.
+        #expect(
+            GreeterSchema.fileDescriptors.base64Files.dropLast() == MentorySchema.fileDescriptors.base64Files[...])
         #expect(GreeterSchema.Farewell.fileDescriptors.base64Files == GreeterSchema.fileDescriptors.base64Files)
         // Merged with MentoryWire's own set, each file appears once.
         let merged = SchemaDescriptors.merged([MentorySchema.fileDescriptors, GreeterSchema.fileDescriptors])
