@@ -74,6 +74,7 @@ struct AllocationTests {
             perRequest <= AllocationBudget.ping,
             "session.ping allocates \(perRequest) times per request, over its budget of \(AllocationBudget.ping)"
         )
+        try await connection.close()
     }
 
     @Test("reachability.get, a synchronous handler route, stays within its allocation budget")
@@ -95,6 +96,7 @@ struct AllocationTests {
         print("allocations: reachability.get \(perRequest) per request (\(total) over \(measuredRequests))")
         let budget = AllocationBudget.reachabilityGet
         #expect(perRequest <= budget, "reachability.get allocates \(perRequest) times per request, over \(budget)")
+        try await connection.close()
     }
 
     @Test("an event fanned out to subscribers stays within its allocation budgets, per event and per subscriber")
@@ -142,6 +144,7 @@ struct AllocationTests {
             perSubscriber <= subscriberBudget,
             "each further subscriber costs \(perSubscriber) allocations per event, over \(subscriberBudget)"
         )
+        for connection in [publisher] + subscribers { try await connection.close() }
     }
 }
 

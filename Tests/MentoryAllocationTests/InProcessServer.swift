@@ -140,6 +140,12 @@ struct Connection {
         await self.loop.run()
     }
 
+    /// Closes the channel (the engine detaches the connection).
+    func close() async throws {
+        _ = try await self.channel.finish()
+        await self.loop.run()
+    }
+
     /// The frames the connection has written so far, and the last one.
     func sink() async throws -> (frames: Int, last: Mentory_V1_Envelope?) {
         let channel = self.channel
