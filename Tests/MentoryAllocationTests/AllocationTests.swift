@@ -10,6 +10,11 @@ import Testing
 
 /// Allocation budgets for the hot paths, in heap allocations (malloc and friends) per request or event.
 ///
+/// What is counted: everything the daemon's pipeline does from a frame entering it (after the socket read)
+/// to its reply leaving it (before the socket write), engine and handler included, plus the tasks the tick
+/// queued on the event loop (the end-of-tick flush). Not counted: the socket's own read buffer and writes,
+/// which the in-process channel does not have, and the test loop's own task bookkeeping.
+///
 /// Each budget is the figure the test measured in a debug build (Swift 6.3.1, Linux; `swift test --filter
 /// Allocation` prints the figures) plus small headroom, about 10% and at least one allocation; its comment
 /// gives the measured figure. Counts are deterministic: almost every tick allocates exactly the same, and
