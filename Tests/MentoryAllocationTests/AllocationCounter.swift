@@ -48,18 +48,14 @@ enum AllocationCounter {
         let inline = try await loop.executeInContext {
             loop.execute { Self.begin() }
             Self.begin()
-            do {
-                try body()
-            } catch {
-                _ = Self.end()
-                throw error
-            }
+            let outcome = Result { try body() }
             let counts = Self.end()
+            // Queued whatever `body` did, so the thread that runs the tasks always stops counting.
             loop.execute {
                 let counts = Self.end()
                 queued.withLockedValue { $0 = counts }
             }
-            return counts
+            return try outcome.map { counts }.get()
         }
         await loop.run()
         return inline + queued.withLockedValue { $0 }

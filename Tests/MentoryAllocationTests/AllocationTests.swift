@@ -63,8 +63,11 @@ func allocationsPerRequest(_ frame: ByteBuffer, on connection: Connection) async
     return (total, Double(total.allocations) / Double(measuredRequests) - Double(markerTask))
 }
 
+// Serialized: each test turns the loop tens of thousands of times; one at a time leaves the other suites,
+// some of which wait on real time, the cores they need.
 @Suite(
     "Allocations per request on the hot paths",
+    .serialized,
     .enabled(
         if: AllocationCounter.isAvailable,
         "the malloc counter is compiled out under ThreadSanitizer and AddressSanitizer, which intercept malloc"
