@@ -358,6 +358,29 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // Counts heap allocations per thread by interposing malloc (a no-op under TSan/ASan); test-only.
+        .target(
+            name: "MentoryMallocCounter",
+            path: "Tests/MentoryMallocCounter"
+        ),
+        // Allocations per request and per event on the hot paths, against budgets (README, Testing).
+        .testTarget(
+            name: "MentoryAllocationTests",
+            dependencies: [
+                "MentoryMallocCounter",
+                "MentoryServer",
+                "MentoryEngine",
+                "MentoryHandlerKit",
+                "MentoryReachability",
+                "MentoryWire",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         .testTarget(
             name: "MentoryMetricsTests",
             dependencies: [
