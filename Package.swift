@@ -347,6 +347,7 @@ let package = Package(
         .testTarget(
             name: "MentoryServerTests",
             dependencies: [
+                "MentoryWireFixtures",
                 "MentoryServer",
                 "MentoryEngine",
                 "MentoryHandlerKit",
@@ -367,6 +368,7 @@ let package = Package(
         .testTarget(
             name: "MentoryAllocationTests",
             dependencies: [
+                "MentoryWireFixtures",
                 "MentoryMallocCounter",
                 "MentoryServer",
                 "MentoryEngine",
@@ -427,6 +429,7 @@ let package = Package(
         .testTarget(
             name: "MentoryEndToEndTests",
             dependencies: [
+                "MentoryWireFixtures",
                 "MentoryTestSupport",
                 "MentoryClient",
                 "MentoryAdvisor",

@@ -4,6 +4,7 @@ import MentoryEngine
 import MentoryHandlerKit
 import MentoryReachability
 import MentoryWire
+import MentoryWireFixtures
 import NIOCore
 import NIOEmbedded
 import SwiftProtobuf
@@ -183,14 +184,7 @@ struct Connection {
     static func request(_ id: UInt64, _ namespace: String, _ method: String, _ body: Data = Data())
         -> Mentory_V1_Envelope
     {
-        var request = Mentory_V1_Request()
-        request.id = id
-        request.namespace = namespace
-        request.method = method
-        request.body = body
-        var envelope = Mentory_V1_Envelope()
-        envelope.request = request
-        return envelope
+        requestEnvelope(id: id, namespace, method, body)
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MentoryClient
 import MentoryWire
+import MentoryWireFixtures
 import NIOCore
 import Testing
 

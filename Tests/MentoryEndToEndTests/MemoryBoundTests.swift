@@ -3,6 +3,7 @@ import Glibc
 import MentoryClient
 import MentoryTestSupport
 import MentoryWire
+import MentoryWireFixtures
 import NIOCore
 import Testing
 

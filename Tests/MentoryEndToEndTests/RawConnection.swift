@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MentoryWire
+import MentoryWireFixtures
 import NIOCore
 
 /// A blocking Unix-socket connection that writes and reads raw bytes, for hostile-input tests.
@@ -111,16 +112,4 @@ final class RawConnection {
             if n < 0 { return false }
         }
     }
-}
-
-/// An envelope holding one request, as a raw connection sends it.
-func requestEnvelope(id: UInt64, _ namespace: String, _ method: String, _ body: Data = Data()) -> Mentory_V1_Envelope {
-    var request = Mentory_V1_Request()
-    request.id = id
-    request.namespace = namespace
-    request.method = method
-    request.body = body
-    var envelope = Mentory_V1_Envelope()
-    envelope.request = request
-    return envelope
 }

@@ -3,6 +3,7 @@ import Logging
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
+import MentoryWireFixtures
 import NIOCore
 import NIOEmbedded
 import SwiftProtobuf
@@ -182,14 +183,7 @@ struct Harness {
     static func request(_ id: UInt64, _ namespace: String, _ method: String, _ body: Data = Data())
         -> Mentory_V1_Envelope
     {
-        var request = Mentory_V1_Request()
-        request.id = id
-        request.namespace = namespace
-        request.method = method
-        request.body = body
-        var envelope = Mentory_V1_Envelope()
-        envelope.request = request
-        return envelope
+        requestEnvelope(id: id, namespace, method, body)
     }
 
     static func blob(_ id: UInt64, bytes: Int, method: String = "get") -> Mentory_V1_Envelope {

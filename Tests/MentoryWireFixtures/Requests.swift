@@ -1,9 +1,31 @@
 import MentoryWire
 
-// Request builders shared by the handler and engine test suites.
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+// Request builders shared by the test suites.
+
+/// An envelope holding one request, as a client sends it.
+public func requestEnvelope(id: UInt64, _ namespace: String, _ method: String, _ body: Data = Data())
+    -> Mentory_V1_Envelope
+{
+    var request = Mentory_V1_Request()
+    request.id = id
+    request.namespace = namespace
+    request.method = method
+    request.body = body
+    var envelope = Mentory_V1_Envelope()
+    envelope.request = request
+    return envelope
+}
 
 extension Mentory_V1_MentorSetRequest {
-    public static func make(_ content: String, _ character: Mentory_V1_MentorCharacter = .warm, todos: [String] = []) -> Self {
+    public static func make(_ content: String, _ character: Mentory_V1_MentorCharacter = .warm, todos: [String] = [])
+        -> Self
+    {
         var request = Self()
         request.content = content
         request.character = character
