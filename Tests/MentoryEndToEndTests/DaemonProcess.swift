@@ -63,8 +63,11 @@ final class DaemonProcess: Sendable {
     var isRunning: Bool { self.process.isRunning }
 
     /// Connects a client-library client.
+    ///
+    /// Its calls wait up to 60 s: a call returns as soon as it is answered, and under ThreadSanitizer,
+    /// with the whole suite's daemons sharing two cores, a durable write can take more than 10 s.
     func client(_ name: String = "tests") async throws -> MentoryClient {
-        try await MentoryClient.connect(socketPath: self.socketPath, clientName: name, defaultTimeout: .seconds(10))
+        try await MentoryClient.connect(socketPath: self.socketPath, clientName: name, defaultTimeout: .seconds(60))
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
