@@ -134,11 +134,7 @@ public enum EntityID {
     /// A fresh random (version 4) UUID in lowercase, from the system's generator (`getrandom(2)`
     /// on Linux; no file is opened).
     public static func random() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (0..<2).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return self.format(bytes)
+        self.format(self.stamped(self.randomBytes(), version: 4))
     }
 
     /// A fresh time-ordered (version 7, RFC 9562) UUID in lowercase: the first 48 bits are
@@ -147,15 +143,26 @@ public enum EntityID {
     /// Ids made one after another sort after each other, so the store adds each new entry at the
     /// right edge of its id index instead of at a random page of it.
     public static func timeOrdered(unixMilliseconds: Int64) -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (0..<2).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
+        var bytes = self.randomBytes()
         let milliseconds = UInt64(max(0, unixMilliseconds)) & 0xFFFF_FFFF_FFFF
         for index in 0..<6 {
             bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index)))
         }
-        bytes[6] = (bytes[6] & 0x0F) | 0x70
+        return self.format(self.stamped(bytes, version: 7))
+    }
+
+    /// 16 random bytes from the system's generator (`getrandom(2)` on Linux; no file is opened).
+    private static func randomBytes() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<2).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
+    }
+
+    /// `bytes` with the UUID version nibble set to `version` and the RFC 9562 variant bits.
+    private static func stamped(_ bytes: [UInt8], version: UInt8) -> [UInt8] {
+        var bytes = bytes
+        bytes[6] = (bytes[6] & 0x0F) | (version << 4)
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return self.format(bytes)
+        return bytes
     }
 
     /// The canonical form of a UUID written 8-4-4-4-12 in hexadecimal digits of either case:
