@@ -315,40 +315,39 @@ extension MentoryEngine {
     /// Why a call to `plugin` cannot be forwarded now, if it cannot: it is not connected, or a
     /// namespace it requires is served by a plugin that is not.
     func unavailability(of plugin: PluginHostedHandler) -> MentoryError? {
-        switch plugin.state {
-        case .waiting(let since):
+        if let absence = Self.absence(of: plugin) {
+            let name = plugin.declaration.name
+            let remedy =
+                if case .failed = plugin.state {
+                    "fix it and restart it, e.g. systemctl restart"
+                } else {
+                    "start it, e.g. systemctl start"
+                }
             return .unavailable(
-                "namespace '\(plugin.namespace)' is unavailable:"
-                    + " its plugin '\(plugin.declaration.name)' is not connected"
-                    + " (waiting since \(since.formatted(.iso8601))); start it, e.g."
-                    + " systemctl start mentoryd-plugin@\(plugin.declaration.name)")
-        case .failed(let reason, let since, _):
-            return .unavailable(
-                "namespace '\(plugin.namespace)' is unavailable:"
-                    + " its plugin '\(plugin.declaration.name)' failed to register: \(reason)"
-                    + " (failed since \(since.formatted(.iso8601))); fix it and restart it, e.g."
-                    + " systemctl restart mentoryd-plugin@\(plugin.declaration.name)")
-        case .connected:
-            break
+                "namespace '\(plugin.namespace)' is unavailable: its plugin '\(name)' \(absence);"
+                    + " \(remedy) mentoryd-plugin@\(name)")
         }
         for required in plugin.declaration.requires {
-            guard let dependency = self.handlers[required] as? PluginHostedHandler else { continue }
-            switch dependency.state {
-            case .waiting(let since):
-                return .unavailable(
-                    "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
-                        + " '\(dependency.declaration.name)' is not connected"
-                        + " (waiting since \(since.formatted(.iso8601)))")
-            case .failed(let reason, let since, _):
-                return .unavailable(
-                    "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
-                        + " '\(dependency.declaration.name)' failed to register: \(reason)"
-                        + " (failed since \(since.formatted(.iso8601)))")
-            case .connected:
-                continue
-            }
+            guard let dependency = self.handlers[required] as? PluginHostedHandler,
+                let absence = Self.absence(of: dependency)
+            else { continue }
+            return .unavailable(
+                "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
+                    + " '\(dependency.declaration.name)' \(absence)")
         }
         return nil
+    }
+
+    /// Why `plugin` is not serving, and since when, as a phrase after its name; `nil` when it is connected.
+    private static func absence(of plugin: PluginHostedHandler) -> String? {
+        switch plugin.state {
+        case .waiting(let since):
+            "is not connected (waiting since \(since.formatted(.iso8601)))"
+        case .failed(let reason, let since, _):
+            "failed to register: \(reason) (failed since \(since.formatted(.iso8601)))"
+        case .connected:
+            nil
+        }
     }
 
     /// Forwards a call (or, with `snapshotTopic`, a snapshot) to the plugin serving `namespace` and
