@@ -7,7 +7,7 @@
 # Rows (default: all): latency, rps, fanout, storage, cli, ready, rss.
 #   latency  round trip p50/p99, 1 client, 1 in flight (raw echo / Redis PING / session.ping)
 #   rps      requests/s at 1x1, 50x1, 1x16, 50x16 (clients x pipelined)
-#   fanout   events/s at 10, 100, 1000 subscribers (.build/release/mentory-fanout-bench)
+#   fanout   events/s delivered to 10, 100, 1000 subscribers (Benchmarks/loadgen/fanout.c)
 #   storage  durable diary add/s at 1, 8, 64 writers vs one SQLite txn per entry
 #            (.build/release/mentory-storage-bench)
 #   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present)
@@ -89,7 +89,7 @@ if [ "$build" = 1 ]; then
     log "swift build -c release (several minutes the first time)"
     (cd "$root" && swift build -c release >&2)
 fi
-for product in mentoryd mentoryctl mentory-fanout-bench mentory-storage-bench; do
+for product in mentoryd mentoryctl mentory-storage-bench; do
     [ -x "$release/$product" ] || {
         echo "bench: $release/$product missing; run swift build -c release" >&2
         exit 1
@@ -136,7 +136,8 @@ cflags=(-O2 -Wall -Wextra)
 cc "${cflags[@]}" -o "$bin/loadgen" "$loadgen_src/loadgen.c" "$loadgen_src/wire.c"
 cc "${cflags[@]}" -o "$bin/echo-server" "$loadgen_src/echo-server.c"
 cc "${cflags[@]}" -o "$bin/readytime" "$loadgen_src/readytime.c"
-note "cc ${cflags[*]} -o loadgen Benchmarks/loadgen/loadgen.c Benchmarks/loadgen/wire.c (and echo-server.c, readytime.c)"
+cc "${cflags[@]}" -o "$bin/fanout" "$loadgen_src/fanout.c" "$loadgen_src/wire.c"
+note "cc ${cflags[*]} -o loadgen Benchmarks/loadgen/loadgen.c Benchmarks/loadgen/wire.c (and fanout.c, echo-server.c, readytime.c)"
 
 # The Swift benches start their own servers: these wrappers pin those to the server CPU.
 printf '#!/bin/sh\nexec taskset -c %s %q "$@"\n' "$server_cpu" "$release/mentoryd" >"$bin/mentoryd-pinned"
@@ -247,19 +248,35 @@ if want latency || want rps; then
 fi
 
 # ---------------------------------------------------------------------------
-# fan-out: the Swift bench, which runs redis-server beside mentoryd
+# fan-out: one C publisher and N C subscribers (Benchmarks/loadgen/fanout.c) against each server
 
 if want fanout; then
-    log "fan-out rows: ${slow_reps} runs of mentory-fanout-bench"
-    command=("$release/mentory-fanout-bench" --mentoryd "$bin/mentoryd-pinned" --subscribers 10,100,1000)
-    [ "$have_redis" = 1 ] && command+=(--redis-server "$bin/redis-server-pinned")
-    note "taskset -c $client_cpu $(quoted "${command[@]}")    # the wrappers exec taskset -c $server_cpu SERVER"
-    for rep in $(seq 1 "$slow_reps"); do
-        taskset -c "$client_cpu" "${command[@]}" >"$tmp/fanout-$rep.txt" 2>&1 || log "fan-out bench failed"
-        awk '$2 == "mentoryd" || $2 == "redis" { print $1, $2, $3 }' "$tmp/fanout-$rep.txt" |
-            while read -r subscribers system events; do
-                record "fanout-$subscribers-$system" "$events"
+    log "fan-out rows: ${reps} runs per subscriber count and server"
+    fanout_systems=(mentoryd)
+    [ "$have_redis" = 1 ] && fanout_systems=(redis mentoryd)
+    for rep in $(seq 1 "$reps"); do
+        for system in "${fanout_systems[@]}"; do
+            case "$system" in
+            # In memory, as Redis keeps its channels; room for 1,000 subscribers and their queues.
+            mentoryd) start_server "fan-$system-$rep" mentoryd "${memory_env[@]}" "${many_env[@]}" \
+                MENTORYD_LIMITS_SUBSCRIBER_QUEUE_BYTES=$((8 << 20)) ;;
+            redis) start_server "fan-$system-$rep" redis ;;
+            esac
+            proto=$system
+            [ "$system" = mentoryd ] && proto=mentory
+            for subscribers in 10 100 1000; do
+                command=("$bin/fanout" --proto "$proto" --socket "$tmp/fan-$system-$rep.sock"
+                    --subscribers "$subscribers")
+                [ "$rep" = 1 ] && note "taskset -c $client_cpu $(quoted "${command[@]}")"
+                if line=$(taskset -c "$client_cpu" "${command[@]}"); then
+                    echo "$line" >>"$tmp/fanout.txt"
+                    record "fanout-$subscribers-$system" "$(field events_per_s <<<"$line")"
+                else
+                    log "fan-out to $subscribers subscribers of $system failed"
+                fi
             done
+            stop_server "$server_pid"
+        done
     done
 fi
 

@@ -120,6 +120,25 @@ void put_ping_frame(struct buf *out, uint64_t id)
     put_request_frame(out, id, "session", "ping", NULL);
 }
 
+void put_subscribe_frame(struct buf *out, uint64_t id, const char *topic)
+{
+    struct buf subscription = {0}, subscribe = {0};
+    put_string_field(&subscription, 1, topic);                             /* TopicSubscription.topic */
+    put_bytes_field(&subscribe, 1, subscription.data, subscription.len); /* SubscribeRequest.topics */
+    put_request_frame(out, id, "session", "subscribe", &subscribe);
+    buf_free(&subscription);
+    buf_free(&subscribe);
+}
+
+void put_mentor_set_frame(struct buf *out, uint64_t id, const char *content)
+{
+    struct buf set = {0};
+    put_string_field(&set, 1, content); /* MentorSetRequest.content */
+    put_varint_field(&set, 2, 1);       /* .character = MENTOR_CHARACTER_COOL */
+    put_request_frame(out, id, "mentor", "set", &set);
+    buf_free(&set);
+}
+
 /* YYYY-MM-DD of the day `index` days after 1000-01-01 (Howard Hinnant's civil_from_days). */
 static void record_date(unsigned index, char out[16])
 {

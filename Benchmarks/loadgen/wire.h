@@ -2,8 +2,9 @@
  * wire.h - the few request encodings the load generator needs, built once.
  *
  * mentoryd: a frame is a 4-byte big-endian length and one serialized
- * mentory.v1.Envelope (docs/PROTOCOL.md). Only Hello, Request(session.ping)
- * and Request(diary.add) are encoded here, by hand, from the field numbers in
+ * mentory.v1.Envelope (docs/PROTOCOL.md). Only Hello, Request(session.ping),
+ * Request(session.subscribe), Request(mentor.set) and Request(diary.add) are
+ * encoded here, by hand, from the field numbers in
  * Sources/MentoryWire/Proto/mentory.proto.
  * Redis: RESP `*1\r\n$4\r\nPING\r\n`, answered by `+PONG\r\n`.
  * raw: the mentoryd ping frame, echoed back byte for byte by echo-server.
@@ -38,6 +39,14 @@ void put_ping_frame(struct buf *out, uint64_t id);
 /* Appends one length-prefixed Envelope{request{id, "diary", "add", DiaryAddRequest}}
  * for a distinct calendar day chosen by `day_index` (one entry per day is allowed). */
 void put_diary_add_frame(struct buf *out, uint64_t id, unsigned day_index);
+
+/* Appends one length-prefixed Envelope{request{id, "session", "subscribe",
+ * SubscribeRequest{topics: [{topic}]}}}. */
+void put_subscribe_frame(struct buf *out, uint64_t id, const char *topic);
+
+/* Appends one length-prefixed Envelope{request{id, "mentor", "set",
+ * MentorSetRequest{content, character: MENTOR_CHARACTER_COOL}}}. */
+void put_mentor_set_frame(struct buf *out, uint64_t id, const char *content);
 
 /* Appends `count` requests of `proto`: ping frames with ids first_id.. for raw and
  * mentoryd, RESP PINGs for Redis. */

@@ -77,7 +77,8 @@ struct Daemon {
         // 1. The store. A store that cannot open ends start-up; systemctl status shows why.
         let stores: OpenedStores
         do {
-            stores = try await StoreBootstrap.open(settings: self.settings, logger: self.logger)
+            stores = try await StoreBootstrap.open(
+                settings: self.settings, executor: eventLoop.executor, logger: self.logger)
         } catch {
             throw StartupFailure(cause: "\(error)")
         }

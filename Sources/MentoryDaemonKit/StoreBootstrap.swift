@@ -45,10 +45,13 @@ enum StoreBootstrap {
     /// With the SQLite backend, creates the state directory (mode 0700) when missing and opens
     /// `mentoryd.sqlite` in it; a database that cannot be used safely stops the start-up with a
     /// message saying why and what to do.
-    static func open(settings: DaemonSettings, logger: Logger) async throws -> OpenedStores {
+    /// The in-memory store runs on `executor`, the engine's, so that requests reach it without a hop.
+    static func open(settings: DaemonSettings, executor: any SerialExecutor, logger: Logger) async throws
+        -> OpenedStores
+    {
         switch settings.storageBackend {
         case .memory:
-            let store = InMemorySessionStore()
+            let store = InMemorySessionStore(executor: executor)
             logger.warning(
                 "store opened in memory: diary entries and the mentor state are lost when mentoryd stops",
                 metadata: ["backend": "memory"]

@@ -62,9 +62,18 @@ public actor MentoryEngine {
         }
     }
 
-    struct Connection {
-        var context: ConnectionContext
-        var sink: any EventSink
+    /// An attached connection: who is on it and where its events go.
+    ///
+    /// A class, so that looking one up per request or per delivered event costs one retain rather
+    /// than a copy of every field.
+    final class Connection: Sendable {
+        let context: ConnectionContext
+        let sink: any EventSink
+
+        init(context: ConnectionContext, sink: any EventSink) {
+            self.context = context
+            self.sink = sink
+        }
     }
 
     private let executor: any SerialExecutor

@@ -47,6 +47,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var readHeldBack = false
     /// Bytes written into the pipeline that the kernel has not taken yet.
     private(set) var outboundBytes = 0
+    /// The part of ``outboundBytes`` written since the last flush.
+    private var unflushedBytes = 0
+    /// Small frames written since the last flush, not yet handed to the channel (see ``write(_:promise:)``).
+    private var coalesced: ByteBuffer?
+    /// Whether ``coalesced`` is this connection's own buffer rather than the one frame it holds.
+    private var coalescedIsOwned = false
     private var outboundPaused = false
     private var eventsRefused = false
     private var unflushed = false
@@ -388,6 +394,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Writes one frame without flushing, counts it until the kernel has taken it, and makes sure a flush follows.
+    ///
+    /// A small frame without a promise is copied into ``coalesced``, the bytes this connection sends at
+    /// its next flush, as Redis does with its reply buffer: a tick's replies and events then cost the
+    /// pipeline one write, not one each. A large frame, or one whose write the caller waits for, goes
+    /// to the channel as it is, after what was coalesced before it.
     private func write(_ frame: ByteBuffer, promise: EventLoopPromise<Void>? = nil) {
         guard let context = self.context else {
             promise?.fail(ChannelError.ioOnClosedChannel)
@@ -395,12 +406,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         let bytes = frame.readableBytes
         self.outboundBytes += bytes
-        let written = promise ?? context.eventLoop.makePromise(of: Void.self)
-        written.futureResult.assumeIsolated().whenComplete { _ in
-            self.outboundBytes -= bytes
-            self.checkDrained(soon: false)
+        self.unflushedBytes += bytes
+        if promise == nil, bytes <= Self.maxCoalescedFrameBytes {
+            self.coalesce(frame, allocator: context.channel.allocator)
+        } else {
+            self.handOffCoalesced(context: context, promise: nil)
+            context.write(Self.wrapOutboundOut(frame), promise: promise)
         }
-        context.write(Self.wrapOutboundOut(frame), promise: written)
         self.unflushed = true
         if !self.outboundPaused, self.outboundBytes >= self.configuration.maxOutboundBytes {
             self.outboundPaused = true
@@ -411,6 +423,38 @@ final class ConnectionHandler: ChannelDuplexHandler {
             )
         }
         self.scheduleFlush()
+    }
+
+    /// Frames up to this size are copied into ``coalesced``; larger ones are written as they are.
+    static let maxCoalescedFrameBytes = 8 * 1024
+    /// The capacity a coalescing buffer starts with; it grows as frames are added (up to the outbound bounds).
+    private static let coalescedBufferCapacity = 1024
+
+    /// Adds `frame` to ``coalesced``. A tick's only frame is kept as it is (an event's frame is shared by
+    /// every subscriber); the second one starts a buffer of this connection's own, holding copies.
+    private func coalesce(_ frame: ByteBuffer, allocator: ByteBufferAllocator) {
+        guard let first = self.coalesced else {
+            self.coalesced = frame
+            self.coalescedIsOwned = false
+            return
+        }
+        if !self.coalescedIsOwned {
+            var buffer = allocator.buffer(
+                capacity: max(Self.coalescedBufferCapacity, first.readableBytes + frame.readableBytes))
+            buffer.writeImmutableBuffer(first)
+            self.coalesced = buffer
+            self.coalescedIsOwned = true
+        }
+        self.coalesced!.writeImmutableBuffer(frame)
+    }
+
+    /// Writes what was coalesced to the channel, with `promise`; returns whether there was anything.
+    @discardableResult
+    private func handOffCoalesced(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) -> Bool {
+        guard let coalesced = self.coalesced else { return false }
+        self.coalesced = nil
+        context.write(Self.wrapOutboundOut(coalesced), promise: promise)
+        return true
     }
 
     /// Resumes reading and tells the engine about room for events once enough has been written.
@@ -445,11 +489,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    /// Flushes what was written since the last flush, and counts it out of ``outboundBytes`` once the
+    /// kernel has taken all of it.
+    ///
+    /// One promise per flush, not per frame, on the flush's last write: the channel completes writes
+    /// in order. That write is the coalesced frames, or else an empty buffer written as a marker.
     private func flushIfNeeded() {
         guard self.unflushed, let context = self.context else { return }
         self.unflushed = false
+        let bytes = self.unflushedBytes
+        self.unflushedBytes = 0
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            self.outboundBytes -= bytes
+            self.checkDrained(soon: false)
+        }
+        if !self.handOffCoalesced(context: context, promise: written) {
+            context.write(Self.wrapOutboundOut(Self.flushMarker), promise: written)
+        }
         context.flush()
     }
+
+    /// The empty buffer written to mark the end of a flush whose last frame was written as it is.
+    private static let flushMarker = ByteBuffer()
 
     // MARK: Closing
 

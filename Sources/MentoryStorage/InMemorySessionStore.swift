@@ -1,7 +1,24 @@
 import MentoryWire
 
 /// A store that keeps everything in memory: for tests, and for a daemon run without a state directory.
+///
+/// By default the store is an actor of its own. Given the executor its callers run on (the daemon
+/// passes the engine's event loop), it runs there instead: a call from that executor then does not
+/// suspend or change thread, so a request batch that writes to the store is answered in one pass of
+/// the loop and the events it publishes leave together.
 public actor InMemorySessionStore: DiaryStore, MentorStateStore {
+    /// Where the store's code runs.
+    private enum Isolation: Sendable {
+        /// On an executor of its own, borrowed from a plain actor.
+        case own(OwnIsolation)
+        /// On a caller's serial executor.
+        case shared(any SerialExecutor)
+    }
+
+    /// A plain actor whose default executor the store borrows when it is given none.
+    private actor OwnIsolation {}
+
+    private let isolation: Isolation
     private var entriesByID: [String: Mentory_V1_DiaryEntry] = [:]
     private var idsByRecordDate: [String: String] = [:]
     /// Every record date, ascending, so a page is a binary search and a slice rather than a sort.
@@ -9,7 +26,23 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
     private var mentorState = Mentory_V1_MentorState()
     private var writeFailure: MentoryError?
 
-    public init() {}
+    /// A store on an executor of its own.
+    public init() {
+        self.isolation = .own(OwnIsolation())
+    }
+
+    /// A store that runs on `executor`, which must be serial; callers already on it reach the store
+    /// without a hop.
+    public init(executor: any SerialExecutor) {
+        self.isolation = .shared(executor)
+    }
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        switch self.isolation {
+        case .own(let actor): actor.unownedExecutor
+        case .shared(let executor): executor.asUnownedSerialExecutor()
+        }
+    }
 
     /// Makes every later write fail with `failure` and change nothing, until called with `nil`:
     /// for tests of what a failed write must not do.

@@ -47,9 +47,15 @@ final class FrameSink: ChannelOutboundHandler {
     var flushes = 0
     var last: ByteBuffer?
 
+    /// Counts the frames in each write (the connection coalesces a tick's frames into one write).
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        self.frames += 1
-        self.last = Self.unwrapOutboundIn(data)
+        var buffer = Self.unwrapOutboundIn(data)
+        while let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self),
+            let frame = buffer.readSlice(length: WireProtocol.lengthPrefixSize + Int(length))
+        {
+            self.frames += 1
+            self.last = frame
+        }
         promise?.succeed(())
     }
 

@@ -11,24 +11,36 @@ import Testing
 
 @testable import MentoryServer
 
-/// Sits next to the socket: counts flushes and reads, and can hold writes back like a peer that does
-/// not read, until released.
+/// Sits next to the socket: counts writes, flushes and reads, and can hold writes back like a peer
+/// that does not read, until released.
 final class PeerSimulator: ChannelOutboundHandler {
     typealias OutboundIn = ByteBuffer
 
+    var writes = 0
     var flushes = 0
     var reads = 0
     var holding = false
     private var held: [(NIOAny, EventLoopPromise<Void>?)] = []
     private var context: ChannelHandlerContext?
 
-    var heldCount: Int { self.held.count }
+    /// The frames in the writes held so far (a write may carry several).
+    var heldFrames: Int {
+        var frames = 0
+        for (data, _) in self.held {
+            var buffer = Self.unwrapOutboundIn(data)
+            while let length = buffer.readInteger(as: UInt32.self), buffer.readSlice(length: Int(length)) != nil {
+                frames += 1
+            }
+        }
+        return frames
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        self.writes += 1
         if self.holding {
             self.held.append((data, promise))
         } else {
@@ -248,7 +260,7 @@ struct ConnectionHandlerTests {
         // stops as soon as the replies pass the 4096-byte bound, far below the 40 requests sent (a
         // suspending handler would also be bounded by the 16 requests in flight).
         let window = 16 + 4096 / 1000 + 1
-        let firstRound = try await harness.peer { $0.heldCount }
+        let firstRound = try await harness.peer { $0.heldFrames }
         #expect(firstRound >= 4096 / 1000 && firstRound <= window, "dispatch stops at the bounds: \(firstRound)")
 
         let readsBefore = try await harness.peer { $0.reads }
@@ -257,7 +269,7 @@ struct ConnectionHandlerTests {
         #expect(try await harness.peer { $0.reads } == readsBefore, "read() is not forwarded past the bound")
         try await harness.send((41...50).map { Harness.blob($0, bytes: 1000) })
         #expect(
-            try await harness.peer { $0.heldCount } == firstRound,
+            try await harness.peer { $0.heldFrames } == firstRound,
             "frames already read wait; nothing more is dispatched"
         )
 
@@ -268,7 +280,7 @@ struct ConnectionHandlerTests {
             try await harness.peer { $0.release() }
             await harness.channel.testingEventLoop.run()
             answered += try await harness.received().map(\.response.id)
-            let held = try await harness.peer { $0.heldCount }
+            let held = try await harness.peer { $0.heldFrames }
             #expect(held <= window, "round \(rounds) dispatches at most one window: \(held)")
             if answered.count + held < 50 {
                 #expect(try await harness.peer { $0.reads } == readsBefore, "no read while requests wait")
@@ -304,6 +316,53 @@ struct ConnectionHandlerTests {
         let replies = try await harness.received()
         #expect(replies.map(\.response.id) == Array(1...UInt64(pings)))
         #expect(try await harness.peer { $0.flushes } - flushesBefore == 1)
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("N pipelined pings in one read batch reach the socket as one write", arguments: [1, 10, 100])
+    func writeCoalescing(pings: Int) async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        let writesBefore = try await harness.peer { $0.writes }
+        try await harness.send((1...UInt64(pings)).map { Harness.request($0, "session", "ping") })
+        let replies = try await harness.received()
+        #expect(replies.map(\.response.id) == Array(1...UInt64(pings)))
+        #expect(try await harness.peer { $0.writes } - writesBefore == 1)
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("the replies and events of one read batch reach the socket as one write, in order")
+    func eventCoalescing() async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        var subscribe = Mentory_V1_SubscribeRequest()
+        var topic = Mentory_V1_TopicSubscription()
+        topic.topic = "blob"
+        subscribe.topics = [topic]
+        try await harness.send([Harness.request(1, "session", "subscribe", try subscribe.serializedData())])
+        _ = try await harness.received()
+        let writesBefore = try await harness.peer { $0.writes }
+        try await harness.send((2...21).map { Harness.blob($0, bytes: 10, method: "publish") })
+        let frames = try await harness.received()
+        #expect(frames.events.map(\.sequence) == Array(1...20), "every change, in order")
+        #expect(frames.filter { $0.response.id >= 2 }.map(\.response.id) == Array(2...21))
+        #expect(try await harness.peer { $0.writes } - writesBefore == 1)
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("a frame over the coalescing size is written as it is, after the smaller frames before it")
+    func largeFramesAreNotCopied() async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        let writesBefore = try await harness.peer { $0.writes }
+        let large = ConnectionHandler.maxCoalescedFrameBytes * 2
+        try await harness.send([
+            Harness.request(1, "session", "ping"), Harness.blob(2, bytes: large), Harness.request(3, "session", "ping"),
+        ])
+        let replies = try await harness.received()
+        #expect(replies.map(\.response.id) == [1, 2, 3])
+        // The first ping's reply, the large reply, then the last ping's reply with the flush.
+        #expect(try await harness.peer { $0.writes } - writesBefore == 3)
         _ = try await harness.channel.finish()
     }
 

@@ -17,14 +17,35 @@ import MentoryWire
 public struct MentorHandler: MentoryHandler {
     public typealias Namespace = MentorySchema.Mentor
 
-    /// The current mentor state and the chain of changes being saved.
+    /// The current mentor state and the changes waiting to be saved.
     public final class State {
         var current: Mentory_V1_MentorState
-        /// Ends when the last change started has been saved (or failed) and applied.
-        var lastChange: Task<Void, Never>?
+        /// Whether a change is being saved; while one is, the next wait in ``waitingChanges``.
+        var changing = false
+        /// Changes waiting for their turn, oldest first. At most one per request in flight, which
+        /// the server bounds.
+        var waitingChanges: [CheckedContinuation<Void, Never>] = []
 
         init(current: Mentory_V1_MentorState) {
             self.current = current
+        }
+
+        /// Waits until every change started before this one has finished, then holds the turn.
+        nonisolated(nonsending) func takeTurn() async {
+            guard self.changing else {
+                self.changing = true
+                return
+            }
+            await withCheckedContinuation { self.waitingChanges.append($0) }
+        }
+
+        /// Passes the turn to the oldest waiting change, if any.
+        func endTurn() {
+            if self.waitingChanges.isEmpty {
+                self.changing = false
+            } else {
+                self.waitingChanges.removeFirst().resume()
+            }
         }
     }
 
@@ -85,11 +106,8 @@ public struct MentorHandler: MentoryHandler {
         _ makeChange: (Mentory_V1_MentorState) throws(MentoryError) -> Mentory_V1_MentorState?
     ) async throws(MentoryError) -> Mentory_V1_MentorState {
         let state = context.state
-        let previous = state.lastChange
-        let (finished, finish) = AsyncStream<Never>.makeStream()
-        state.lastChange = Task { for await _ in finished {} }
-        defer { finish.finish() }
-        await previous?.value
+        await state.takeTurn()
+        defer { state.endTurn() }
         guard let updated = try makeChange(state.current) else {
             return state.current
         }
