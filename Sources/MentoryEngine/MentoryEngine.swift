@@ -478,12 +478,11 @@ public actor MentoryEngine {
         event = self.logs[topic]!.append(event)
         self.metrics.recordPublished(topic)
         if !self.monitors.isEmpty { self.monitorEvent(event) }
-        let subscribers = self.subscriptions.subscribers(of: topic)
-        guard !subscribers.isEmpty else { return }
+        guard let subscribers = self.subscriptions.deliveries(of: topic) else { return }
         // Encoded once, here, for every subscriber.
         let shared = SharedEvent(event)
-        for id in subscribers {
-            self.deliver(shared, to: id)
+        for (id, delivery) in subscribers where delivery == .live {
+            self.deliverLive(shared, to: id)
         }
     }
 
@@ -510,9 +509,13 @@ public actor MentoryEngine {
     }
 
     func deliver(_ event: SharedEvent, to id: ConnectionID) {
-        guard self.subscriptions.entry(id, event.event.topic)?.delivery == .live,
-            let connection = self.connections[id]
-        else { return }
+        guard self.subscriptions.entry(id, event.event.topic)?.delivery == .live else { return }
+        self.deliverLive(event, to: id)
+    }
+
+    /// Delivers `event` to `id`, whose subscription to the event's topic is live.
+    private func deliverLive(_ event: SharedEvent, to id: ConnectionID) {
+        guard let connection = self.connections[id] else { return }
         if !connection.sink.deliver(event) {
             self.subscriptions.setDelivery(.overflowed, id, event.event.topic)
             self.logger.debug(

@@ -4,7 +4,8 @@ import MentoryHandlerKit
 ///
 /// One value holds both directions of the relation, so they cannot disagree: every mutation
 /// updates both. Invariants (checked by ``checkInvariants()`` in tests):
-/// - a connection is listed under a topic exactly when the connection holds an entry for it;
+/// - a connection is listed under a topic exactly when the connection holds an entry for it, with the
+///   same delivery;
 /// - no connection or topic is kept with an empty set of entries.
 ///
 /// The engine adds entries only for attached connections and removes all of a connection's
@@ -29,7 +30,8 @@ struct Subscriptions {
     }
 
     private var byConnection: [ConnectionID: [String: Entry]] = [:]
-    private var byTopic: [String: Set<ConnectionID>] = [:]
+    /// The same entries' deliveries by topic, so that a publish reads its subscribers' states in one lookup.
+    private var byTopic: [String: [ConnectionID: Delivery]] = [:]
     private var nextGeneration: UInt64 = 0
 
     /// The subscription of `id` to `topic`, if any.
@@ -44,7 +46,12 @@ struct Subscriptions {
 
     /// The connections subscribed to `topic`.
     func subscribers(of topic: String) -> Set<ConnectionID> {
-        self.byTopic[topic] ?? []
+        self.byTopic[topic].map { Set($0.keys) } ?? []
+    }
+
+    /// How events reach each subscriber of `topic`.
+    func deliveries(of topic: String) -> [ConnectionID: Delivery]? {
+        self.byTopic[topic]
     }
 
     /// The topics of `id` whose subscriber queue overflowed.
@@ -60,7 +67,7 @@ struct Subscriptions {
     mutating func insert(_ id: ConnectionID, _ topic: String, delivery: Delivery) -> UInt64 {
         self.nextGeneration += 1
         self.byConnection[id, default: [:]][topic] = Entry(delivery: delivery, generation: self.nextGeneration)
-        self.byTopic[topic, default: []].insert(id)
+        self.byTopic[topic, default: [:]][id] = delivery
         return self.nextGeneration
     }
 
@@ -68,6 +75,7 @@ struct Subscriptions {
     mutating func setDelivery(_ delivery: Delivery, _ id: ConnectionID, _ topic: String) {
         guard self.byConnection[id]?[topic] != nil else { return }
         self.byConnection[id]![topic]!.delivery = delivery
+        self.byTopic[topic]![id] = delivery
     }
 
     /// Marks an overflowed subscription as resetting under a fresh generation, which it returns;
@@ -76,6 +84,7 @@ struct Subscriptions {
         guard self.byConnection[id]?[topic]?.delivery == .overflowed else { return nil }
         self.nextGeneration += 1
         self.byConnection[id]![topic] = Entry(delivery: .resetting, generation: self.nextGeneration)
+        self.byTopic[topic]![id] = .resetting
         return self.nextGeneration
     }
 
@@ -83,7 +92,7 @@ struct Subscriptions {
     mutating func remove(_ id: ConnectionID, _ topic: String) {
         guard self.byConnection[id]?.removeValue(forKey: topic) != nil else { return }
         if self.byConnection[id]!.isEmpty { self.byConnection[id] = nil }
-        self.byTopic[topic]?.remove(id)
+        self.byTopic[topic]?.removeValue(forKey: id)
         if self.byTopic[topic]?.isEmpty == true { self.byTopic[topic] = nil }
     }
 
@@ -91,7 +100,7 @@ struct Subscriptions {
     mutating func removeAll(_ id: ConnectionID) {
         guard let topics = self.byConnection.removeValue(forKey: id) else { return }
         for topic in topics.keys {
-            self.byTopic[topic]?.remove(id)
+            self.byTopic[topic]?.removeValue(forKey: id)
             if self.byTopic[topic]?.isEmpty == true { self.byTopic[topic] = nil }
         }
     }
@@ -100,11 +109,11 @@ struct Subscriptions {
     func checkInvariants(attached connections: Set<ConnectionID>) -> Bool {
         for (id, topics) in self.byConnection {
             guard !topics.isEmpty, connections.contains(id) else { return false }
-            for topic in topics.keys where self.byTopic[topic]?.contains(id) != true { return false }
+            for (topic, entry) in topics where self.byTopic[topic]?[id] != entry.delivery { return false }
         }
-        for (topic, ids) in self.byTopic {
-            guard !ids.isEmpty else { return false }
-            for id in ids where self.byConnection[id]?[topic] == nil { return false }
+        for (topic, deliveries) in self.byTopic {
+            guard !deliveries.isEmpty else { return false }
+            for (id, delivery) in deliveries where self.byConnection[id]?[topic]?.delivery != delivery { return false }
         }
         return true
     }

@@ -37,6 +37,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let logger: Logger
     private let credentials: PeerCredentials?
     private let metrics: ServerMetrics
+    /// Shared by the connections of this event loop; `nil` flushes with a task of this handler's own.
+    private let flusher: TickFlusher?
     private var phase = Phase.awaitingHello
     /// Whether the engine knows this connection (from the handshake until it is detached).
     private var attached = false
@@ -66,8 +68,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
         configuration: ServerConfiguration,
         credentials: PeerCredentials?,
         logger: Logger,
-        metrics: ServerMetrics? = nil
+        metrics: ServerMetrics? = nil,
+        flusher: TickFlusher? = nil
     ) {
+        self.flusher = flusher
         self.engine = engine
         self.id = id
         self.configuration = configuration
@@ -478,15 +482,26 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Flushes once at the end of this event-loop tick, after the engine work queued before it.
+    /// Flushes once at the end of this event-loop tick, after the engine work queued before it: with
+    /// the loop's other connections when they share a ``TickFlusher``, else with a task of its own.
     private func scheduleFlush() {
         guard !self.flushScheduled, let context = self.context else { return }
         self.flushScheduled = true
+        if let flusher = self.flusher {
+            flusher.flushAtEndOfTick(self)
+            return
+        }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.execute {
             handler.value.flushScheduled = false
             handler.value.flushIfNeeded()
         }
+    }
+
+    /// The end-of-tick flush ``scheduleFlush()`` asked ``TickFlusher`` for.
+    func flushScheduledWrites() {
+        self.flushScheduled = false
+        self.flushIfNeeded()
     }
 
     /// Flushes what was written since the last flush, and counts it out of ``outboundBytes`` once the

@@ -21,6 +21,8 @@ public final class MentoryServer: Service {
     private let logger: Logger
     private let onReady: @Sendable () async -> Void
     private let tracker: NIOLoopBoundBox<ConnectionTracker>
+    /// The end-of-tick flush every connection of the loop shares.
+    private let flusher: NIOLoopBoundBox<TickFlusher>
     private let metrics: ServerMetrics
 
     /// Creates a server whose connections all run on `eventLoop`, which must be the engine's executor.
@@ -45,6 +47,8 @@ public final class MentoryServer: Service {
             as: ConnectionTracker.self,
             eventLoop: eventLoop
         )
+        self.flusher = NIOLoopBoundBox.makeBoxSendingValue(
+            TickFlusher(eventLoop: eventLoop), as: TickFlusher.self, eventLoop: eventLoop)
     }
 
     public func run() async throws {
@@ -106,6 +110,7 @@ public final class MentoryServer: Service {
         let logger = self.logger
         let tracker = self.tracker
         let metrics = self.metrics
+        let flusher = self.flusher
         return ServerBootstrap(group: self.eventLoop)
             .serverChannelOption(.backlog, value: 512)
             .childChannelOption(.autoRead, value: true)
@@ -153,7 +158,8 @@ public final class MentoryServer: Service {
                         configuration: configuration,
                         credentials: credentials,
                         logger: logger,
-                        metrics: metrics
+                        metrics: metrics,
+                        flusher: flusher.value
                     )
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)),

@@ -69,6 +69,8 @@ final class FrameSink: ChannelOutboundHandler {
 struct InProcessServer {
     let loop: NIOAsyncTestingEventLoop
     let engine: MentoryEngine
+    /// The end-of-tick flush the connections share, as the daemon's connections do.
+    let flusher: NIOLoopBoundBox<TickFlusher>
     private var nextID: UInt64 = 1
 
     /// Events kept per topic: small, so the warm-up fills the ring and the measured events replace
@@ -84,6 +86,8 @@ struct InProcessServer {
         try await engine.register(ReachabilityHandler())
         self.loop = loop
         self.engine = engine
+        self.flusher = NIOLoopBoundBox.makeBoxSendingValue(
+            TickFlusher(eventLoop: loop), as: TickFlusher.self, eventLoop: loop)
     }
 
     /// A connection that has done its handshake.
@@ -93,6 +97,7 @@ struct InProcessServer {
         self.nextID += 1
         let channel = NIOAsyncTestingChannel(loop: self.loop)
         let engine = self.engine
+        let flusher = self.flusher
         try await self.loop.executeInContext {
             try channel.pipeline.syncOperations.addHandlers([
                 FrameSink(),
@@ -102,7 +107,8 @@ struct InProcessServer {
                     id: id,
                     configuration: configuration,
                     credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
-                    logger: Logger(label: "test")
+                    logger: Logger(label: "test"),
+                    flusher: flusher.value
                 ),
             ])
         }

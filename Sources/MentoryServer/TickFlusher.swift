@@ -1,0 +1,40 @@
+import NIOCore
+
+/// Flushes every connection that wrote during an event-loop tick, with one task for all of them.
+///
+/// A published event reaches every subscriber's connection in the same tick. Each connection asking the
+/// loop for its own end-of-tick flush would cost one task per subscriber per tick; the connections of one
+/// loop share this flusher instead, which queues a single task that flushes them all, in the order they
+/// first wrote. Confined to its event loop.
+final class TickFlusher {
+    private let eventLoop: any EventLoop
+    /// The connections to flush at the end of this tick. Each appears once: a connection asks only when it
+    /// has no flush scheduled yet.
+    private var pending: [ConnectionHandler] = []
+    private var flushing: [ConnectionHandler] = []
+    private var scheduled = false
+
+    init(eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    /// Flushes `connection` once the work already queued on the loop has run.
+    func flushAtEndOfTick(_ connection: ConnectionHandler) {
+        self.pending.append(connection)
+        guard !self.scheduled else { return }
+        self.scheduled = true
+        let flusher = NIOLoopBound(self, eventLoop: self.eventLoop)
+        self.eventLoop.execute { flusher.value.flushAll() }
+    }
+
+    private func flushAll() {
+        self.scheduled = false
+        // Swapped rather than copied, so that a connection asking again while being flushed (a write from
+        // a promise callback) lands in the next tick's list, and neither array is reallocated per tick.
+        swap(&self.pending, &self.flushing)
+        for connection in self.flushing {
+            connection.flushScheduledWrites()
+        }
+        self.flushing.removeAll(keepingCapacity: true)
+    }
+}
