@@ -19,7 +19,9 @@ import NIOCore
 ///   ``ServerConfiguration/maxRequestsInFlight`` requests are in flight or the outbound bound holds.
 ///
 /// Writes are coalesced: nothing is flushed per message. One flush follows each read batch and one
-/// follows the engine work of an event-loop tick.
+/// follows the engine work of an event-loop tick (shared by the loop's connections, see ``TickFlusher``),
+/// and the small frames of one flush reach the channel as one buffer: one pipeline write and one
+/// `writev` for a tick's replies and events, however many there are.
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
