@@ -188,6 +188,11 @@ func measureDaemon(binary: String, root: String, clients: Int, seconds: Double) 
 
 /// One transaction (and fsync) per entry, straight into SQLite with the store's schema, from
 /// `clients` threads sharing one connection (SQLite has one writer at a time anyway).
+///
+/// Like mentoryd's store: WAL, synchronous=FULL, the same migrations (tables and indexes), the
+/// entry and its two action items in one transaction, ids made the same way. Unlike it: no
+/// existence checks before the insert (mentoryd reads the id and the record date first), and no
+/// socket or protobuf.
 func measureBaseline(root: String, clients: Int, seconds: Double) throws -> Measurement {
     let directory = root + "/baseline-\(UUID().uuidString.prefix(8))"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -211,8 +216,10 @@ func measureBaseline(root: String, clients: Int, seconds: Double) throws -> Meas
             do {
                 while clock.now < deadline {
                     let request = addRequest(index)
-                    let id = UUID().uuidString.lowercased()
                     let createdAt = Int64(Date().timeIntervalSince1970 * 1000)
+                    // Ids made as mentoryd makes them (time-ordered entry ids, getrandom(2)), not
+                    // with Foundation's UUID(), which opens /dev/urandom for each id on Linux.
+                    let id = EntityID.timeOrdered(unixMilliseconds: createdAt)
                     let before = clock.now
                     try queue.write { db in
                         try db.execute(
@@ -232,7 +239,7 @@ func measureBaseline(root: String, clients: Int, seconds: Double) throws -> Meas
                                     INSERT INTO diary_action_item (entry_id, position, id, text, done)
                                     VALUES (?, ?, ?, ?, 0)
                                     """,
-                                arguments: [id, position, UUID().uuidString.lowercased(), item.text]
+                                arguments: [id, position, EntityID.random(), item.text]
                             )
                         }
                     }

@@ -307,27 +307,58 @@ final class GroupCommitQueue: Sendable {
         var value: T?
         do {
             if shared {
-                try db.inSavepoint {
-                    value = try body(db)
-                    return .commit
-                }
+                value = try Self.inSavepoint(db) { try body(db) }
             } else {
                 // Alone in the transaction: when the write fails, the whole transaction is rolled
                 // back instead of a savepoint, which saves two statements per write.
                 value = try body(db)
             }
-        } catch let error as MentoryError {
-            return .failure(error)
         } catch {
-            // The savepoint rolled this write back (or, alone, the transaction will be). When SQLite
-            // abandoned the whole transaction (it may on a full disk or an I/O error), the batch
-            // fails as a whole.
+            // The savepoint rolled this write back (or, alone, the transaction will be). When the
+            // whole transaction is gone (SQLite abandons it on a full disk or an I/O error, and
+            // `inSavepoint` rolls it back when the savepoint cannot be), the batch fails as a whole.
             guard db.isInsideTransaction else { throw error }
+            if let refusal = error as? MentoryError { return .failure(refusal) }
             return .failure(StorageFailures.write(error, path: path))
         }
         guard let value else {
             return .failure(.internal("a write in \(path) finished without a value"))
         }
         return .success(value)
+    }
+
+    /// Runs `body` in a savepoint of the current transaction: released when `body` returns, rolled
+    /// back (and released) when it throws, and the error rethrown.
+    ///
+    /// Like GRDB's `inSavepoint`, but its three statements are prepared once per connection
+    /// (GRDB's statement cache) instead of parsed for every write: a shared batch runs them once
+    /// per write.
+    private static func inSavepoint<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+        try db.cachedStatement(sql: "SAVEPOINT mentoryd_write").execute()
+        let value: T
+        do {
+            value = try body()
+        } catch {
+            // When SQLite abandoned the whole transaction, there is no savepoint left to roll back:
+            // the caller sees that the transaction is gone and fails the batch. When the savepoint
+            // cannot be rolled back, the whole transaction is, so that no half-done write commits.
+            if db.isInsideTransaction {
+                do {
+                    try db.cachedStatement(sql: "ROLLBACK TRANSACTION TO SAVEPOINT mentoryd_write").execute()
+                    try db.cachedStatement(sql: "RELEASE SAVEPOINT mentoryd_write").execute()
+                } catch {
+                    try? db.rollback()
+                }
+            }
+            throw error
+        }
+        do {
+            try db.cachedStatement(sql: "RELEASE SAVEPOINT mentoryd_write").execute()
+        } catch {
+            // The write could be neither kept alone nor undone alone: the batch fails as a whole.
+            try? db.rollback()
+            throw error
+        }
+        return value
     }
 }

@@ -153,6 +153,65 @@ struct GroupCommitBatchingTests {
         }
     }
 
+    @Test("a refused write that shares a transaction rolls back alone: the others in it commit, twice over")
+    func refusedWriteInSharedBatchRollsBackAlone() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/mentoryd.sqlite"
+            let (store, _) = try openMeasuredStore(directory) { $0.busyTimeout = .seconds(60) }
+            let existing = makeEntry(day(0))
+            try await store.insert(existing)
+            // Two shared batches in a row, so that the savepoint statements are reused after a rollback.
+            for round in 0..<2 {
+                let lock = try await WriteLockHolder(path: path)
+                let before = store.commitStatistics.writes
+                // The first write's batch waits for the lock; the next ones queue behind it and
+                // share the following transaction.
+                let first = Task { try await store.insert(makeEntry(day(100 * round + 1))) }
+                try await waitUntil("the first write is taken") { store.commitStatistics.writes == before + 1 }
+                var sameDay = makeEntry(day(0))
+                sameDay.title = "another entry for the same day, round \(round)"
+                let conflicting = sameDay
+                let kept = [makeEntry(day(100 * round + 2)), makeEntry(day(100 * round + 3))]
+                let keptWrites = Task {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for entry in kept { group.addTask { try await store.insert(entry) } }
+                        try await group.waitForAll()
+                    }
+                }
+                let refused = Task { () async -> MentoryError? in
+                    do throws(MentoryError) {
+                        try await store.insert(conflicting)
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+                try await waitUntil("three writes are queued") { store.queuedWriteCount == 3 }
+                try await lock.release()
+                try await first.value
+                try await keptWrites.value
+                let refusal = await refused.value
+                if case .conflict = refusal {
+                } else {
+                    Issue.record("expected a conflict, got \(String(describing: refusal))")
+                }
+                // The three queued writes shared one transaction.
+                #expect(store.commitStatistics.largestBatch == 3)
+                #expect(store.commitStatistics.writes == before + 4)
+                for entry in kept { #expect(try await store.entry(id: entry.id) == entry) }
+                #expect(try await store.entry(id: conflicting.id) == nil)
+            }
+            #expect(try await store.entry(id: existing.id) == existing)
+            #expect(try await store.diaryEntryCount() == 7)
+            #expect(store.commitStatistics.failedBatches == 0)
+            try await store.close()
+            // Every committed entry is in the file, none of the refused ones.
+            let reopened = try openStore(directory)
+            #expect(try await reopened.diaryEntryCount() == 7)
+            try await reopened.close()
+        }
+    }
+
     @Test("a batch that cannot commit fails every write in it with STORAGE_FAILURE; later writes still work")
     func failedBatchFailsEveryWaiter() async throws {
         try await withTemporaryDirectory { directory in
