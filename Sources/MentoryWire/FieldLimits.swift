@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One documented bound on a request field: a length in UTF-8 bytes or a count of items.
 ///
 /// Every limit is declared once, in ``FieldLimits``; the handlers check requests against it,
@@ -151,10 +155,23 @@ public enum EntityID {
         return self.format(self.stamped(bytes, version: 7))
     }
 
-    /// 16 random bytes from the system's generator (`getrandom(2)` on Linux; no file is opened).
+    /// 16 random bytes from the system's generator: one `getrandom(2)` call on Linux (through
+    /// `getentropy`), no file opened.
     private static func randomBytes() -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        #if canImport(Glibc)
+            // getentropy(3) is one getrandom(2) call for up to 256 bytes, never a partial fill.
+            if bytes.withUnsafeMutableBytes({ getentropy($0.baseAddress, $0.count) }) == 0 {
+                return bytes
+            }
+        #endif
         var generator = SystemRandomNumberGenerator()
-        return (0..<2).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
+        for half in 0..<2 {
+            withUnsafeBytes(of: generator.next() as UInt64) {
+                bytes.replaceSubrange((8 * half)..<(8 * half + 8), with: $0)
+            }
+        }
+        return bytes
     }
 
     /// `bytes` with the UUID version nibble set to `version` and the RFC 9562 variant bits.
