@@ -17,8 +17,33 @@ struct ClientOptions: ParsableArguments {
     var timeout: Double = 30
 
     /// The socket to use: `--socket`, then `$MENTORY_SOCKET`, then the first trusted default socket that exists.
-    func resolvedSocketPath() throws(MentoryClientError) -> String {
-        try SocketLocator.locate(explicit: self.socket, environment: ProcessInfo.processInfo.environment)
+    func resolvedSocketPath(trust: SocketTrust = .standard()) throws(MentoryClientError) -> String {
+        try SocketLocator.locate(explicit: self.socket, environment: Self.locatorEnvironment(), trust: trust)
+    }
+
+    /// The only variables ``SocketLocator`` reads, without building the whole environment.
+    private static func locatorEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        for key in [SocketLocator.socketEnvironmentKey, "XDG_RUNTIME_DIR"] {
+            if let value = getenv(key) { environment[key] = String(cString: value) }
+        }
+        return environment
+    }
+
+    /// The per-answer wait, `--timeout` seconds.
+    private var answerTimeout: Duration { .milliseconds(Int64(self.timeout * 1000)) }
+
+    /// Connects without an event loop and performs the handshake; the socket must pass ``SocketTrust``.
+    ///
+    /// For one-shot commands: everything runs on the calling thread (see ``BlockingMentoryConnection``).
+    func connectBlocking() throws(MentoryClientError) -> BlockingMentoryConnection {
+        let trust = SocketTrust.standard()
+        return try BlockingMentoryConnection.connect(
+            socketPath: self.resolvedSocketPath(trust: trust),
+            clientName: "mentoryctl",
+            defaultTimeout: self.answerTimeout,
+            trust: trust
+        )
     }
 
     /// Connects and performs the handshake; the socket must pass ``SocketTrust``.
@@ -26,7 +51,7 @@ struct ClientOptions: ParsableArguments {
         try await MentoryClient.connect(
             socketPath: self.resolvedSocketPath(),
             clientName: "mentoryctl",
-            defaultTimeout: .milliseconds(Int64(self.timeout * 1000))
+            defaultTimeout: self.answerTimeout
         )
     }
 }

@@ -33,7 +33,20 @@ struct Mentoryctl: AsyncParsableCommand {
     )
 
     /// Parses with the global options allowed before the subcommand, then runs.
+    ///
+    /// One-shot commands are plain `ParsableCommand`s: they run synchronously here, on the main thread,
+    /// over a ``BlockingMentoryConnection``, so the process starts no thread at all. Only the commands that
+    /// stream (`AsyncParsableCommand`s: watch, monitor, export...) await, and start the event loop.
     static func main() async {
-        await self.main(GlobalOptions.reorder(Array(CommandLine.arguments.dropFirst())))
+        do {
+            var command = try self.parseAsRoot(GlobalOptions.reorder(Array(CommandLine.arguments.dropFirst())))
+            if var streaming = command as? any AsyncParsableCommand {
+                try await streaming.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            self.exit(withError: error)
+        }
     }
 }

@@ -49,6 +49,23 @@ extension ClientOptions {
         }
     }
 
+    /// Connects without an event loop, runs `body`, closes, and turns failures into a message on stderr and
+    /// an exit status, exactly as ``withClient(_:)`` does; for commands that make a few calls and exit.
+    func withConnection(_ body: (BlockingMentoryConnection) throws -> Void) throws {
+        let connection: BlockingMentoryConnection
+        do {
+            connection = try self.connectBlocking()
+        } catch {
+            throw Self.fail(error)
+        }
+        defer { connection.close() }
+        do {
+            try body(connection)
+        } catch {
+            throw Self.fail(error)
+        }
+    }
+
     /// Prints `error` and returns the exit status to throw for it.
     static func fail(_ error: any Error) -> any Error {
         switch error {

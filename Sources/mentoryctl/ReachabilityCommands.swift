@@ -9,13 +9,13 @@ struct ReachabilityCommand: AsyncParsableCommand {
         subcommands: [Get.self, Report.self]
     )
 
-    struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show every peer's state.")
+    struct Get: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "get", abstract: "Show every peer's state.")
         @OptionGroup var options: ClientOptions
 
-        func run() async throws {
-            try await self.options.withClient { client in
-                let snapshot = try await client.reachabilityGet()
+        func run() throws {
+            try self.options.withConnection { client in
+                let snapshot = try client.reachabilityGet()
                 if self.options.json {
                     Output.printJSON(snapshot)
                 } else if snapshot.peers.isEmpty {
@@ -29,6 +29,7 @@ struct ReachabilityCommand: AsyncParsableCommand {
 
     struct Report: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "report",
             abstract: "Report a peer's state.",
             discussion: """
                 The daemon marks the peer unreachable when the reporting connection closes, so \
