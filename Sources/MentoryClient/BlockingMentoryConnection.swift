@@ -31,11 +31,18 @@ import SwiftProtobuf
 ///   `connectionClosed`, an undecodable envelope `malformedReply`. After a failure that ends the
 ///   connection every further call fails the same way.
 ///
+/// ``connectPipelined(socketPath:clientName:defaultTimeout:maxFrameLength:trust:)`` saves the handshake's
+/// round trip: the first call is sent right behind the `Hello` (the daemon attaches the connection before it
+/// reads the next frame) and the `Welcome` is read with its answer.
+///
 /// Events and forwarded plugin calls are not delivered (this connection never subscribes); frames other
 /// than the awaited answer are skipped. Not thread-safe: use one connection from one thread at a time.
 public final class BlockingMentoryConnection {
     /// The server's handshake answer: its version and its handlers.
-    public let welcome: Mentory_V1_Welcome
+    ///
+    /// For a connection from ``connectPipelined(socketPath:clientName:defaultTimeout:maxFrameLength:trust:)``,
+    /// empty until the first call has returned.
+    public private(set) var welcome: Mentory_V1_Welcome
     /// The socket this connection is connected to.
     public let socketPath: String
     /// How long a call waits for its answer by default; `nil` waits for ever.
@@ -43,13 +50,16 @@ public final class BlockingMentoryConnection {
 
     private let stream: FrameStream
     private var nextRequestID: UInt64 = 0
+    /// Whether the `Welcome` is still to be read, in front of the first call's answer.
+    private var awaitingWelcome: Bool
 
     /// How many bytes one `read(2)` asks for at most.
     public static let readChunkSize = 64 << 10
 
-    private init(stream: FrameStream, welcome: Mentory_V1_Welcome, socketPath: String, defaultTimeout: Duration?) {
+    private init(stream: FrameStream, welcome: Mentory_V1_Welcome?, socketPath: String, defaultTimeout: Duration?) {
         self.stream = stream
-        self.welcome = welcome
+        self.welcome = welcome ?? Mentory_V1_Welcome()
+        self.awaitingWelcome = welcome == nil
         self.socketPath = socketPath
         self.defaultTimeout = defaultTimeout
     }
@@ -66,8 +76,49 @@ public final class BlockingMentoryConnection {
         maxFrameLength: Int = MentoryClient.defaultMaxInboundFrameLength,
         trust: SocketTrust = .standard()
     ) throws(MentoryClientError) -> BlockingMentoryConnection {
-        try trust.checkDirectory(ofSocket: socketPath)
         let wait = Wait(limit: defaultTimeout)
+        let stream = try Self.open(
+            socketPath: socketPath, clientName: clientName, maxFrameLength: maxFrameLength, trust: trust, wait: wait)
+        // The handshake is bounded like any call: a daemon that accepts but never answers fails it.
+        while true {
+            let envelope = try stream.read(wait: wait)
+            switch envelope.kind {
+            case .welcome(let welcome):
+                return BlockingMentoryConnection(
+                    stream: stream, welcome: welcome, socketPath: socketPath, defaultTimeout: defaultTimeout)
+            case .connectionError(let connectionError) where connectionError.closing:
+                throw stream.fail(MentoryClientError(connectionError.error))
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Connects to the daemon at `socketPath` and sends the `Hello` without waiting for the `Welcome`: the
+    /// first call reads it with its own answer, in the same round trip.
+    ///
+    /// The checks are those of ``connect(socketPath:clientName:defaultTimeout:maxFrameLength:trust:)``;
+    /// a daemon that refuses the handshake fails the first call (within its timeout) instead of this.
+    /// ``welcome`` is empty until the first call has returned.
+    public static func connectPipelined(
+        socketPath: String,
+        clientName: String,
+        defaultTimeout: Duration? = .seconds(30),
+        maxFrameLength: Int = MentoryClient.defaultMaxInboundFrameLength,
+        trust: SocketTrust = .standard()
+    ) throws(MentoryClientError) -> BlockingMentoryConnection {
+        let stream = try Self.open(
+            socketPath: socketPath, clientName: clientName, maxFrameLength: maxFrameLength, trust: trust,
+            wait: Wait(limit: defaultTimeout))
+        return BlockingMentoryConnection(
+            stream: stream, welcome: nil, socketPath: socketPath, defaultTimeout: defaultTimeout)
+    }
+
+    /// Checks the socket, connects, checks the peer and sends the `Hello`.
+    private static func open(
+        socketPath: String, clientName: String, maxFrameLength: Int, trust: SocketTrust, wait: Wait
+    ) throws(MentoryClientError) -> FrameStream {
+        try trust.checkDirectory(ofSocket: socketPath)
         let stream = try FrameStream.connect(path: socketPath, maxFrameLength: maxFrameLength, wait: wait)
         // Nothing is written before the serving process is known to be trusted.
         let (pid, uid) = try stream.peerCredentials()
@@ -83,19 +134,7 @@ public final class BlockingMentoryConnection {
             $0.clientName = clientName
         }
         try stream.write(hello, wait: wait)
-        // The handshake is bounded like any call: a daemon that accepts but never answers fails it.
-        while true {
-            let envelope = try stream.read(wait: wait)
-            switch envelope.kind {
-            case .welcome(let welcome):
-                return BlockingMentoryConnection(
-                    stream: stream, welcome: welcome, socketPath: socketPath, defaultTimeout: defaultTimeout)
-            case .connectionError(let connectionError) where connectionError.closing:
-                throw stream.fail(MentoryClientError(connectionError.error))
-            default:
-                continue
-            }
-        }
+        return stream
     }
 
     deinit {
@@ -140,6 +179,9 @@ public final class BlockingMentoryConnection {
         while true {
             let envelope = try self.stream.read(wait: wait)
             switch envelope.kind {
+            case .welcome(let welcome) where self.awaitingWelcome:
+                self.welcome = welcome
+                self.awaitingWelcome = false
             case .response(let response) where response.id == id:
                 switch response.result {
                 case .body(let body): return body

@@ -15,8 +15,13 @@ struct MentorCommand: AsyncParsableCommand {
         @OptionGroup var options: ClientOptions
 
         func run() throws {
-            try self.options.withConnection { client in
-                printMentor(try client.mentorGet(), json: self.options.json)
+            try Self.run(self.options)
+        }
+
+        /// The command, with its options however they were parsed (see ``FastPath``).
+        static func run(_ options: some ClientSettings) throws {
+            try options.withConnection { client in
+                printMentor(try client.mentorGet(), json: options.json)
             }
         }
     }

@@ -14,9 +14,14 @@ struct ReachabilityCommand: AsyncParsableCommand {
         @OptionGroup var options: ClientOptions
 
         func run() throws {
-            try self.options.withConnection { client in
+            try Self.run(self.options)
+        }
+
+        /// The command, with its options however they were parsed (see ``FastPath``).
+        static func run(_ options: some ClientSettings) throws {
+            try options.withConnection { client in
                 let snapshot = try client.reachabilityGet()
-                if self.options.json {
+                if options.json {
                     Output.printJSON(snapshot)
                 } else if snapshot.peers.isEmpty {
                     print("No peer has reported yet.")

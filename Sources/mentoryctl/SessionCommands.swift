@@ -10,11 +10,16 @@ struct Ping: ParsableCommand {
     @OptionGroup var options: ClientOptions
 
     func run() throws {
-        try self.options.withConnection { client in
+        try Self.run(self.options)
+    }
+
+    /// The command, with its options however they were parsed (see ``FastPath``).
+    static func run(_ options: some ClientSettings) throws {
+        try options.withConnection { client in
             let clock = ContinuousClock()
             let elapsed = try clock.measure { try client.ping() }
             let microseconds = Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6
-            if self.options.json {
+            if options.json {
                 print(
                     #"{"ok":true,"serverVersion":"\#(client.welcome.serverVersion)","roundTripMicroseconds":\#(Int(microseconds))}"#
                 )
@@ -34,9 +39,14 @@ struct Status: ParsableCommand {
     @OptionGroup var options: ClientOptions
 
     func run() throws {
-        try self.options.withConnection { client in
+        try Self.run(self.options)
+    }
+
+    /// The command, with its options however they were parsed (see ``FastPath``).
+    static func run(_ options: some ClientSettings) throws {
+        try options.withConnection { client in
             let status = try client.status()
-            if self.options.json {
+            if options.json {
                 Output.printJSON(status)
                 return
             }

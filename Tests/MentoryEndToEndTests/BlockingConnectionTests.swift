@@ -129,14 +129,26 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 
 /// Connects a blocking client to `path`, makes one `session.ping`-shaped call with `body`, and reports how it went.
 func blockingCall(
-    _ path: String, body: Data = Data(), timeout: Duration = .seconds(30), maxFrameLength: Int = 1024
+    _ path: String, body: Data = Data(), timeout: Duration = .seconds(30), maxFrameLength: Int = 1024,
+    pipelined: Bool = false
 ) async -> Result<Data, MentoryClientError> {
     await onOwnThread {
         do throws(MentoryClientError) {
-            let connection = try BlockingMentoryConnection.connect(
-                socketPath: path, clientName: "blocking-tests", defaultTimeout: timeout, maxFrameLength: maxFrameLength)
+            let connection =
+                pipelined
+                ? try BlockingMentoryConnection.connectPipelined(
+                    socketPath: path, clientName: "blocking-tests", defaultTimeout: timeout,
+                    maxFrameLength: maxFrameLength)
+                : try BlockingMentoryConnection.connect(
+                    socketPath: path, clientName: "blocking-tests", defaultTimeout: timeout,
+                    maxFrameLength: maxFrameLength)
             defer { connection.close() }
-            return .success(try connection.call(WireNames.session, "ping", body: body))
+            let reply = try connection.call(WireNames.session, "ping", body: body)
+            // The welcome has been read by now, whichever way the connection was made.
+            guard connection.welcome.serverVersion == "scripted" else {
+                return .failure(.malformedReply("no welcome: \(connection.welcome)"))
+            }
+            return .success(reply)
         } catch {
             return .failure(error)
         }
@@ -145,18 +157,18 @@ func blockingCall(
 
 @Suite("The blocking client against scripted peers", .timeLimit(.minutes(5)))
 struct BlockingConnectionPeerTests {
-    @Test("skips events and answers to other ids and returns its own answer")
-    func answers() async throws {
+    @Test("skips events and answers to other ids and returns its own answer", arguments: [false, true])
+    func answers(pipelined: Bool) async throws {
         let peer = try await ScriptedPeer(.answers)
-        let result = await blockingCall(peer.socketPath, body: Data("echo".utf8))
+        let result = await blockingCall(peer.socketPath, body: Data("echo".utf8), pipelined: pipelined)
         await peer.stop()
         #expect(result == .success(Data("echo".utf8)))
     }
 
-    @Test("a handshake that is never answered times out")
-    func silentHandshake() async throws {
+    @Test("a handshake that is never answered times out", arguments: [false, true])
+    func silentHandshake(pipelined: Bool) async throws {
         let peer = try await ScriptedPeer(.silentHandshake)
-        let result = await blockingCall(peer.socketPath, timeout: .milliseconds(300))
+        let result = await blockingCall(peer.socketPath, timeout: .milliseconds(300), pipelined: pipelined)
         await peer.stop()
         #expect(result == .failure(.timedOut(seconds: 0.3)))
     }
@@ -211,10 +223,10 @@ struct BlockingConnectionPeerTests {
                     .connectionClosed(reason: FrameError.frameTooLarge(length: 1025, maximum: 1024).description)))
     }
 
-    @Test("a closing connection error fails the call with its code")
-    func connectionError() async throws {
+    @Test("a closing connection error fails the call with its code", arguments: [false, true])
+    func connectionError(pipelined: Bool) async throws {
         let peer = try await ScriptedPeer(.connectionError(code: .tooManyConnections))
-        let result = await blockingCall(peer.socketPath)
+        let result = await blockingCall(peer.socketPath, pipelined: pipelined)
         await peer.stop()
         #expect(
             result
@@ -266,15 +278,19 @@ struct BlockingConnectionPeerTests {
 
 @Suite("The blocking client against the real daemon", .serialized, .timeLimit(.minutes(10)))
 struct BlockingConnectionDaemonTests {
-    @Test("typed calls, a daemon error, and the same answers as the NIO client")
-    func typedCalls() async throws {
+    @Test("typed calls, a daemon error, and the same answers as the NIO client", arguments: [false, true])
+    func typedCalls(pipelined: Bool) async throws {
         let daemon = try await DaemonProcess()
         defer { daemon.removeFiles() }
         let path = daemon.socketPath
         let outcome = await onOwnThread { () -> Result<[String], MentoryClientError> in
             do throws(MentoryClientError) {
-                let connection = try BlockingMentoryConnection.connect(
-                    socketPath: path, clientName: "blocking-tests", defaultTimeout: .seconds(60))
+                let connection =
+                    pipelined
+                    ? try BlockingMentoryConnection.connectPipelined(
+                        socketPath: path, clientName: "blocking-tests", defaultTimeout: .seconds(60))
+                    : try BlockingMentoryConnection.connect(
+                        socketPath: path, clientName: "blocking-tests", defaultTimeout: .seconds(60))
                 defer { connection.close() }
                 try connection.ping()
                 var add = Mentory_V1_DiaryAddRequest()
