@@ -58,16 +58,18 @@ extension ClientSettings {
 
     /// Connects without an event loop and performs the handshake; the socket must pass ``SocketTrust``.
     ///
-    /// For one-shot commands: everything runs on the calling thread (see ``BlockingMentoryConnection``),
-    /// and the first call goes out right behind the `Hello`, so that a command costs one round trip.
-    func connectBlocking() throws(MentoryClientError) -> BlockingMentoryConnection {
+    /// For one-shot commands: everything runs on the calling thread (see ``BlockingMentoryConnection``).
+    /// When `pipelined`, the first call goes out right behind the `Hello`, so that a command costs one
+    /// round trip; `ping` does not, so that the time it prints is the call's alone.
+    func connectBlocking(pipelined: Bool = true) throws(MentoryClientError) -> BlockingMentoryConnection {
         let trust = SocketTrust.standard()
+        let socketPath = try self.resolvedSocketPath(trust: trust)
+        guard pipelined else {
+            return try BlockingMentoryConnection.connect(
+                socketPath: socketPath, clientName: "mentoryctl", defaultTimeout: self.answerTimeout, trust: trust)
+        }
         return try BlockingMentoryConnection.connectPipelined(
-            socketPath: self.resolvedSocketPath(trust: trust),
-            clientName: "mentoryctl",
-            defaultTimeout: self.answerTimeout,
-            trust: trust
-        )
+            socketPath: socketPath, clientName: "mentoryctl", defaultTimeout: self.answerTimeout, trust: trust)
     }
 
     /// Connects and performs the handshake; the socket must pass ``SocketTrust``.

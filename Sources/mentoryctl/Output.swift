@@ -51,10 +51,10 @@ extension ClientSettings {
 
     /// Connects without an event loop, runs `body`, closes, and turns failures into a message on stderr and
     /// an exit status, exactly as ``withClient(_:)`` does; for commands that make a few calls and exit.
-    func withConnection(_ body: (BlockingMentoryConnection) throws -> Void) throws {
+    func withConnection(pipelined: Bool = true, _ body: (BlockingMentoryConnection) throws -> Void) throws {
         let connection: BlockingMentoryConnection
         do {
-            connection = try self.connectBlocking()
+            connection = try self.connectBlocking(pipelined: pipelined)
         } catch {
             throw ClientOptions.fail(error)
         }

@@ -15,7 +15,7 @@ struct Ping: ParsableCommand {
 
     /// The command, with its options however they were parsed (see ``FastPath``).
     static func run(_ options: some ClientSettings) throws {
-        try options.withConnection { client in
+        try options.withConnection(pipelined: false) { client in
             let clock = ContinuousClock()
             let elapsed = try clock.measure { try client.ping() }
             let microseconds = Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6
