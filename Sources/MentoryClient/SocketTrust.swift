@@ -38,22 +38,23 @@ public struct SocketTrust: Sendable, Equatable {
     /// exactly the set given.
     public var trustedUIDs: Set<UInt32> {
         get {
-            var trusted = self.fixedUIDs
+            var trusted = Set(self.fixedUIDs)
             if self.looksUpDaemonUser, let uid = Self.uid(ofAccount: self.daemonUser) {
                 trusted.insert(uid)
             }
             return trusted
         }
         set {
-            self.fixedUIDs = newValue
+            self.fixedUIDs = Array(newValue)
             self.looksUpDaemonUser = false
         }
     }
     /// The daemon account's name as configured, for messages (it may not exist).
     public var daemonUser: String
 
-    /// The uids trusted without a lookup.
-    private var fixedUIDs: Set<UInt32>
+    /// The uids trusted without a lookup (an array: a `Set`'s first use costs a short-lived client a
+    /// runtime conformance lookup, and this holds three uids).
+    private var fixedUIDs: [UInt32]
     /// Whether `daemonUser`'s uid is trusted too, looked up only when a uid outside `fixedUIDs` is checked:
     /// the lookup goes through NSS (`getpwnam`), which costs a short-lived client more than its call, and
     /// the socket of a daemon run by root or by the caller never needs it.
@@ -61,19 +62,29 @@ public struct SocketTrust: Sendable, Equatable {
 
     /// Trusts exactly `trustedUIDs`; `daemonUser` only names the daemon account in messages.
     public init(trustedUIDs: Set<UInt32>, daemonUser: String = SocketTrust.defaultDaemonUser) {
-        self.fixedUIDs = trustedUIDs
+        self.fixedUIDs = Array(trustedUIDs)
         self.daemonUser = daemonUser
         self.looksUpDaemonUser = false
+    }
+
+    private init(fixedUIDs: [UInt32], daemonUser: String, looksUpDaemonUser: Bool) {
+        self.fixedUIDs = fixedUIDs
+        self.daemonUser = daemonUser
+        self.looksUpDaemonUser = looksUpDaemonUser
+    }
+
+    public static func == (lhs: SocketTrust, rhs: SocketTrust) -> Bool {
+        Set(lhs.fixedUIDs) == Set(rhs.fixedUIDs) && lhs.daemonUser == rhs.daemonUser
+            && lhs.looksUpDaemonUser == rhs.looksUpDaemonUser
     }
 
     /// Root, the caller and the daemon user, as described on the type; `daemonUser` (a name or
     /// a uid) replaces `$MENTORY_DAEMON_USER` when given.
     public static func standard(daemonUser: String? = nil) -> SocketTrust {
         let configured = daemonUser ?? getenv(Self.daemonUserEnvironmentKey).map { String(cString: $0) } ?? ""
-        var trust = SocketTrust(
-            trustedUIDs: [0, getuid(), geteuid()], daemonUser: configured.isEmpty ? Self.defaultDaemonUser : configured)
-        trust.looksUpDaemonUser = true
-        return trust
+        return SocketTrust(
+            fixedUIDs: [0, getuid(), geteuid()], daemonUser: configured.isEmpty ? Self.defaultDaemonUser : configured,
+            looksUpDaemonUser: true)
     }
 
     /// Whether `uid` is trusted: one of the fixed uids, or the daemon user's (looked up now, only then).

@@ -94,7 +94,8 @@ final class ScriptedPeerHandler: ChannelInboundHandler {
             case .closesMidFrame:
                 out.writeInteger(UInt32(100))
                 out.writeBytes([UInt8](repeating: 7, count: 10))
-                context.writeAndFlush(Self.wrapOutboundOut(out)).whenComplete { _ in context.close(promise: nil) }
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.writeAndFlush(Self.wrapOutboundOut(out)).whenComplete { _ in bound.value.close(promise: nil) }
                 return
             case .oversizedFrame(let length):
                 out.writeInteger(length)
@@ -106,7 +107,8 @@ final class ScriptedPeerHandler: ChannelInboundHandler {
                     $0.error = Mentory_V1_Error(code: code, message: "scripted refusal")
                 }
                 out.writeFrame(error)
-                context.writeAndFlush(Self.wrapOutboundOut(out)).whenComplete { _ in context.close(promise: nil) }
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.writeAndFlush(Self.wrapOutboundOut(out)).whenComplete { _ in bound.value.close(promise: nil) }
                 return
             case .malformedFrame:
                 out.writeInteger(UInt32(3))
