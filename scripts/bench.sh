@@ -10,7 +10,9 @@
 #   fanout   events/s delivered to 10, 100, 1000 subscribers (Benchmarks/loadgen/fanout.c)
 #   storage  durable diary add/s at 1, 8, 64 writers vs one SQLite txn per entry
 #            (.build/release/mentory-storage-bench)
-#   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present)
+#   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present); the
+#            mentoryctl is the one scripts/install.sh installs: linked with --static-swift-stdlib,
+#            built in .build-static (the Swift runtime and Foundation linked statically load faster)
 #   ready    exec to READY=1 on a NOTIFY_SOCKET, fresh state and 10,000 diary entries
 #   rss      idle RSS, and RSS per idle handshaken connection (1,000 connections)
 #
@@ -85,9 +87,17 @@ for tool in taskset cc; do
 done
 
 release="$root/.build/release"
+# The installed mentoryctl (scripts/install.sh): the Swift runtime linked statically, in its own
+# scratch path so that switching between the two link modes does not rebuild everything.
+static_build=(swift build -c release --static-swift-stdlib --scratch-path "$root/.build-static" --product mentoryctl)
+static_release="$root/.build-static/release"
 if [ "$build" = 1 ]; then
     log "swift build -c release (several minutes the first time)"
     (cd "$root" && swift build -c release >&2)
+    if want cli; then
+        log "${static_build[*]}"
+        (cd "$root" && "${static_build[@]}" >&2)
+    fi
 fi
 for product in mentoryd mentoryctl mentory-storage-bench; do
     [ -x "$release/$product" ] || {
@@ -95,6 +105,10 @@ for product in mentoryd mentoryctl mentory-storage-bench; do
         exit 1
     }
 done
+if want cli && [ ! -x "$static_release/mentoryctl" ]; then
+    echo "bench: $static_release/mentoryctl missing; run ${static_build[*]}" >&2
+    exit 1
+fi
 
 # ---------------------------------------------------------------------------
 # Temporary directory, processes, and the commands used
@@ -308,7 +322,7 @@ if want cli; then
     log "cli row"
     start_server cli-mentoryd mentoryd "${memory_env[@]}"
     cli_mentoryd=$server_pid
-    clis=("$release/mentoryctl ping --socket $tmp/cli-mentoryd.sock")
+    clis=("$static_release/mentoryctl ping --socket $tmp/cli-mentoryd.sock")
     if [ "$have_redis" = 1 ]; then
         start_server cli-redis redis
         cli_redis=$server_pid

@@ -44,10 +44,14 @@ FISH_COMPLETION_DIR=$PREFIX/share/fish/vendor_completions.d
 
 if [ -z "$BIN_DIR" ]; then
   echo "building mentoryd and mentoryctl (release)"
-  swift build -c release --static-swift-stdlib --product mentoryd
-  swift build -c release --static-swift-stdlib --product mentoryctl
-  swift build -c release --static-swift-stdlib --product mentory-advisor
-  BIN_DIR=$(swift build -c release --static-swift-stdlib --show-bin-path)
+  # In .build-static, apart from the dynamically linked development build in .build, so that
+  # neither rebuilds everything when the other changes link mode (scripts/bench.sh's cli row
+  # measures this mentoryctl).
+  static=(swift build -c release --static-swift-stdlib --scratch-path .build-static)
+  "${static[@]}" --product mentoryd
+  "${static[@]}" --product mentoryctl
+  "${static[@]}" --product mentory-advisor
+  BIN_DIR=$("${static[@]}" --show-bin-path)
 fi
 for binary in mentoryd mentoryctl; do
   [ -x "$BIN_DIR/$binary" ] || { echo "install.sh: no $binary in $BIN_DIR" >&2; exit 66; }

@@ -33,26 +33,64 @@ public struct SocketTrust: Sendable, Equatable {
     public static let daemonUserEnvironmentKey = "MENTORY_DAEMON_USER"
 
     /// The uids trusted to own the socket's directories and to serve on it.
-    public var trustedUIDs: Set<UInt32>
+    ///
+    /// For a ``standard(daemonUser:)`` trust, reading this looks the daemon user up; setting it trusts
+    /// exactly the set given.
+    public var trustedUIDs: Set<UInt32> {
+        get {
+            var trusted = Set(self.fixedUIDs)
+            if self.looksUpDaemonUser, let uid = Self.uid(ofAccount: self.daemonUser) {
+                trusted.insert(uid)
+            }
+            return trusted
+        }
+        set {
+            self.fixedUIDs = Array(newValue)
+            self.looksUpDaemonUser = false
+        }
+    }
     /// The daemon account's name as configured, for messages (it may not exist).
     public var daemonUser: String
 
+    /// The uids trusted without a lookup (an array: a `Set`'s first use costs a short-lived client a
+    /// runtime conformance lookup, and this holds three uids).
+    private var fixedUIDs: [UInt32]
+    /// Whether `daemonUser`'s uid is trusted too, looked up only when a uid outside `fixedUIDs` is checked:
+    /// the lookup goes through NSS (`getpwnam`), which costs a short-lived client more than its call, and
+    /// the socket of a daemon run by root or by the caller never needs it.
+    private var looksUpDaemonUser: Bool
+
     /// Trusts exactly `trustedUIDs`; `daemonUser` only names the daemon account in messages.
     public init(trustedUIDs: Set<UInt32>, daemonUser: String = SocketTrust.defaultDaemonUser) {
-        self.trustedUIDs = trustedUIDs
+        self.fixedUIDs = Array(trustedUIDs)
         self.daemonUser = daemonUser
+        self.looksUpDaemonUser = false
+    }
+
+    private init(fixedUIDs: [UInt32], daemonUser: String, looksUpDaemonUser: Bool) {
+        self.fixedUIDs = fixedUIDs
+        self.daemonUser = daemonUser
+        self.looksUpDaemonUser = looksUpDaemonUser
+    }
+
+    public static func == (lhs: SocketTrust, rhs: SocketTrust) -> Bool {
+        Set(lhs.fixedUIDs) == Set(rhs.fixedUIDs) && lhs.daemonUser == rhs.daemonUser
+            && lhs.looksUpDaemonUser == rhs.looksUpDaemonUser
     }
 
     /// Root, the caller and the daemon user, as described on the type; `daemonUser` (a name or
     /// a uid) replaces `$MENTORY_DAEMON_USER` when given.
     public static func standard(daemonUser: String? = nil) -> SocketTrust {
         let configured = daemonUser ?? getenv(Self.daemonUserEnvironmentKey).map { String(cString: $0) } ?? ""
-        let daemonUser = configured.isEmpty ? Self.defaultDaemonUser : configured
-        var trusted: Set<UInt32> = [0, getuid(), geteuid()]
-        if let uid = UInt32(daemonUser) ?? Self.uid(ofUser: daemonUser) {
-            trusted.insert(uid)
-        }
-        return SocketTrust(trustedUIDs: trusted, daemonUser: daemonUser)
+        return SocketTrust(
+            fixedUIDs: [0, getuid(), geteuid()], daemonUser: configured.isEmpty ? Self.defaultDaemonUser : configured,
+            looksUpDaemonUser: true)
+    }
+
+    /// Whether `uid` is trusted: one of the fixed uids, or the daemon user's (looked up now, only then).
+    public func trusts(uid: UInt32) -> Bool {
+        if self.fixedUIDs.contains(uid) { return true }
+        return self.looksUpDaemonUser && Self.uid(ofAccount: self.daemonUser) == uid
     }
 
     /// Checks the directories of the socket at `path` (rule 1); a directory that does not exist
@@ -65,7 +103,7 @@ public struct SocketTrust: Sendable, Equatable {
 
     /// Checks the uid of the process serving the socket at `path` (rule 2).
     public func checkPeer(uid: UInt32, pid: Int32, path: String) throws(MentoryClientError) {
-        guard !self.trustedUIDs.contains(uid) else { return }
+        guard !self.trusts(uid: uid) else { return }
         throw .untrustedSocket(
             path: path,
             reason: "the process serving it (pid \(pid)) runs as \(Self.describe(uid: uid)), which is not you, "
@@ -86,7 +124,7 @@ public struct SocketTrust: Sendable, Equatable {
         }
         let advice = "move the socket to a directory only its owner can write, or pass --socket with another path"
         let mode = UInt32(info.st_mode) & 0o7777
-        guard self.trustedUIDs.contains(info.st_uid) else {
+        guard self.trusts(uid: info.st_uid) else {
             return "its directory \(resolved) is owned by \(Self.describe(uid: info.st_uid)), not by you, root or "
                 + "the daemon user (\(self.describeDaemonUser())), so that user could be impersonating mentoryd; "
                 + "remove the directory if you do not know it, or pass --socket with the real daemon's socket"
@@ -100,7 +138,7 @@ public struct SocketTrust: Sendable, Equatable {
             ancestor = Self.parent(of: ancestor)
             guard stat(ancestor, &info) == 0 else { return "cannot inspect \(ancestor) above the socket" }
             let mode = UInt32(info.st_mode) & 0o7777
-            guard self.trustedUIDs.contains(info.st_uid) else {
+            guard self.trusts(uid: info.st_uid) else {
                 return "\(ancestor), above its directory, is owned by \(Self.describe(uid: info.st_uid)), who could "
                     + "replace the directory; \(advice)"
             }
@@ -113,10 +151,15 @@ public struct SocketTrust: Sendable, Equatable {
     }
 
     private func describeDaemonUser() -> String {
-        if let uid = UInt32(self.daemonUser) ?? Self.uid(ofUser: self.daemonUser) {
+        if let uid = Self.uid(ofAccount: self.daemonUser) {
             return "\(self.daemonUser), uid \(uid)"
         }
         return "\(self.daemonUser), which does not exist here; set \(Self.daemonUserEnvironmentKey) to change it"
+    }
+
+    /// The uid of an account given by name or as a number.
+    static func uid(ofAccount account: String) -> UInt32? {
+        UInt32(account) ?? Self.uid(ofUser: account)
     }
 
     static func uid(ofUser name: String) -> UInt32? {

@@ -14,8 +14,33 @@ struct DaemonSchema {
     /// Asks the daemon. A daemon that predates `session.describe` (it answers UNKNOWN_METHOD) is
     /// described by the namespaces this mentoryctl was built with, those its handshake lists.
     static func fetch(_ client: MentoryClient, namespace: String = "") async throws -> DaemonSchema {
-        guard let reply = try await Self.describe(client, namespace: namespace) else {
-            let registered = Set(client.welcome.handlers.map(\.namespace))
+        let reply: Mentory_V1_DescribeReply?
+        do {
+            reply = try await client.describe(namespace: namespace)
+        } catch  where error.remoteCode == .unknownMethod {
+            reply = nil
+        }
+        return try Self.make(from: reply, welcome: client.welcome, namespace: namespace)
+    }
+
+    /// ``fetch(_:namespace:)`` over a blocking connection.
+    static func fetch(_ client: BlockingMentoryConnection, namespace: String = "") throws -> DaemonSchema {
+        let reply: Mentory_V1_DescribeReply?
+        do {
+            reply = try client.describe(namespace: namespace)
+        } catch  where error.remoteCode == .unknownMethod {
+            reply = nil
+        }
+        return try Self.make(from: reply, welcome: client.welcome, namespace: namespace)
+    }
+
+    /// The schema `reply` describes; without one (a daemon that predates `session.describe`), the
+    /// built-in namespaces the handshake lists.
+    private static func make(
+        from reply: Mentory_V1_DescribeReply?, welcome: Mentory_V1_Welcome, namespace: String
+    ) throws -> DaemonSchema {
+        guard let reply else {
+            let registered = Set(welcome.handlers.map(\.namespace))
             let builtIn = try Self.builtIn(namespace: namespace)
             return DaemonSchema(
                 namespaces: builtIn.namespaces.filter { registered.contains($0.namespace) }, pool: builtIn.pool)
@@ -24,18 +49,6 @@ struct DaemonSchema {
             return DaemonSchema(namespaces: reply.namespaces, pool: try DescriptorPool(reply.descriptors))
         } catch {
             throw MentoryClientError.malformedReply("the daemon's descriptors are unusable: \(error.message)")
-        }
-    }
-
-    /// The daemon's description; `nil` from a daemon without `session.describe`.
-    private static func describe(_ client: MentoryClient, namespace: String) async throws(MentoryClientError)
-        -> Mentory_V1_DescribeReply?
-    {
-        do {
-            return try await client.describe(namespace: namespace)
-        } catch {
-            if error.remoteCode == .unknownMethod { return nil }
-            throw error
         }
     }
 

@@ -12,8 +12,8 @@ struct DiaryCommand: AsyncParsableCommand {
         ]
     )
 
-    struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add the entry for a day.")
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Add the entry for a day.")
         @OptionGroup var options: ClientOptions
 
         @Option(help: "One of: \(EmotionArgument.allCases.map(\.rawValue).joined(separator: ", ")).")
@@ -40,8 +40,8 @@ struct DiaryCommand: AsyncParsableCommand {
             }
         }
 
-        func run() async throws {
-            try await self.options.withClient { client in
+        func run() throws {
+            try self.options.withConnection { client in
                 var request = Mentory_V1_DiaryAddRequest()
                 request.recordDate = self.date ?? Self.today()
                 request.title = self.title
@@ -53,7 +53,7 @@ struct DiaryCommand: AsyncParsableCommand {
                     item.text = text
                     return item
                 }
-                printEntry(try await client.diaryAdd(request), json: self.options.json)
+                printEntry(try client.diaryAdd(request), json: self.options.json)
             }
         }
 
@@ -63,22 +63,23 @@ struct DiaryCommand: AsyncParsableCommand {
         }
     }
 
-    struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one entry.")
+    struct Get: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "get", abstract: "Show one entry.")
         @OptionGroup var options: ClientOptions
 
         @Argument(help: "The entry's id.")
         var id: String
 
-        func run() async throws {
-            try await self.options.withClient { client in
-                printEntry(try await client.diaryGet(id: self.id), json: self.options.json)
+        func run() throws {
+            try self.options.withConnection { client in
+                printEntry(try client.diaryGet(id: self.id), json: self.options.json)
             }
         }
     }
 
-    struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List entries, newest day first.")
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List entries, newest day first.")
         @OptionGroup var options: ClientOptions
 
         @Option(help: "At most this many entries (1-1000).")
@@ -93,10 +94,10 @@ struct DiaryCommand: AsyncParsableCommand {
         @Option(help: "Only days before this one, YYYY-MM-DD.")
         var before: String?
 
-        func run() async throws {
-            try await self.options.withClient { client in
+        func run() throws {
+            try self.options.withConnection { client in
                 // Pages through the daemon's cursor: large entries may not all fit one reply.
-                let entries = try await client.diaryList(limit: self.limit, before: self.before)
+                let entries = try client.diaryList(limit: self.limit, before: self.before)
                 if self.options.json {
                     var reply = Mentory_V1_DiaryListReply()
                     reply.entries = entries
@@ -113,16 +114,16 @@ struct DiaryCommand: AsyncParsableCommand {
         }
     }
 
-    struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete an entry.")
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete an entry.")
         @OptionGroup var options: ClientOptions
 
         @Argument(help: "The entry's id.")
         var id: String
 
-        func run() async throws {
-            try await self.options.withClient { client in
-                let deleted = try await client.diaryDelete(id: self.id)
+        func run() throws {
+            try self.options.withConnection { client in
+                let deleted = try client.diaryDelete(id: self.id)
                 if self.options.json {
                     Output.printJSON(deleted)
                 } else {
@@ -132,7 +133,7 @@ struct DiaryCommand: AsyncParsableCommand {
         }
     }
 
-    struct SuggestionDone: AsyncParsableCommand {
+    struct SuggestionDone: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "suggestion-done",
             abstract: "Tick off (or, with --undo, untick) one of an entry's action items."
@@ -148,9 +149,9 @@ struct DiaryCommand: AsyncParsableCommand {
         @Flag(help: "Mark the item not done.")
         var undo = false
 
-        func run() async throws {
-            try await self.options.withClient { client in
-                let entry = try await client.diarySetSuggestionDone(
+        func run() throws {
+            try self.options.withConnection { client in
+                let entry = try client.diarySetSuggestionDone(
                     entryID: self.entryID,
                     suggestionID: self.suggestionID,
                     done: !self.undo

@@ -9,19 +9,25 @@ struct MentorCommand: AsyncParsableCommand {
         subcommands: [Get.self, Set.self, CompleteTodo.self]
     )
 
-    struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the current mentor message.")
+    struct Get: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "get", abstract: "Show the current mentor message.")
         @OptionGroup var options: ClientOptions
 
-        func run() async throws {
-            try await self.options.withClient { client in
-                printMentor(try await client.mentorGet(), json: self.options.json)
+        func run() throws {
+            try Self.run(self.options)
+        }
+
+        /// The command, with its options however they were parsed (see ``FastPath``).
+        static func run(_ options: some ClientSettings) throws {
+            try options.withConnection { client in
+                printMentor(try client.mentorGet(), json: options.json)
             }
         }
     }
 
-    struct Set: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Replace the mentor message.")
+    struct Set: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "set", abstract: "Replace the mentor message.")
         @OptionGroup var options: ClientOptions
 
         @Option(help: "The message text.")
@@ -33,8 +39,8 @@ struct MentorCommand: AsyncParsableCommand {
         @Option(name: .customLong("todo"), help: "An action item; repeat for several.")
         var todos: [String] = []
 
-        func run() async throws {
-            try await self.options.withClient { client in
+        func run() throws {
+            try self.options.withConnection { client in
                 var request = Mentory_V1_MentorSetRequest()
                 request.content = self.content
                 request.character = self.character.wire
@@ -43,12 +49,12 @@ struct MentorCommand: AsyncParsableCommand {
                     item.text = text
                     return item
                 }
-                printMentor(try await client.mentorSet(request), json: self.options.json)
+                printMentor(try client.mentorSet(request), json: self.options.json)
             }
         }
     }
 
-    struct CompleteTodo: AsyncParsableCommand {
+    struct CompleteTodo: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "complete-todo",
             abstract: "Mark one of the mentor's action items done."
@@ -58,9 +64,9 @@ struct MentorCommand: AsyncParsableCommand {
         @Argument(help: "The action item's id (see 'mentor get').")
         var id: String
 
-        func run() async throws {
-            try await self.options.withClient { client in
-                printMentor(try await client.mentorCompleteTodo(id: self.id), json: self.options.json)
+        func run() throws {
+            try self.options.withConnection { client in
+                printMentor(try client.mentorCompleteTodo(id: self.id), json: self.options.json)
             }
         }
     }

@@ -3,8 +3,9 @@ import MentoryClient
 import MentoryWire
 
 /// `mentoryctl metrics`: the daemon's counters, gauges and histograms.
-struct Metrics: AsyncParsableCommand {
+struct Metrics: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "metrics",
         abstract: "Show the daemon's metrics: requests, latency, connections, subscribers, storage.",
         discussion: """
             Requests are counted by namespace, method and result code (OK or the error code's name), \
@@ -28,9 +29,9 @@ struct Metrics: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
-        try await self.options.withClient { client in
-            let reply = try await client.metrics()
+    func run() throws {
+        try self.options.withConnection { client in
+            let reply = try client.metrics()
             if self.options.json {
                 print(MetricsRendering.json(reply))
             } else if self.prometheus {

@@ -13,6 +13,7 @@ import MentoryWire
 /// `mentoryctl monitor`: every request, reply and event, live.
 struct Monitor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "monitor",
         abstract: "Show every request, reply and event the daemon handles, live (root only by default).",
         discussion: """
             One line per answered request (the caller's connection, uid, pid and client name, the \

@@ -31,23 +31,43 @@ enum Output {
     }
 }
 
-extension ClientOptions {
+extension ClientSettings {
     /// Connects, runs `body`, closes, and turns failures into a message on stderr and an exit status.
     func withClient(_ body: (MentoryClient) async throws -> Void) async throws {
         let client: MentoryClient
         do {
             client = try await self.connect()
         } catch {
-            throw Self.fail(error)
+            throw ClientOptions.fail(error)
         }
         do {
             try await body(client)
             await client.close()
         } catch {
             await client.close()
-            throw Self.fail(error)
+            throw ClientOptions.fail(error)
         }
     }
+
+    /// Connects without an event loop, runs `body`, closes, and turns failures into a message on stderr and
+    /// an exit status, exactly as ``withClient(_:)`` does; for commands that make a few calls and exit.
+    func withConnection(pipelined: Bool = true, _ body: (BlockingMentoryConnection) throws -> Void) throws {
+        let connection: BlockingMentoryConnection
+        do {
+            connection = try self.connectBlocking(pipelined: pipelined)
+        } catch {
+            throw ClientOptions.fail(error)
+        }
+        defer { connection.close() }
+        do {
+            try body(connection)
+        } catch {
+            throw ClientOptions.fail(error)
+        }
+    }
+}
+
+extension ClientOptions {
 
     /// Prints `error` and returns the exit status to throw for it.
     static func fail(_ error: any Error) -> any Error {

@@ -9,14 +9,19 @@ struct ReachabilityCommand: AsyncParsableCommand {
         subcommands: [Get.self, Report.self]
     )
 
-    struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show every peer's state.")
+    struct Get: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "get", abstract: "Show every peer's state.")
         @OptionGroup var options: ClientOptions
 
-        func run() async throws {
-            try await self.options.withClient { client in
-                let snapshot = try await client.reachabilityGet()
-                if self.options.json {
+        func run() throws {
+            try Self.run(self.options)
+        }
+
+        /// The command, with its options however they were parsed (see ``FastPath``).
+        static func run(_ options: some ClientSettings) throws {
+            try options.withConnection { client in
+                let snapshot = try client.reachabilityGet()
+                if options.json {
                     Output.printJSON(snapshot)
                 } else if snapshot.peers.isEmpty {
                     print("No peer has reported yet.")
@@ -29,6 +34,7 @@ struct ReachabilityCommand: AsyncParsableCommand {
 
     struct Report: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "report",
             abstract: "Report a peer's state.",
             discussion: """
                 The daemon marks the peer unreachable when the reporting connection closes, so \

@@ -3,7 +3,7 @@ import MentoryClient
 import MentoryWire
 
 /// `mentoryctl reload`: re-read the daemon's configuration and wait for the outcome.
-struct Reload: AsyncParsableCommand {
+struct Reload: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reload",
         abstract: "Make mentoryd re-read its configuration now; fail if it cannot be used.",
@@ -17,9 +17,9 @@ struct Reload: AsyncParsableCommand {
 
     @OptionGroup var options: ClientOptions
 
-    func run() async throws {
-        try await self.options.withClient { client in
-            _ = try await client.call(MentorySchema.Daemon.reload, Mentory_V1_DaemonReloadRequest())
+    func run() throws {
+        try self.options.withConnection { client in
+            _ = try client.call(MentorySchema.Daemon.reload, Mentory_V1_DaemonReloadRequest())
             if self.options.json {
                 print(#"{"reloaded":true}"#)
             } else {

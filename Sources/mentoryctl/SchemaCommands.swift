@@ -6,8 +6,9 @@ import MentoryWire
 import SwiftProtobuf
 
 /// `mentoryctl describe`: the daemon's namespaces, as `session.describe` reports them.
-struct Describe: AsyncParsableCommand {
+struct Describe: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "describe",
         abstract: "List the daemon's namespaces: methods, topics and versions, and the messages they use.",
         discussion: """
             Every namespace the daemon serves, built in or not, with each method's request and reply \
@@ -22,9 +23,9 @@ struct Describe: AsyncParsableCommand {
     @Argument(help: "Only this namespace (default: every namespace).")
     var namespace: String?
 
-    func run() async throws {
-        try await self.options.withClient { client in
-            let reply = try await client.describe(namespace: self.namespace ?? "")
+    func run() throws {
+        try self.options.withConnection { client in
+            let reply = try client.describe(namespace: self.namespace ?? "")
             if self.options.json {
                 Output.printJSON(reply)
                 return
@@ -116,8 +117,9 @@ struct Describe: AsyncParsableCommand {
 }
 
 /// `mentoryctl call`: any method of any namespace, with a JSON body.
-struct Call: AsyncParsableCommand {
+struct Call: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "call",
         abstract: "Call any method of any namespace with a proto3-JSON request; print the reply as JSON.",
         discussion: """
             The request and reply messages come from the daemon's session.describe, so this works for \
@@ -147,15 +149,15 @@ struct Call: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    func run() throws {
         let dot = self.method.firstIndex(of: ".")!
         let namespace = String(self.method[..<dot])
         let method = String(self.method[self.method.index(after: dot)...])
         let json = try self.readBody()
-        try await self.options.withClient { client in
+        try self.options.withConnection { client in
             // A namespace the daemon does not serve fails here, with the daemon's own error.
-            let schema = try await Self.reportingFailure(of: "\(namespace).\(method)") {
-                try await DaemonSchema.fetch(client, namespace: namespace)
+            let schema = try Self.reportingFailure(of: "\(namespace).\(method)") {
+                try DaemonSchema.fetch(client, namespace: namespace)
             }
             let reply: Data
             let replyMessage: String?
@@ -167,7 +169,7 @@ struct Call: AsyncParsableCommand {
                     Output.error("the body is not a valid \(description.request): \(error.message)")
                     throw ExitCode(64)
                 }
-                reply = try await self.call(client, namespace, method, request)
+                reply = try self.call(client, namespace, method, request)
                 replyMessage = description.reply
             } else {
                 // Not described: the daemon itself says what is wrong (unknown namespace or method).
@@ -181,7 +183,7 @@ struct Call: AsyncParsableCommand {
                         known ?? "the daemon describes no namespace '\(namespace)', so the body cannot be encoded")
                     throw ExitCode.failure
                 }
-                reply = try await self.call(client, namespace, method, Data())
+                reply = try self.call(client, namespace, method, Data())
                 replyMessage = nil
             }
             guard let replyMessage else {
@@ -201,18 +203,18 @@ struct Call: AsyncParsableCommand {
     }
 
     /// Calls, printing a daemon error as `error CODE NAME: message` and exiting 1.
-    private func call(_ client: MentoryClient, _ namespace: String, _ method: String, _ body: Data) async throws
+    private func call(_ client: BlockingMentoryConnection, _ namespace: String, _ method: String, _ body: Data) throws
         -> Data
     {
-        try await Self.reportingFailure(of: "\(namespace).\(method)") {
-            try await client.call(namespace, method, body: body)
+        try Self.reportingFailure(of: "\(namespace).\(method)") {
+            try client.call(namespace, method, body: body)
         }
     }
 
     /// Runs `body`, printing a daemon error as `NAMESPACE.METHOD failed: error CODE NAME: message` and exiting 1.
-    private static func reportingFailure<T>(of call: String, _ body: () async throws -> T) async throws -> T {
+    private static func reportingFailure<T>(of call: String, _ body: () throws -> T) throws -> T {
         do {
-            return try await body()
+            return try body()
         } catch let error as MentoryClientError {
             guard case .remote(let code, let message) = error, error.remoteCode != .startupFailed else { throw error }
             Output.error("\(call) failed: error \(code) \(DaemonSchema.errorName(code)): \(message)")

@@ -3,17 +3,23 @@ import ArgumentParser
 import MentoryClient
 import MentoryWire
 
-struct Ping: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Check that the daemon answers, and how fast.")
+struct Ping: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ping", abstract: "Check that the daemon answers, and how fast.")
 
     @OptionGroup var options: ClientOptions
 
-    func run() async throws {
-        try await self.options.withClient { client in
+    func run() throws {
+        try Self.run(self.options)
+    }
+
+    /// The command, with its options however they were parsed (see ``FastPath``).
+    static func run(_ options: some ClientSettings) throws {
+        try options.withConnection(pipelined: false) { client in
             let clock = ContinuousClock()
-            let elapsed = try await clock.measure { try await client.ping() }
+            let elapsed = try clock.measure { try client.ping() }
             let microseconds = Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6
-            if self.options.json {
+            if options.json {
                 print(
                     #"{"ok":true,"serverVersion":"\#(client.welcome.serverVersion)","roundTripMicroseconds":\#(Int(microseconds))}"#
                 )
@@ -24,17 +30,23 @@ struct Ping: AsyncParsableCommand {
     }
 }
 
-struct Status: AsyncParsableCommand {
+struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "Show the daemon's version, uptime, connections, handlers and subscribers."
     )
 
     @OptionGroup var options: ClientOptions
 
-    func run() async throws {
-        try await self.options.withClient { client in
-            let status = try await client.status()
-            if self.options.json {
+    func run() throws {
+        try Self.run(self.options)
+    }
+
+    /// The command, with its options however they were parsed (see ``FastPath``).
+    static func run(_ options: some ClientSettings) throws {
+        try options.withConnection { client in
+            let status = try client.status()
+            if options.json {
                 Output.printJSON(status)
                 return
             }
@@ -74,6 +86,7 @@ struct Status: AsyncParsableCommand {
 
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "watch",
         abstract: "Stream events until interrupted, across daemon restarts.",
         discussion: """
             The default topics, and the messages their events carry, come from the daemon's \

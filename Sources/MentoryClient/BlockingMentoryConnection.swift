@@ -1,0 +1,473 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import MentoryWire
+import SwiftProtobuf
+
+/// A connection to mentoryd for one request at a time, made with plain blocking socket calls on the
+/// caller's thread: no event loop, no threads, no tasks.
+///
+/// It is for short-lived programs that ask and exit (`mentoryctl ping`, `status`, `call`...), where starting
+/// ``MentoryClient``'s event-loop threads costs more than the call. It speaks the same protocol with the same
+/// guarantees:
+///
+/// - **Trust.** The socket must pass the same ``SocketTrust`` checks: its directories before connecting,
+///   the serving process's `SO_PEERCRED` uid before anything is written.
+/// - **Bounds.** A frame longer than `maxFrameLength` (``MentoryClient/defaultMaxInboundFrameLength`` by
+///   default) is refused as soon as its length prefix arrives, and closes the connection; at most that
+///   many bytes plus one read of ``readChunkSize`` are buffered.
+/// - **Waits.** Connecting, the handshake and each call wait at most their timeout (`poll(2)` with a
+///   deadline, and `SO_SNDTIMEO` for `connect(2)`), and fail with ``MentoryClientError/timedOut(seconds:)``;
+///   `nil` waits for ever. The daemon is sent each call's timeout, as ``MentoryClient`` does.
+/// - **Errors.** The same ``MentoryClientError`` cases as ``MentoryClient``: a daemon error is `remote`,
+///   a connection error frame that closes the connection fails with its code, a broken stream is
+///   `connectionClosed`, an undecodable envelope `malformedReply`. After a failure that ends the
+///   connection every further call fails the same way.
+///
+/// ``connectPipelined(socketPath:clientName:defaultTimeout:maxFrameLength:trust:)`` saves the handshake's
+/// round trip: the first call is sent right behind the `Hello` (the daemon attaches the connection before it
+/// reads the next frame) and the `Welcome` is read with its answer.
+///
+/// Events and forwarded plugin calls are not delivered (this connection never subscribes); frames other
+/// than the awaited answer are skipped. Not thread-safe: use one connection from one thread at a time.
+public final class BlockingMentoryConnection {
+    /// The server's handshake answer: its version and its handlers.
+    ///
+    /// For a connection from ``connectPipelined(socketPath:clientName:defaultTimeout:maxFrameLength:trust:)``,
+    /// empty until the first call has returned.
+    public private(set) var welcome: Mentory_V1_Welcome
+    /// The socket this connection is connected to.
+    public let socketPath: String
+    /// How long a call waits for its answer by default; `nil` waits for ever.
+    public let defaultTimeout: Duration?
+
+    private let stream: FrameStream
+    private var nextRequestID: UInt64 = 0
+    /// Whether the `Welcome` is still to be read, in front of the first call's answer.
+    private var awaitingWelcome: Bool
+
+    /// How many bytes one `read(2)` asks for at most.
+    public static let readChunkSize = 64 << 10
+
+    private init(stream: FrameStream, welcome: Mentory_V1_Welcome?, socketPath: String, defaultTimeout: Duration?) {
+        self.stream = stream
+        self.welcome = welcome ?? Mentory_V1_Welcome()
+        self.awaitingWelcome = welcome == nil
+        self.socketPath = socketPath
+        self.defaultTimeout = defaultTimeout
+    }
+
+    /// Connects to the daemon at `socketPath` and performs the handshake, within `defaultTimeout`.
+    ///
+    /// Throws ``MentoryClientError/untrustedSocket(path:reason:)`` without sending anything when the
+    /// socket fails `trust`'s checks, and ``MentoryClientError/cannotConnect(path:reason:)`` when nothing
+    /// accepts the connection.
+    public static func connect(
+        socketPath: String,
+        clientName: String,
+        defaultTimeout: Duration? = .seconds(30),
+        maxFrameLength: Int = MentoryClient.defaultMaxInboundFrameLength,
+        trust: SocketTrust = .standard()
+    ) throws(MentoryClientError) -> BlockingMentoryConnection {
+        let wait = Wait(limit: defaultTimeout)
+        let stream = try Self.open(
+            socketPath: socketPath, clientName: clientName, maxFrameLength: maxFrameLength, trust: trust, wait: wait)
+        // The handshake is bounded like any call: a daemon that accepts but never answers fails it.
+        while true {
+            let envelope = try stream.read(wait: wait)
+            switch envelope.kind {
+            case .welcome(let welcome):
+                return BlockingMentoryConnection(
+                    stream: stream, welcome: welcome, socketPath: socketPath, defaultTimeout: defaultTimeout)
+            case .connectionError(let connectionError) where connectionError.closing:
+                throw stream.fail(MentoryClientError(connectionError.error))
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Connects to the daemon at `socketPath` and sends the `Hello` without waiting for the `Welcome`: the
+    /// first call reads it with its own answer, in the same round trip.
+    ///
+    /// The checks are those of ``connect(socketPath:clientName:defaultTimeout:maxFrameLength:trust:)``;
+    /// a daemon that refuses the handshake fails the first call (within its timeout) instead of this.
+    /// ``welcome`` is empty until the first call has returned.
+    public static func connectPipelined(
+        socketPath: String,
+        clientName: String,
+        defaultTimeout: Duration? = .seconds(30),
+        maxFrameLength: Int = MentoryClient.defaultMaxInboundFrameLength,
+        trust: SocketTrust = .standard()
+    ) throws(MentoryClientError) -> BlockingMentoryConnection {
+        let stream = try Self.open(
+            socketPath: socketPath, clientName: clientName, maxFrameLength: maxFrameLength, trust: trust,
+            wait: Wait(limit: defaultTimeout))
+        return BlockingMentoryConnection(
+            stream: stream, welcome: nil, socketPath: socketPath, defaultTimeout: defaultTimeout)
+    }
+
+    /// Checks the socket, connects, checks the peer and sends the `Hello`.
+    private static func open(
+        socketPath: String, clientName: String, maxFrameLength: Int, trust: SocketTrust, wait: Wait
+    ) throws(MentoryClientError) -> FrameStream {
+        try trust.checkDirectory(ofSocket: socketPath)
+        let stream = try FrameStream.connect(path: socketPath, maxFrameLength: maxFrameLength, wait: wait)
+        // Nothing is written before the serving process is known to be trusted.
+        let (pid, uid) = try stream.peerCredentials()
+        do throws(MentoryClientError) {
+            try trust.checkPeer(uid: uid, pid: pid, path: socketPath)
+        } catch {
+            stream.close()
+            throw error
+        }
+        var hello = Mentory_V1_Envelope()
+        hello.hello = Mentory_V1_Hello.with {
+            $0.protocolVersion = WireProtocol.version
+            $0.clientName = clientName
+        }
+        try stream.write(hello, wait: wait)
+        return stream
+    }
+
+    deinit {
+        self.stream.close()
+    }
+
+    /// Whether the connection is still usable: not closed, and no failure ended it.
+    public var isConnected: Bool { self.stream.isOpen }
+
+    /// Closes the connection; later calls fail with ``MentoryClientError/connectionClosed(reason:)``.
+    public func close() {
+        self.stream.close()
+    }
+
+    /// Calls `namespace.method` with a serialized body and returns the serialized reply.
+    ///
+    /// Waits at most `timeout` (``defaultTimeout`` when `nil`) for the answer. A call that times out
+    /// leaves the connection usable; its late answer is skipped.
+    public func call(
+        _ namespace: String,
+        _ method: String,
+        body: Data,
+        timeout: Duration? = nil
+    ) throws(MentoryClientError) -> Data {
+        let limit = timeout ?? self.defaultTimeout
+        let wait = Wait(limit: limit)
+        self.nextRequestID += 1
+        let id = self.nextRequestID
+        var request = Mentory_V1_Request()
+        request.id = id
+        request.namespace = namespace
+        request.method = method
+        request.body = body
+        if let limit {
+            // As MentoryClient does: the daemon fails the call with DEADLINE_EXCEEDED once nobody waits.
+            let milliseconds = limit.components.seconds * 1000 + limit.components.attoseconds / 1_000_000_000_000_000
+            request.timeoutMs = UInt32(clamping: max(1, milliseconds))
+        }
+        var envelope = Mentory_V1_Envelope()
+        envelope.request = request
+        try self.stream.write(envelope, wait: wait)
+        while true {
+            let envelope = try self.stream.read(wait: wait)
+            switch envelope.kind {
+            case .welcome(let welcome) where self.awaitingWelcome:
+                self.welcome = welcome
+                self.awaitingWelcome = false
+            case .response(let response) where response.id == id:
+                switch response.result {
+                case .body(let body): return body
+                case .error(let error): throw MentoryClientError(error)
+                case nil: return Data()
+                }
+            case .connectionError(let connectionError) where connectionError.closing:
+                throw self.stream.fail(MentoryClientError(connectionError.error))
+            default:
+                // Events, plugin calls, late answers to calls that timed out, non-closing errors.
+                continue
+            }
+        }
+    }
+
+    /// Calls `namespace.method` with a request message and decodes the reply as `Reply`.
+    public func call<Reply: SwiftProtobuf.Message>(
+        _ namespace: String,
+        _ method: String,
+        _ request: some SwiftProtobuf.Message,
+        replying: Reply.Type = Reply.self,
+        timeout: Duration? = nil
+    ) throws(MentoryClientError) -> Reply {
+        let body: Data
+        do {
+            body = try request.serializedData()
+        } catch {
+            throw .malformedReply("cannot serialize the request: \(error)")
+        }
+        let reply = try self.call(namespace, method, body: body, timeout: timeout)
+        do {
+            return try Reply(serializedBytes: reply)
+        } catch {
+            throw .malformedReply("the reply is not a \(Reply.protoMessageName): \(error)")
+        }
+    }
+
+    /// Calls a method the schema declares, e.g. `connection.call(MentorySchema.Diary.get, request)`.
+    public func call<Namespace, Request, Reply>(
+        _ method: MethodSchema<Namespace, Request, Reply>,
+        _ request: Request,
+        timeout: Duration? = nil
+    ) throws(MentoryClientError) -> Reply {
+        try self.call(method.namespace, method.name, request, replying: Reply.self, timeout: timeout)
+    }
+}
+
+/// How long one operation may still wait: a limit and the deadline it gives from the operation's start.
+struct Wait {
+    let limit: Duration?
+    let deadline: ContinuousClock.Instant?
+
+    init(limit: Duration?) {
+        self.limit = limit
+        self.deadline = limit.map { ContinuousClock.now.advanced(by: $0) }
+    }
+
+    /// Milliseconds left for `poll(2)`: -1 for ever, 0 when the deadline has passed (rounded up).
+    var pollMilliseconds: Int32 {
+        guard let deadline = self.deadline else { return -1 }
+        let left = ContinuousClock.now.duration(to: deadline)
+        guard left > .zero else { return 0 }
+        let milliseconds =
+            left.components.seconds * 1000 + (left.components.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: milliseconds)
+    }
+
+    var expired: MentoryClientError {
+        let limit = self.limit ?? .zero
+        return .timedOut(seconds: Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18)
+    }
+}
+
+/// One Unix stream socket carrying length-prefixed envelopes, with bounded waits and a bounded buffer.
+///
+/// After a failure that desynchronizes or ends the stream it is closed and remembers why.
+final class FrameStream {
+    private var descriptor: Int32
+    private let maxFrameLength: Int
+    /// Bytes read and not yet returned as frames: at most one frame plus one read.
+    private var buffer: [UInt8] = []
+    private var closeReason: MentoryClientError?
+
+    private init(descriptor: Int32, maxFrameLength: Int) {
+        self.descriptor = descriptor
+        self.maxFrameLength = maxFrameLength
+    }
+
+    var isOpen: Bool { self.descriptor >= 0 }
+
+    /// Connects to the Unix socket at `path`; the connect itself waits at most `wait`'s limit.
+    static func connect(path: String, maxFrameLength: Int, wait: Wait) throws(MentoryClientError) -> FrameStream {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        let pathBytes = Array(path.utf8)
+        guard pathBytes.count < capacity else {
+            throw .cannotConnect(
+                path: path, reason: "the socket path is \(pathBytes.count) bytes long; at most \(capacity - 1) fit")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            raw[pathBytes.count] = 0
+        }
+        #if canImport(Glibc)
+            let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        #else
+            let type = SOCK_STREAM
+        #endif
+        let descriptor = socket(AF_UNIX, type, 0)
+        guard descriptor >= 0 else {
+            throw .cannotConnect(path: path, reason: Self.describe(errno: errno, in: "socket(domain:type:protocol:)"))
+        }
+        // A listener whose backlog is full makes connect(2) wait; SO_SNDTIMEO bounds that wait.
+        if let left = wait.deadline.map({ ContinuousClock.now.duration(to: $0) }) {
+            let clamped = max(left, .milliseconds(1))
+            var interval = timeval(
+                tv_sec: Int(clamped.components.seconds),
+                tv_usec: Int(clamped.components.attoseconds / 1_000_000_000_000))
+            _ = setsockopt(
+                descriptor, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        }
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                Glibc.connect(descriptor, address, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            let code = errno
+            _ = Glibc.close(descriptor)
+            throw .cannotConnect(path: path, reason: Self.describe(errno: code, in: "connect(descriptor:addr:size:)"))
+        }
+        // From here every wait is a poll(2) with the caller's deadline.
+        let flags = fcntl(descriptor, F_GETFL)
+        _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK)
+        return FrameStream(descriptor: descriptor, maxFrameLength: maxFrameLength)
+    }
+
+    /// The pid and uid of the process serving the socket (`SO_PEERCRED`).
+    func peerCredentials() throws(MentoryClientError) -> (pid: Int32, uid: UInt32) {
+        // `struct ucred` (pid, uid, gid) is not visible from Swift without _GNU_SOURCE; three 32-bit
+        // fields read as a homogeneous tuple have its exact layout.
+        var credentials: (UInt32, UInt32, UInt32) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout<(UInt32, UInt32, UInt32)>.size)
+        guard getsockopt(self.descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
+            let reason = Self.describe(errno: errno, in: "getsockopt(SO_PEERCRED)")
+            throw self.fail(.connectionClosed(reason: "cannot read the daemon's credentials: \(reason)"))
+        }
+        return (Int32(bitPattern: credentials.0), credentials.1)
+    }
+
+    /// Writes `envelope` as one frame, waiting at most until `wait`'s deadline for room.
+    func write(_ envelope: Mentory_V1_Envelope, wait: Wait) throws(MentoryClientError) {
+        if let closeReason = self.closeReason { throw closeReason }
+        guard self.isOpen else {
+            throw .connectionClosed(reason: "the connection closed before the call was sent")
+        }
+        let frame = envelope.frameBytes()
+        var sent = 0
+        while sent < frame.count {
+            let written = frame.withUnsafeBytes { raw in
+                send(self.descriptor, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if written >= 0 {
+                sent += written
+                continue
+            }
+            let code = errno
+            switch code {
+            case EINTR:
+                continue
+            case EAGAIN, EWOULDBLOCK:
+                try self.poll(for: Int16(POLLOUT), wait: wait)
+            default:
+                throw self.fail(
+                    .connectionClosed(reason: Self.describe(errno: code, in: "write(descriptor:pointer:size:)")))
+            }
+        }
+    }
+
+    /// Reads the next envelope, waiting at most until `wait`'s deadline.
+    func read(wait: Wait) throws(MentoryClientError) -> Mentory_V1_Envelope {
+        if let closeReason = self.closeReason { throw closeReason }
+        while true {
+            if let length = FrameLength.read(from: self.buffer) {
+                guard length <= self.maxFrameLength else {
+                    let error = FrameError.frameTooLarge(length: length, maximum: self.maxFrameLength)
+                    throw self.fail(.connectionClosed(reason: error.description))
+                }
+                let end = WireProtocol.lengthPrefixSize + length
+                if self.buffer.count >= end {
+                    let payload = self.buffer[WireProtocol.lengthPrefixSize..<end]
+                    let envelope: Mentory_V1_Envelope
+                    do {
+                        envelope = try Mentory_V1_Envelope(framePayload: payload)
+                    } catch {
+                        throw self.fail(.malformedReply(error.reason))
+                    }
+                    self.buffer.removeFirst(end)
+                    return envelope
+                }
+            }
+            try self.fill(wait: wait)
+        }
+    }
+
+    /// Reads what has arrived (at most ``BlockingMentoryConnection/readChunkSize`` bytes) into the buffer.
+    private func fill(wait: Wait) throws(MentoryClientError) {
+        guard self.isOpen else { throw .connectionClosed(reason: "the connection was closed") }
+        let chunk = BlockingMentoryConnection.readChunkSize
+        let start = self.buffer.count
+        self.buffer.append(contentsOf: repeatElement(0, count: chunk))
+        while true {
+            let count = self.buffer.withUnsafeMutableBytes { raw in
+                Glibc.read(self.descriptor, raw.baseAddress! + start, chunk)
+            }
+            if count > 0 {
+                self.buffer.removeLast(chunk - count)
+                return
+            }
+            if count == 0 {
+                self.buffer.removeLast(chunk)
+                guard self.buffer.isEmpty else {
+                    throw self.fail(
+                        .connectionClosed(
+                            reason: FrameError.truncatedFrame(bufferedBytes: self.buffer.count).description))
+                }
+                throw self.fail(.connectionClosed(reason: "the daemon closed the connection"))
+            }
+            let code = errno
+            switch code {
+            case EINTR:
+                continue
+            case EAGAIN, EWOULDBLOCK:
+                do throws(MentoryClientError) {
+                    try self.poll(for: Int16(POLLIN), wait: wait)
+                } catch {
+                    self.buffer.removeLast(chunk)
+                    throw error
+                }
+            default:
+                self.buffer.removeLast(chunk)
+                throw self.fail(
+                    .connectionClosed(reason: Self.describe(errno: code, in: "read(descriptor:pointer:size:)")))
+            }
+        }
+    }
+
+    /// Waits until the socket is ready for `events`, or throws `wait`'s timeout.
+    private func poll(for events: Int16, wait: Wait) throws(MentoryClientError) {
+        var entry = pollfd(fd: self.descriptor, events: events, revents: 0)
+        while true {
+            let ready = Glibc.poll(&entry, 1, wait.pollMilliseconds)
+            if ready > 0 { return }
+            if ready == 0 { throw wait.expired }
+            let code = errno
+            guard code == EINTR else {
+                throw self.fail(.connectionClosed(reason: Self.describe(errno: code, in: "poll")))
+            }
+        }
+    }
+
+    /// Ends the stream for `reason`, which later operations then fail with; returns it.
+    func fail(_ reason: MentoryClientError) -> MentoryClientError {
+        if self.closeReason == nil { self.closeReason = reason }
+        self.closeDescriptor()
+        return reason
+    }
+
+    /// Closes the socket; later operations fail with `connectionClosed`.
+    func close() {
+        if self.closeReason == nil {
+            self.closeReason = .connectionClosed(reason: "the connection closed before the call was sent")
+        }
+        self.closeDescriptor()
+    }
+
+    private func closeDescriptor() {
+        guard self.descriptor >= 0 else { return }
+        _ = Glibc.close(self.descriptor)
+        self.descriptor = -1
+        self.buffer = []
+    }
+
+    /// The way NIO's `IOError` describes a failed system call, so both clients word failures alike.
+    static func describe(errno code: Int32, in call: String) -> String {
+        "\(call): \(String(cString: strerror(code))) (errno: \(code))"
+    }
+}
