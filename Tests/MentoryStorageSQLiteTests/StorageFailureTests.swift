@@ -58,9 +58,7 @@ struct StorageFailureTests {
         }
     }
 
-    @Test(
-        "after an unclean shutdown, a database with damaged pages fails its integrity check at start-up and is left untouched"
-    )
+    @Test("after an unclean shutdown, a database with damaged pages fails its check at start-up, left untouched")
     func damagedPages() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/mentoryd.sqlite"
