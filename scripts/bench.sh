@@ -10,9 +10,7 @@
 #   fanout   events/s delivered to 10, 100, 1000 subscribers (Benchmarks/loadgen/fanout.c)
 #   storage  durable diary add/s at 1, 8, 64 writers vs one SQLite txn per entry
 #            (.build/release/mentory-storage-bench)
-#   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present); the
-#            mentoryctl is the one scripts/install.sh installs: linked with --static-swift-stdlib,
-#            built in .build-static (the Swift runtime and Foundation linked statically load faster)
+#   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present)
 #   ready    exec to READY=1 on a NOTIFY_SOCKET, fresh state and 10,000 diary entries
 #   rss      idle RSS, and RSS per idle handshaken connection (1,000 connections)
 #
@@ -22,6 +20,12 @@
 # ratios compare runs made under the same conditions. The load generator is C
 # (Benchmarks/loadgen), compiled here with cc -O2. Everything the script starts is
 # stopped on exit; --keep leaves the temporary directory for inspection.
+#
+# mentoryd and mentoryctl are built with --static-swift-stdlib in .build-static, as
+# scripts/install.sh ships them, so that the ready and cli rows time what is installed (a
+# dynamically linked binary spends several ms more in the dynamic loader before main); the
+# benchmark clients come from .build/release. --no-build uses both as they are; the table's
+# header says whether that mentoryd links the Swift runtime statically.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +43,7 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     -h | --help)
-        sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *)
@@ -87,28 +91,28 @@ for tool in taskset cc; do
 done
 
 release="$root/.build/release"
-# The installed mentoryctl (scripts/install.sh): the Swift runtime linked statically, in its own
-# scratch path so that switching between the two link modes does not rebuild everything.
-static_build=(swift build -c release --static-swift-stdlib --scratch-path "$root/.build-static" --product mentoryctl)
+# mentoryd and mentoryctl as scripts/install.sh ships them: the Swift runtime linked statically, in
+# their own scratch path so that switching between the two link modes does not rebuild everything.
+static_build=(swift build -c release --static-swift-stdlib --scratch-path "$root/.build-static")
 static_release="$root/.build-static/release"
 if [ "$build" = 1 ]; then
-    log "swift build -c release (several minutes the first time)"
-    (cd "$root" && swift build -c release >&2)
-    if want cli; then
-        log "${static_build[*]}"
-        (cd "$root" && "${static_build[@]}" >&2)
-    fi
+    log "swift build -c release (the benchmark clients; several minutes the first time)"
+    (cd "$root" && swift build -c release --product mentory-storage-bench >&2)
+    for product in mentoryd mentoryctl; do
+        log "${static_build[*]} --product $product"
+        (cd "$root" && "${static_build[@]}" --product "$product" >&2)
+    done
 fi
-for product in mentoryd mentoryctl mentory-storage-bench; do
-    [ -x "$release/$product" ] || {
-        echo "bench: $release/$product missing; run swift build -c release" >&2
+[ -x "$release/mentory-storage-bench" ] || {
+    echo "bench: $release/mentory-storage-bench missing; run swift build -c release" >&2
+    exit 1
+}
+for product in mentoryd mentoryctl; do
+    [ -x "$static_release/$product" ] || {
+        echo "bench: $static_release/$product missing; run ${static_build[*]} --product $product" >&2
         exit 1
     }
 done
-if want cli && [ ! -x "$static_release/mentoryctl" ]; then
-    echo "bench: $static_release/mentoryctl missing; run ${static_build[*]}" >&2
-    exit 1
-fi
 
 # ---------------------------------------------------------------------------
 # Temporary directory, processes, and the commands used
@@ -154,7 +158,7 @@ cc "${cflags[@]}" -o "$bin/fanout" "$loadgen_src/fanout.c" "$loadgen_src/wire.c"
 note "cc ${cflags[*]} -o loadgen Benchmarks/loadgen/loadgen.c Benchmarks/loadgen/wire.c (and fanout.c, echo-server.c, readytime.c)"
 
 # The Swift benches start their own servers: these wrappers pin those to the server CPU.
-printf '#!/bin/sh\nexec taskset -c %s %q "$@"\n' "$server_cpu" "$release/mentoryd" >"$bin/mentoryd-pinned"
+printf '#!/bin/sh\nexec taskset -c %s %q "$@"\n' "$server_cpu" "$static_release/mentoryd" >"$bin/mentoryd-pinned"
 chmod +x "$bin/mentoryd-pinned"
 if [ "$have_redis" = 1 ]; then
     printf '#!/bin/sh\nexec taskset -c %s %q "$@"\n' "$server_cpu" "$(command -v redis-server)" >"$bin/redis-server-pinned"
@@ -185,7 +189,7 @@ start_server() {
     raw) command=("$bin/echo-server" "$socket") ;;
     redis) command=(redis-server --port 0 --unixsocket "$socket" --save '' --appendonly no
         --maxclients 4096 --loglevel warning) ;;
-    mentoryd) command=("$release/mentoryd" --socket "$socket" --state-dir "$tmp/$name.state" --log-level warning)
+    mentoryd) command=("$static_release/mentoryd" --socket "$socket" --state-dir "$tmp/$name.state" --log-level warning)
         [ $# -eq 0 ] || command=(env "$@" "${command[@]}") ;;
     esac
     note "taskset -c $server_cpu $(quoted "${command[@]}")"
@@ -363,9 +367,9 @@ if want ready; then
     taskset -c "$client_cpu" "$bin/loadgen" fill --socket "$tmp/ready-fill.sock" --entries "$ready_entries" >&2
     stop_server "$server_pid"
     for rep in $(seq 1 "$ready_reps"); do
-        fresh=("$bin/readytime" --cpu "$server_cpu" "$tmp/notify.sock" -- "$release/mentoryd"
+        fresh=("$bin/readytime" --cpu "$server_cpu" "$tmp/notify.sock" -- "$static_release/mentoryd"
             --socket "$tmp/ready.sock" --state-dir "$tmp/ready-fresh-$rep" --log-level warning)
-        full=("$bin/readytime" --cpu "$server_cpu" "$tmp/notify.sock" -- "$release/mentoryd"
+        full=("$bin/readytime" --cpu "$server_cpu" "$tmp/notify.sock" -- "$static_release/mentoryd"
             --socket "$tmp/ready.sock" --state-dir "$tmp/ready-fill.state" --log-level warning)
         redis=("$bin/readytime" --cpu "$server_cpu" "$tmp/notify.sock" -- redis-server --port 0
             --unixsocket "$tmp/ready.sock" --save '' --appendonly no --supervised systemd --loglevel warning)
@@ -466,6 +470,12 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load average $(cut -d' ' 
 echo "servers on CPU $server_cpu, clients on CPU $client_cpu; medians of $reps runs ($slow_reps for the Swift benches"
 echo "and RSS, $ready_reps for READY); ratios are mentoryd / Redis (latency and time: lower is better,"
 echo "rates: higher is better)."
+if ldd "$static_release/mentoryd" 2>/dev/null | grep -q libswiftCore; then
+    echo "mentoryd and mentoryctl link the Swift runtime dynamically: not what scripts/install.sh ships"
+    echo "(build with --static-swift-stdlib, or drop --no-build)."
+else
+    echo "mentoryd and mentoryctl link the Swift runtime statically, as scripts/install.sh ships them."
+fi
 echo
 echo "| workload | raw echo | Redis 7 | mentoryd | mentoryd / Redis |"
 echo "| --- | ---: | ---: | ---: | ---: |"

@@ -52,6 +52,8 @@ struct Daemon {
     let reloadSettings: @Sendable () async throws -> DaemonSettings
     /// Handlers an embedding package adds to the built-in ones.
     let extraHandlers: [any MentoryHandler]
+    /// When the command began to run, for the start-up steps' debug log lines.
+    var started = ContinuousClock.now
 
     /// Runs until `SIGTERM`/`SIGINT` or a failure; every exit path closes what was opened, in reverse.
     ///
@@ -59,7 +61,9 @@ struct Daemon {
     /// was served; the caller decides whether to exit or to serve the failure (``StartupFailureServer``).
     func run() async throws {
         // The engine and every connection share one event loop: a request never changes thread.
+        var step = ContinuousClock.now
         let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.logStep("event loop", since: &step)
         var teardown = OrderedTeardown(logger: self.logger)
         teardown.add("event loop", deadline: .seconds(5)) { try? await eventLoopGroup.shutdownGracefully() }
         do {
@@ -75,6 +79,8 @@ struct Daemon {
     private func run(on eventLoop: any EventLoop, teardown: inout OrderedTeardown) async throws {
 
         // 1. The store. A store that cannot open ends start-up; systemctl status shows why.
+        // (Each step's duration is logged at debug level, with the time since the process began.)
+        var step = ContinuousClock.now
         let stores: OpenedStores
         do {
             stores = try await StoreBootstrap.open(
@@ -83,6 +89,7 @@ struct Daemon {
             throw StartupFailure(cause: "\(error)")
         }
         teardown.add("store", deadline: Self.closeDeadline) { await stores.close() }
+        self.logStep("store open", since: &step)
 
         // 2. The engine and its handlers.
         let engine = MentoryEngine(
@@ -139,6 +146,7 @@ struct Daemon {
             }
         }
         self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
+        self.logStep("handlers open", since: &step)
         // 3. The socket, then readiness.
         let listener: ServerConfiguration.Listener
         if let activated = self.systemd.activatedSocket {
@@ -156,6 +164,9 @@ struct Daemon {
         let logger = self.logger
         let version = self.version
         let notifier = self.systemd.notifier
+        let (readySignal, readyContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let serverStarted = step
+        let started = self.started
         let status: @Sendable () async -> String = {
             let reply = await engine.status()
             return Self.statusLine(connections: Int(reply.connections), subscribers: Int(reply.subscribers))
@@ -178,6 +189,8 @@ struct Daemon {
             logger: self.logger,
             onReady: {
                 // The store is open, the handlers are registered and the socket is bound or adopted.
+                logger.debug(
+                    "start-up step", metadata: ["step": "socket", "ms": "\(Milliseconds(since: serverStarted))"])
                 logger.info("ready", metadata: ["version": "\(version)"])
                 let line = await status()
                 do {
@@ -185,6 +198,15 @@ struct Daemon {
                 } catch {
                     logger.warning("cannot tell systemd that mentoryd is ready", metadata: ["error": "\(error)"])
                 }
+                logger.debug(
+                    "start-up step",
+                    metadata: [
+                        "step": "ready", "since_main_ms": "\(Milliseconds(since: started))",
+                        "process_cpu_ms": "\(Milliseconds.processCPU)",
+                    ]
+                )
+                readyContinuation.yield()
+                readyContinuation.finish()
             }
         )
 
@@ -220,9 +242,27 @@ struct Daemon {
 
         // The group stops services last to first: STOPPING=1 goes out first, the watchdog keeps
         // proving liveness until the server has closed every connection.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: watchdog), .init(service: server), .init(service: reload), .init(service: statusReporter),
+        ]
+        if let verify = stores.verify {
+            // After READY=1, and the last to stop (a check under way finishes while the rest shuts
+            // down): a check that passes ends the service alone; one that finds damage stops the
+            // daemon (exit status 1), see StoreVerificationService.
+            let verification = StoreVerificationService(
+                ready: readySignal, readyContinuation: readyContinuation, verify: verify, logger: self.logger)
+            services.insert(
+                .init(
+                    service: verification,
+                    successTerminationBehavior: .ignore,
+                    failureTerminationBehavior: .gracefullyShutdownGroup
+                ),
+                at: 0
+            )
+        }
         let group = ServiceGroup(
             configuration: .init(
-                services: [watchdog, server, reload, statusReporter],
+                services: services,
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: self.logger
             )
@@ -230,6 +270,12 @@ struct Daemon {
         // On return or throw the group has stopped its services last to first (the server has
         // closed its socket and connections); the caller's teardown then closes handlers, then store.
         try await group.run()
+    }
+
+    /// Logs, at debug level, how long the start-up step that just ended took, and restarts the clock.
+    private func logStep(_ name: String, since start: inout ContinuousClock.Instant) {
+        self.logger.debug("start-up step", metadata: ["step": "\(name)", "ms": "\(Milliseconds(since: start))"])
+        start = ContinuousClock.now
     }
 
     /// A namespace to serve: a handler in this process, or a declared plugin that registers later.

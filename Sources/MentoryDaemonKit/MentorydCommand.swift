@@ -28,6 +28,10 @@ struct MentorydCommand: AsyncParsableCommand {
             is not a listening Unix stream socket) and logs to the journal when stderr is the journal. \
             SIGHUP reloads the config file: the log level changes live; other changes are logged \
             and need a restart.
+
+            The diary database is checked (PRAGMA quick_check) before READY=1 when the last run \
+            did not stop cleanly, and in the background after READY=1 when it did; damage found \
+            in the background stops mentoryd with exit status 1, and the restart refuses the file.
             """,
         version: version
     )
@@ -56,6 +60,7 @@ struct MentorydCommand: AsyncParsableCommand {
 
     /// Runs the daemon with the built-in handlers and `extraHandlers`.
     func run(adding extraHandlers: [any MentoryHandler]) async throws {
+        let started = ContinuousClock.now
         let environment = ProcessInfo.processInfo.environment
         let logLevel = DynamicLogLevel(.info)
         let destination = SystemdLogging.destination(environment: environment)
@@ -98,6 +103,10 @@ struct MentorydCommand: AsyncParsableCommand {
         }
         logLevel.level = settings.logLevel
         logger.debug("logging", metadata: ["destination": "\(destination.rawValue)"])
+        logger.debug(
+            "start-up step",
+            metadata: ["step": "logging, systemd environment, configuration", "ms": "\(Milliseconds(since: started))"]
+        )
 
         let daemon = Daemon(
             settings: settings,
@@ -107,7 +116,8 @@ struct MentorydCommand: AsyncParsableCommand {
             systemd: systemd,
             metrics: metrics,
             reloadSettings: { try await source.load() },
-            extraHandlers: extraHandlers
+            extraHandlers: extraHandlers,
+            started: started
         )
         do {
             try await daemon.run()
@@ -120,6 +130,7 @@ struct MentorydCommand: AsyncParsableCommand {
             )
         } catch {
             logger.critical("mentoryd stopped: \(error)")
+            try? systemd.notifier.notify(.status("Stopped: \(error)"))
             throw ExitCode.failure
         }
     }

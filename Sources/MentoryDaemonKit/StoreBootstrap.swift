@@ -29,6 +29,9 @@ struct OpenedStores: Sendable {
     var handlers: [any MentoryHandler] = []
     /// Releases the stores; called after every handler has closed.
     var close: @Sendable () async -> Void
+    /// The integrity check opening skipped after a clean shutdown, run in the background once the
+    /// daemon is ready (``StoreVerificationService``); `nil` when there is nothing to check.
+    var verify: (@Sendable () async -> SQLiteSessionStore.IntegrityCheck)? = nil
 }
 
 /// Why the daemon could not open its store; it logs this and exits non-zero.
@@ -62,6 +65,7 @@ enum StoreBootstrap {
             try self.prepareStateDirectory(directory, logger: logger)
             let path = directory.hasSuffix("/") ? directory + databaseFileName : directory + "/" + databaseFileName
             let store: SQLiteSessionStore
+            let started = ContinuousClock.now
             do {
                 // The open may wait for another daemon's lock: on a thread of its own, off the pool.
                 var configuration = SQLiteSessionStore.Configuration(path: path)
@@ -73,8 +77,20 @@ enum StoreBootstrap {
                 throw StoreStartupError(description: "cannot open the store: \(error.message)")
             }
             // No entry count here: COUNT(*) reads every page of the table, which made start-up grow
-            // with the diary (about 20 ms at 10,000 entries) before READY=1.
-            logger.info("store opened", metadata: ["backend": "sqlite", "path": "\(path)"])
+            // with the diary (about 20 ms at 10,000 entries) before READY=1. For the same reason the
+            // integrity check runs before READY=1 only after an unclean shutdown.
+            let integrity = store.integrityCheck
+            logger.info(
+                "store opened",
+                metadata: [
+                    "backend": "sqlite", "path": "\(path)", "ms": "\(Milliseconds(since: started))",
+                    "quick_check": integrity == .pending ? "after ready (clean shutdown)" : "passed before opening",
+                ]
+            )
+            var verify: (@Sendable () async -> SQLiteSessionStore.IntegrityCheck)?
+            if integrity == .pending {
+                verify = { await store.verifyIntegrity() }
+            }
             return OpenedStores(
                 diary: store,
                 mentor: store,
@@ -91,7 +107,8 @@ enum StoreBootstrap {
                     } catch {
                         logger.error("cannot close the store cleanly (nothing acknowledged is lost): \(error)")
                     }
-                }
+                },
+                verify: verify
             )
         }
     }

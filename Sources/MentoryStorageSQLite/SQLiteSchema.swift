@@ -13,6 +13,12 @@ public enum SQLiteSchema {
     /// its own files and refuses to take over another program's SQLite database.
     public static let applicationID: Int32 = 0x4D4E_5459
 
+    /// `PRAGMA user_version` of a database whose last run closed it orderly after checking it
+    /// ("CLN1"); any other value (0 while a daemon runs on it) means the next start-up must check
+    /// the file (`PRAGMA quick_check`) before it opens. `user_version` holds nothing else: the
+    /// schema's version is the migrations' table.
+    public static let cleanShutdownMarker: Int32 = 0x434C_4E31
+
     /// The first schema: diary entries and their action items.
     public static let v1 = "v1-diary"
     /// Adds the mentor's latest message and its action items.

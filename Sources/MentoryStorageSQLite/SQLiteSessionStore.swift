@@ -7,6 +7,7 @@
 #endif
 import Foundation
 import GRDB
+import NIOConcurrencyHelpers
 import MentoryStorage
 import MentoryWire
 import Metrics
@@ -30,7 +31,37 @@ import Metrics
 /// file or directory, a database another mentoryd holds, one locked by another program, a file
 /// that is not a SQLite database or fails `PRAGMA quick_check`, a database of another program,
 /// and one written by a newer mentoryd. It never replaces a damaged database with an empty one.
+///
+/// **Integrity check.** `PRAGMA quick_check` reads every page of the file, which grows with the
+/// diary, so it runs before the store opens only when the last run did not end with an orderly
+/// ``close()`` of a verified file (a crash, a power cut, a new or restored database). The proof
+/// of an orderly close is the *clean-shutdown marker*: ``close()`` sets `PRAGMA user_version` to
+/// ``SQLiteSchema/cleanShutdownMarker`` in a committed transaction after the last write, and
+/// opening clears it again before anything else is written. After a clean shutdown the check is
+/// left to ``verifyIntegrity()``, which the daemon runs in the background once it serves; see
+/// ``IntegrityCheck``.
 public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
+    /// Whether the database file passed `PRAGMA quick_check` during this run.
+    public enum IntegrityCheck: Sendable, Equatable {
+        /// The check ran, and passed, before the store opened: the last run did not close the
+        /// store orderly, or the database is new.
+        case verifiedAtOpen
+        /// The last run closed the store orderly after verifying the file, so opening skipped the
+        /// check; ``verifyIntegrity()`` runs it.
+        case pending
+        /// ``verifyIntegrity()`` found the file sound.
+        case verified
+        /// ``verifyIntegrity()`` found the file damaged; the reason says what to do. ``close()``
+        /// then leaves the clean-shutdown marker unset, so the next start checks the file before it
+        /// opens, and refuses it.
+        case damaged(String)
+
+        /// Whether the file passed the check during this run.
+        public var isVerified: Bool {
+            self == .verifiedAtOpen || self == .verified
+        }
+    }
+
     /// How to open the store.
     public struct Configuration: Sendable {
         /// The database file; created (mode 0600) when missing. Its directory must exist.
@@ -68,6 +99,8 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// It is closed only after every SQLite connection is closed, because closing any descriptor
     /// of a file drops the process's POSIX locks on it, which SQLite relies on.
     private let lockDescriptor: Int32
+    /// Where the integrity check stands; read by ``close()`` to decide on the clean-shutdown marker.
+    private let integrity: NIOLockedValueBox<IntegrityCheck>
 
     /// Opens the store like ``init(configuration:)``, on a thread of its own.
     ///
@@ -103,7 +136,8 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             throw .storageFailure(
                 "the state directory \(directory) does not exist; create it or pass another --state-dir")
         }
-        if FileSystem.fileSize(path) == nil, let walSize = FileSystem.fileSize(path + "-wal"), walSize > 0 {
+        let existingSize = FileSystem.fileSize(path)
+        if existingSize == nil, let walSize = FileSystem.fileSize(path + "-wal"), walSize > 0 {
             throw .storageFailure(
                 "\(path)-wal exists but the database \(path) is missing, so committed entries may be lost; "
                     + "restore \(path) from a backup, or move \(path)-wal aside to start an empty diary"
@@ -140,19 +174,25 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             throw .storageFailure("cannot lock the database \(path): \(FileSystem.errnoText(code))")
         }
         let pool: DatabasePool
+        let closedCleanly: Bool
         do {
             try Self.checkHeader(descriptor: descriptor, path: path)
             // Inspect before the pool opens: opening a pool writes (GRDB makes the log non-empty),
             // and nothing may be written to a database that is damaged or not mentoryd's.
-            try Self.inspect(configuration)
+            closedCleanly = try Self.inspect(configuration)
             pool = try Self.openPool(configuration)
         } catch {
             FileSystem.closeDescriptor(descriptor)
             throw error
         }
         do {
-            try Self.prepare(pool, path: path)
-            try FileSystem.syncDirectory(directory)
+            try Self.prepare(pool, path: path, clearingMarker: closedCleanly)
+            // A new (or still empty) file's name must survive a power cut: sync the directory once,
+            // when the file gets its first content. An existing database's name already did, and
+            // SQLite syncs the directory itself when it creates the log.
+            if existingSize ?? 0 == 0 {
+                try FileSystem.syncDirectory(directory)
+            }
         } catch {
             try? pool.close()
             FileSystem.closeDescriptor(descriptor)
@@ -161,6 +201,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         self.path = path
         self.pool = pool
         self.lockDescriptor = descriptor
+        self.integrity = NIOLockedValueBox(closedCleanly ? .pending : .verifiedAtOpen)
         self.commits = GroupCommitQueue(
             writer: pool,
             path: path,
@@ -170,14 +211,23 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         )
     }
 
-    /// Commits the queued writes, checkpoints the log into the database file, and closes it.
+    /// Commits the queued writes, sets the clean-shutdown marker when the file was verified during
+    /// this run, checkpoints the log into the database file, and closes it.
     ///
     /// Calls after the first do nothing. Writes after this fail with ``MentoryError/storageFailure(_:)``.
     /// Every acknowledged write is already durable, so a failure here (reported by the error) loses
-    /// nothing: the next start-up replays the log.
+    /// nothing: the next start-up replays the log (and checks the file, having found no marker).
     public func close() async throws(MentoryError) {
         guard await self.commits.close() else { return }
         defer { FileSystem.closeDescriptor(self.lockDescriptor) }
+        if self.integrityCheck.isVerified {
+            // After the last write, in a transaction of its own (fsynced: synchronous=FULL), so that
+            // the marker never stands for a file with writes this run had not finished. Best
+            // effort: without it, the next start-up checks the file before it opens.
+            _ = try? await self.pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA user_version = \(SQLiteSchema.cleanShutdownMarker)")
+            }
+        }
         // Best effort: when another program holds the database, the log stays and is replayed later.
         _ = try? await self.pool.writeWithoutTransaction { db in
             try db.checkpoint(.truncate)
@@ -191,6 +241,53 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         } catch {
             throw .storageFailure("closing \(self.path) failed: \(StorageFailures.describe(error, path: self.path))")
         }
+    }
+
+    /// Where the integrity check of the database file stands in this run.
+    public var integrityCheck: IntegrityCheck {
+        self.integrity.withLockedValue { $0 }
+    }
+
+    /// Runs the integrity check that opening skipped after a clean shutdown (``IntegrityCheck/pending``),
+    /// and returns where the check stands afterwards.
+    ///
+    /// It reads every page of the database (`PRAGMA quick_check`) on a read-only connection of the
+    /// pool, from one snapshot, while the store keeps serving; the log is not checkpointed past
+    /// that snapshot until it ends. Before checking, it makes the clearing of the clean-shutdown
+    /// marker durable (opening cleared it without waiting for the disk), so that a start after a
+    /// damage found here always checks the file before opening it, and refuses it.
+    ///
+    /// Returns ``IntegrityCheck/damaged(_:)`` when the file fails the check or cannot be read, and
+    /// ``IntegrityCheck/pending`` when the task was cancelled first. Does nothing, returning the
+    /// current state, unless the check is pending.
+    public func verifyIntegrity() async -> IntegrityCheck {
+        let current = self.integrityCheck
+        guard current == .pending else { return current }
+        let path = self.path
+        let outcome: IntegrityCheck
+        do {
+            // The marker was cleared in the log without an fsync; this fsync of the log makes the
+            // clearing durable. (SQLite holds no lock on the -wal file, so closing this descriptor
+            // drops none of its locks.)
+            try FileSystem.syncFile(path + "-wal")
+            let problems = try await self.pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            outcome = problems == ["ok"] ? .verified : .damaged(Self.damagedReason(path: path, problems: problems))
+        } catch {
+            if Task.isCancelled { return .pending }
+            outcome = .damaged(
+                "the integrity check of \(path) failed: \(StorageFailures.describe(error, path: path))")
+        }
+        return self.integrity.withLockedValue { state in
+            if state == .pending { state = outcome }
+            return state
+        }
+    }
+
+    /// What quick_check found, and what to do about it.
+    private static func damagedReason(path: String, problems: [String]) -> String {
+        "the database \(path) is damaged (quick_check: \(problems.prefix(3).joined(separator: "; "))); "
+            + "mentoryd will not start over it. Stop mentoryd and restore the file from a backup, "
+            + "or move it aside to start an empty diary"
     }
 
     /// How the writes so far were batched.
@@ -421,9 +518,11 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    /// Checks, on a plain connection that only reads, that the database is sound, mentoryd's, and
-    /// not from a newer mentoryd.
-    private static func inspect(_ configuration: Configuration) throws(MentoryError) {
+    /// Checks, on a plain connection that only reads, that the database is mentoryd's and not from
+    /// a newer mentoryd, and, unless the last run closed it cleanly, that it is sound.
+    ///
+    /// Returns whether the clean-shutdown marker is set (and so the integrity check was skipped).
+    private static func inspect(_ configuration: Configuration) throws(MentoryError) -> Bool {
         let path = configuration.path
         var grdb = GRDB.Configuration()
         grdb.label = "mentoryd.inspection"
@@ -432,14 +531,16 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         do {
             let queue = try DatabaseQueue(path: path, configuration: grdb)
             defer { try? queue.close() }
-            try queue.inDatabase { db in
-                let problems = try String.fetchAll(db, sql: "PRAGMA quick_check")
-                guard problems == ["ok"] else {
-                    throw MentoryError.storageFailure(
-                        "the database \(path) is damaged (quick_check: \(problems.prefix(3).joined(separator: "; "))); "
-                            + "mentoryd will not start over it. Stop mentoryd and restore the file from a backup, "
-                            + "or move it aside to start an empty diary"
-                    )
+            return try queue.inDatabase { db in
+                // Read through SQLite, so a marker still in the log counts, and one cleared in the
+                // log (by a run that then crashed) does not.
+                let closedCleanly =
+                    try Int32.fetchOne(db, sql: "PRAGMA user_version") == SQLiteSchema.cleanShutdownMarker
+                if !closedCleanly {
+                    let problems = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                    guard problems == ["ok"] else {
+                        throw MentoryError.storageFailure(Self.damagedReason(path: path, problems: problems))
+                    }
                 }
                 let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
                 let tableCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master") ?? 0
@@ -460,6 +561,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                             + "upgrade mentoryd, or restore a backup made by this version"
                     )
                 }
+                return closedCleanly
             }
         } catch let error as MentoryError {
             throw error
@@ -468,8 +570,9 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    /// Makes the pool's writer durable (synchronous=FULL in WAL mode), then migrates the database.
-    private static func prepare(_ pool: DatabasePool, path: String) throws(MentoryError) {
+    /// Makes the pool's writer durable (synchronous=FULL in WAL mode), clears the clean-shutdown
+    /// marker when it is set, then migrates the database.
+    private static func prepare(_ pool: DatabasePool, path: String, clearingMarker: Bool) throws(MentoryError) {
         let migrator = SQLiteSchema.migrator
         do {
             try pool.writeWithoutTransaction { db in
@@ -483,7 +586,15 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                 // DatabasePool switches its writer to synchronous=NORMAL when it enables WAL, after the
                 // prepareDatabase functions ran. NORMAL does not fsync at commit: a power cut could
                 // lose acknowledged writes. The writer connection lives as long as the pool, so
-                // setting FULL here holds for every write.
+                // setting FULL here (after the marker's clearing) holds for every write.
+                if clearingMarker {
+                    // The first write of this run, so that a crash from here on finds no marker.
+                    // Without an fsync (synchronous=OFF for this one transaction): it costs none
+                    // of the start-up, and the clearing becomes durable with the next commit or
+                    // with verifyIntegrity(), whichever comes first. Until then a crash can bring
+                    // back the marker only with the file exactly as the clean shutdown left it.
+                    try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA user_version = 0")
+                }
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous")
                 guard synchronous == 2 else {

@@ -58,22 +58,12 @@ struct StorageFailureTests {
         }
     }
 
-    @Test("a database with damaged pages fails its integrity check at start-up and is left untouched")
+    @Test("after an unclean shutdown, a database with damaged pages fails its check at start-up, left untouched")
     func damagedPages() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/mentoryd.sqlite"
-            let store = try openStore(directory)
-            for index in 0..<200 { try await store.insert(makeEntry(day(index))) }
-            try await store.close()  // checkpoints everything into the database file
-            #expect(FileSystemProbe.size(path + "-wal") ?? 0 == 0)
-
-            // Overwrite the middle of the file (b-tree pages, not the header) with garbage.
-            var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-            #expect(bytes.count > 16 * 4096)
-            for offset in stride(from: 4096 * 3, to: 4096 * 12, by: 1) {
-                bytes[offset] = UInt8(truncatingIfNeeded: offset &* 31)
-            }
-            try bytes.write(to: URL(fileURLWithPath: path))
+            try await DamagedDatabase.make(path, closedCleanly: false)
+            let bytes = try DamagedDatabase.damage(path)
 
             let error = await storageError { () throws(MentoryError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
