@@ -151,11 +151,11 @@ quoted() {
 
 loadgen_src="$root/Benchmarks/loadgen"
 cflags=(-O2 -Wall -Wextra)
-cc "${cflags[@]}" -o "$bin/loadgen" "$loadgen_src/loadgen.c" "$loadgen_src/wire.c"
+cc "${cflags[@]}" -o "$bin/loadgen" "$loadgen_src/loadgen.c" "$loadgen_src/wire.c" "$loadgen_src/net.c"
 cc "${cflags[@]}" -o "$bin/echo-server" "$loadgen_src/echo-server.c"
 cc "${cflags[@]}" -o "$bin/readytime" "$loadgen_src/readytime.c"
-cc "${cflags[@]}" -o "$bin/fanout" "$loadgen_src/fanout.c" "$loadgen_src/wire.c"
-note "cc ${cflags[*]} -o loadgen Benchmarks/loadgen/loadgen.c Benchmarks/loadgen/wire.c (and fanout.c, echo-server.c, readytime.c)"
+cc "${cflags[@]}" -o "$bin/fanout" "$loadgen_src/fanout.c" "$loadgen_src/wire.c" "$loadgen_src/net.c"
+note "cc ${cflags[*]} -o loadgen Benchmarks/loadgen/loadgen.c Benchmarks/loadgen/wire.c Benchmarks/loadgen/net.c (and fanout.c, echo-server.c, readytime.c)"
 
 # The Swift benches start their own servers: these wrappers pin those to the server CPU.
 printf '#!/bin/sh\nexec taskset -c %s %q "$@"\n' "$server_cpu" "$static_release/mentoryd" >"$bin/mentoryd-pinned"

@@ -20,6 +20,7 @@
  * was reset or dropped), after `--timeout` seconds without progress (default 30).
  */
 #define _GNU_SOURCE
+#include "net.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -35,54 +36,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static int connect_unix(const char *path)
-{
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof address.sun_path) {
-        fprintf(stderr, "fanout: socket path too long: %s\n", path);
-        exit(1);
-    }
-    strcpy(address.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        die("socket");
-    if (connect(fd, (struct sockaddr *)&address, sizeof address) != 0)
-        die("connect");
-    return fd;
-}
-
-static void write_all(int fd, const uint8_t *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            /* Only the publisher writes after setup, a few hundred bytes at a time. */
-            struct timespec pause = {0, 50000};
-            nanosleep(&pause, NULL);
-            continue;
-        }
-        if (n <= 0)
-            die("write");
-        data += n;
-        len -= (size_t)n;
-    }
-}
-
 static void set_nonblocking(int fd)
 {
     int flags = fcntl(fd, F_GETFL);
@@ -90,31 +43,8 @@ static void set_nonblocking(int fd)
         die("fcntl");
 }
 
-static void raise_fd_limit(void)
-{
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-        limit.rlim_cur = limit.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
-}
-
 /* ------------------------------------------------------------------------- */
 /* Parsing just enough to count deliveries. */
-
-static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *value)
-{
-    uint64_t result = 0;
-    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-        uint8_t byte = *(*p)++;
-        result |= (uint64_t)(byte & 0x7f) << shift;
-        if ((byte & 0x80) == 0) {
-            *value = result;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* Skips one field of wire type `type` at *p; 0 when it is cut short or unsupported. */
 static int skip_field(const uint8_t **p, const uint8_t *end, unsigned type)
@@ -122,14 +52,14 @@ static int skip_field(const uint8_t **p, const uint8_t *end, unsigned type)
     uint64_t value;
     switch (type) {
     case 0:
-        return get_varint(p, end, &value);
+        return wire_get_varint(p, end, &value);
     case 1:
         if (end - *p < 8)
             return 0;
         *p += 8;
         return 1;
     case 2:
-        if (!get_varint(p, end, &value) || value > (uint64_t)(end - *p))
+        if (!wire_get_varint(p, end, &value) || value > (uint64_t)(end - *p))
             return 0;
         *p += value;
         return 1;
@@ -151,7 +81,7 @@ static enum mentory_frame classify(const uint8_t *payload, size_t len)
 {
     const uint8_t *p = payload, *end = payload + len;
     uint64_t key, length;
-    if (!get_varint(&p, end, &key) || (key & 7) != 2 || !get_varint(&p, end, &length) ||
+    if (!wire_get_varint(&p, end, &key) || (key & 7) != 2 || !wire_get_varint(&p, end, &length) ||
         length > (uint64_t)(end - p))
         return FRAME_OTHER;
     if (key >> 3 == 4)
@@ -161,10 +91,10 @@ static enum mentory_frame classify(const uint8_t *payload, size_t len)
     end = p + length; /* the Event message */
     uint64_t kind = 0;
     while (p < end) {
-        if (!get_varint(&p, end, &key))
+        if (!wire_get_varint(&p, end, &key))
             return FRAME_OTHER;
         if (key == (3u << 3 | 0)) {
-            if (!get_varint(&p, end, &kind))
+            if (!wire_get_varint(&p, end, &kind))
                 return FRAME_OTHER;
         } else if (!skip_field(&p, end, (unsigned)(key & 7))) {
             return FRAME_OTHER;
@@ -382,17 +312,7 @@ int main(int argc, char **argv)
         put_hello_frame(&out, "fanout-publisher");
         write_all(publisher, out.data, out.len);
         out.len = 0;
-        unsigned welcomes = 0;
-        while (welcomes == 0) {
-            buf_reserve(&in, 4096);
-            ssize_t n = read(publisher, in.data + in.len, in.cap - in.len);
-            if (n <= 0)
-                die("read (publisher handshake)");
-            in.len += (size_t)n;
-            size_t used = count_responses(proto, in.data, in.len, &welcomes, NULL);
-            memmove(in.data, in.data + used, in.len - used);
-            in.len -= used;
-        }
+        read_responses(publisher, proto, 1, &in);
     }
     set_nonblocking(publisher);
     struct epoll_event publisher_event = {.events = EPOLLIN, .data.u64 = UINT64_MAX};

@@ -19,6 +19,7 @@
  * Not a test: it asserts nothing, but it reports error responses it counted.
  */
 #define _GNU_SOURCE
+#include "net.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -33,76 +34,6 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-/* A blocking connection to the Unix socket at `path`. */
-static int connect_unix(const char *path)
-{
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof address.sun_path) {
-        fprintf(stderr, "socket path too long: %s\n", path);
-        exit(1);
-    }
-    strcpy(address.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        die("socket");
-    if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0)
-        die("connect");
-    return fd;
-}
-
-static void write_all(int fd, const uint8_t *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            die("write");
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-}
-
-/* Reads (blocking) until `expected` whole responses have arrived on fd; returns the
- * error responses among them. `in` keeps bytes between calls. */
-static unsigned read_responses(int fd, enum protocol proto, unsigned expected, struct buf *in)
-{
-    unsigned count = 0, errors = 0;
-    for (;;) {
-        size_t used = count_responses(proto, in->data, in->len, &count, &errors);
-        memmove(in->data, in->data + used, in->len - used);
-        in->len -= used;
-        if (count >= expected)
-            return errors;
-        buf_reserve(in, 4096);
-        ssize_t n = read(fd, in->data + in->len, in->cap - in->len);
-        if (n == 0) {
-            fprintf(stderr, "server closed the connection\n");
-            exit(1);
-        }
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            die("read");
-        }
-        in->len += (size_t)n;
-    }
-}
 
 /* Opens a connection and does what a client must before its first request. */
 static int open_handshaken(const char *path, enum protocol proto, const struct buf *handshake,
@@ -122,15 +53,6 @@ static void build_handshake(struct buf *out, enum protocol proto)
         put_hello_frame(out, "loadgen");
     else
         put_requests(out, proto, 1, 1);
-}
-
-static void raise_fd_limit(void)
-{
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-        limit.rlim_cur = limit.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
 }
 
 /* ------------------------------------------------------------------------- */

@@ -193,8 +193,7 @@ void put_requests(struct buf *out, enum protocol proto, unsigned count, uint64_t
     }
 }
 
-/* Reads a varint at *p (before end); returns 0 when it is cut short. */
-static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *value)
+int wire_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *value)
 {
     uint64_t result = 0;
     for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
@@ -217,21 +216,21 @@ static int is_success(const uint8_t *payload, size_t len)
 {
     const uint8_t *p = payload, *end = payload + len;
     uint64_t key, length;
-    if (!get_varint(&p, end, &key) || key != (4u << 3 | 2) || !get_varint(&p, end, &length) ||
+    if (!wire_get_varint(&p, end, &key) || key != (4u << 3 | 2) || !wire_get_varint(&p, end, &length) ||
         length > (uint64_t)(end - p))
         return 0;
     end = p + length; /* the Response message */
     while (p < end) {
-        if (!get_varint(&p, end, &key))
+        if (!wire_get_varint(&p, end, &key))
             return 0;
         if ((key >> 3) == 3)
             return 0; /* Response.error */
         if ((key & 7) == 0) {
             uint64_t ignored;
-            if (!get_varint(&p, end, &ignored))
+            if (!wire_get_varint(&p, end, &ignored))
                 return 0;
         } else if ((key & 7) == 2) {
-            if (!get_varint(&p, end, &length) || length > (uint64_t)(end - p))
+            if (!wire_get_varint(&p, end, &length) || length > (uint64_t)(end - p))
                 return 0;
             p += length;
         } else {

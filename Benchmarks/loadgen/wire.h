@@ -52,6 +52,10 @@ void put_mentor_set_frame(struct buf *out, uint64_t id, const char *content);
  * mentoryd, RESP PINGs for Redis. */
 void put_requests(struct buf *out, enum protocol proto, unsigned count, uint64_t first_id);
 
+/* Reads a protobuf varint at *p (before end) into *value and moves *p past it; returns 0
+ * when it is cut short. */
+int wire_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *value);
+
 /*
  * Counts the whole responses at the start of data[0..len): for PROTO_REDIS every
  * '\n'-terminated line, otherwise every length-prefixed frame. Returns how many

@@ -198,6 +198,15 @@ struct Harness {
         requestEnvelope(id: id, namespace, method, body)
     }
 
+    /// A `session.subscribe` request for the `blob` topic.
+    static func subscribeToBlob(_ id: UInt64) throws -> Mentory_V1_Envelope {
+        var subscribe = Mentory_V1_SubscribeRequest()
+        var topic = Mentory_V1_TopicSubscription()
+        topic.topic = "blob"
+        subscribe.topics = [topic]
+        return Self.request(id, "session", "subscribe", try subscribe.serializedData())
+    }
+
     static func blob(_ id: UInt64, bytes: Int, method: String = "get") -> Mentory_V1_Envelope {
         Self.request(id, "blob", method, Google_Protobuf_UInt32Value(UInt32(bytes)).wireBody())
     }
@@ -222,14 +231,10 @@ struct ConnectionHandlerTests {
     func immediateAnswers() async throws {
         let harness = try await Harness()
         try await harness.handshake()
-        var subscribe = Mentory_V1_SubscribeRequest()
-        var topic = Mentory_V1_TopicSubscription()
-        topic.topic = "blob"
-        subscribe.topics = [topic]
         var buffer = ByteBuffer()
         buffer.writeFrame(Harness.request(1, "session", "ping"))
         buffer.writeFrame(Harness.blob(2, bytes: 10))
-        buffer.writeFrame(Harness.request(3, "session", "subscribe", subscribe.wireBody()))
+        buffer.writeFrame(try Harness.subscribeToBlob(3))
         buffer.writeFrame(Harness.request(4, "session", "status"))
         // Only the read itself runs: no task the loop has queued meanwhile.
         try await harness.channel.writeInbound(buffer)
@@ -335,11 +340,7 @@ struct ConnectionHandlerTests {
     func eventCoalescing() async throws {
         let harness = try await Harness()
         try await harness.handshake()
-        var subscribe = Mentory_V1_SubscribeRequest()
-        var topic = Mentory_V1_TopicSubscription()
-        topic.topic = "blob"
-        subscribe.topics = [topic]
-        try await harness.send([Harness.request(1, "session", "subscribe", try subscribe.serializedData())])
+        try await harness.send([try Harness.subscribeToBlob(1)])
         _ = try await harness.received()
         let writesBefore = try await harness.peer { $0.writes }
         try await harness.send((2...21).map { Harness.blob($0, bytes: 10, method: "publish") })
@@ -389,11 +390,7 @@ struct ConnectionHandlerTests {
     func oversizedEvent() async throws {
         let harness = try await Harness { $0.maxFrameLength = 4096 }
         try await harness.handshake()
-        var subscribe = Mentory_V1_SubscribeRequest()
-        var topic = Mentory_V1_TopicSubscription()
-        topic.topic = "blob"
-        subscribe.topics = [topic]
-        try await harness.send([Harness.request(1, "session", "subscribe", try subscribe.serializedData())])
+        try await harness.send([try Harness.subscribeToBlob(1)])
         _ = try await harness.received(maxFrameLength: 4096)
         try await harness.send([Harness.blob(2, bytes: 10_000, method: "publish")])
         await harness.channel.testingEventLoop.run()
@@ -411,11 +408,7 @@ struct ConnectionHandlerTests {
             $0.maxOutboundBytes = 1 << 20
         }
         try await harness.handshake()
-        var subscribe = Mentory_V1_SubscribeRequest()
-        var topic = Mentory_V1_TopicSubscription()
-        topic.topic = "blob"
-        subscribe.topics = [topic]
-        try await harness.send([Harness.request(1, "session", "subscribe", try subscribe.serializedData())])
+        try await harness.send([try Harness.subscribeToBlob(1)])
         _ = try await harness.received()
         try await harness.peer { $0.holding = true }
         try await harness.send((2...41).map { Harness.blob($0, bytes: 1000, method: "publish") })

@@ -54,11 +54,7 @@ struct ConnectionMetricsTests {
             $0.maxOutboundBytes = 16384
         }
         try await harness.handshake()
-        var subscribe = Mentory_V1_SubscribeRequest()
-        var topic = Mentory_V1_TopicSubscription()
-        topic.topic = "blob"
-        subscribe.topics = [topic]
-        try await harness.send([Harness.request(1, "session", "subscribe", try subscribe.serializedData())])
+        try await harness.send([try Harness.subscribeToBlob(1)])
         _ = try await harness.received()
         #expect(metric(await harness.engine.metricsSnapshot(), "mentoryd_subscribers") == 1)
         try await harness.peer { $0.holding = true }
