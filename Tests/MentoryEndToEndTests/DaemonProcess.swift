@@ -135,14 +135,16 @@ struct CommandResult: Sendable {
                 try? writer.close()
             }
         }
-        async let stdout = out.fileHandleForReading.readToEnd()
-        async let stderr = err.fileHandleForReading.readToEnd()
-        let (outData, errData) = try await (stdout, stderr)
+        // Not readToEnd() on the pool: see ChildOutput.
+        let output = ChildOutput(stdout: out, stderr: err)
+        async let collected = output.collect()
         let status = await process.waitForExit()
+        output.childExited()
+        let (outData, errData) = await collected
         return CommandResult(
             status: status,
-            stdout: String(decoding: outData ?? Data(), as: UTF8.self),
-            stderr: String(decoding: errData ?? Data(), as: UTF8.self)
+            stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self)
         )
     }
 
