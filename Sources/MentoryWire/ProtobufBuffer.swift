@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import NIOCore
 import SwiftProtobuf
 
@@ -121,5 +126,49 @@ enum Varint {
         }
         offset += buffer.setInteger(UInt8(value), at: index + offset)
         return offset
+    }
+}
+
+/// A response as the daemon sends it: the reply message serialized once into a ``ProtobufBuffer``, or an error.
+///
+/// The reply's bytes go into the frame where they are (``ProtobufBuffer/responseFrame(id:)``): take them
+/// with ``takeBody()`` from the only copy of the response, so that the buffer is not shared when its headers
+/// are written.
+public struct OutboundResponse: Sendable {
+    /// The id of the request answered.
+    public var id: UInt64
+    /// The serialized reply, when the request succeeded.
+    public private(set) var body: ProtobufBuffer?
+    /// The error, when it failed.
+    public private(set) var error: Mentory_V1_Error?
+
+    /// A successful response carrying the serialized reply `body`.
+    public static func success(id: UInt64, body: consuming ProtobufBuffer) -> Self {
+        Self(id: id, body: body, error: nil)
+    }
+
+    /// A failed response.
+    public static func failure(id: UInt64, error: Mentory_V1_Error) -> Self {
+        Self(id: id, body: nil, error: error)
+    }
+
+    /// The wire error code: 0 for a success.
+    public var code: UInt32 { self.error?.code ?? 0 }
+
+    /// The serialized reply's length in bytes; 0 for an error.
+    public var bodyLength: Int { self.body?.count ?? 0 }
+
+    /// Moves the reply's bytes out of the response, which keeps only its id and error.
+    public mutating func takeBody() -> ProtobufBuffer? {
+        self.body.take()
+    }
+
+    /// The response as a generated message; the body is copied into `Data`.
+    public var wireResponse: Mentory_V1_Response {
+        if let error = self.error {
+            return .failure(id: self.id, error: error)
+        }
+        let body = self.body.map { Data($0.buffer.readableBytesView) } ?? Data()
+        return .success(id: self.id, body: body)
     }
 }
