@@ -52,6 +52,7 @@ let package = Package(
             name: "MentoryHandlerKit",
             dependencies: [
                 "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -64,6 +65,7 @@ let package = Package(
             dependencies: [
                 "MentoryHandlerKit",
                 "MentoryWire",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

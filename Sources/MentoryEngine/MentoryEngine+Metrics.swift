@@ -123,11 +123,11 @@ final class EngineMetrics {
 extension MentoryEngine {
     /// Counts an answered request in `mentoryd_requests_total` and
     /// `mentoryd_request_duration_seconds`; the connection calls it once per response.
-    package func recordRequest(_ request: Mentory_V1_Request, _ response: Mentory_V1_Response, duration: Duration) {
+    package func recordRequest(_ request: InboundRequest, _ response: OutboundResponse, duration: Duration) {
         self.metrics.recordRequest(
             namespace: request.namespace,
             method: request.method,
-            code: response.error.code,
+            code: response.code,
             duration: duration
         ) { namespace in
             namespace == MentorySchema.Session.name

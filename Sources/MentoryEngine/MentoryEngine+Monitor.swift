@@ -31,8 +31,8 @@ extension MentoryEngine {
 
     /// Tells every monitor about a request and its response; `started` is when the request reached the engine.
     func monitorCall(
-        _ request: Mentory_V1_Request,
-        _ response: Mentory_V1_Response,
+        _ request: InboundRequest,
+        _ response: OutboundResponse,
         from id: ConnectionID,
         started: ContinuousClock.Instant
     ) {
@@ -47,11 +47,11 @@ extension MentoryEngine {
         call.namespace = request.namespace
         call.method = request.method
         call.requestID = request.id
-        call.code = response.error.code
+        call.code = response.code
         let latency = (ContinuousClock.now - started).components
         call.latencyUs = UInt64(latency.seconds) * 1_000_000 + UInt64(latency.attoseconds / 1_000_000_000_000)
-        call.requestBytes = UInt32(clamping: request.body.count)
-        call.replyBytes = UInt32(clamping: response.body.count)
+        call.requestBytes = UInt32(clamping: request.body.readableBytes)
+        call.replyBytes = UInt32(clamping: response.bodyLength)
         var record = Mentory_V1_MonitorRecord()
         record.unixMs = self.clock.nowUnixMilliseconds()
         record.call = call

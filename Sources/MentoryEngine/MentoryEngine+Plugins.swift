@@ -5,6 +5,7 @@
 #endif
 import MentoryHandlerKit
 import MentoryWire
+import NIOCore
 import SwiftProtobuf
 
 extension MentoryEngine {
@@ -61,16 +62,16 @@ extension MentoryEngine {
     // MARK: The `plugin` namespace
 
     /// Answers a method of the built-in `plugin` namespace, declared by `service Plugin` in mentory.proto.
-    func handlePlugin(_ body: Data, call: RequestContext) throws -> Data {
+    func handlePlugin(_ body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer {
         typealias Plugin = MentorySchema.Plugin
         switch call.method {
         case Plugin.register.name:
             let request = try Self.decodePluginRequest(Mentory_V1_PluginRegisterRequest.self, body, method: call.method)
-            return try self.registerPlugin(request, call: call).wireBody()
+            return try self.registerPlugin(request, call: call).replyBody()
         case Plugin.publish.name:
             let request = try Self.decodePluginRequest(Mentory_V1_PluginPublishRequest.self, body, method: call.method)
             try self.publishFromPlugin(request, call: call)
-            return Mentory_V1_Empty().wireBody()
+            return Mentory_V1_Empty().replyBody()
         default:
             throw MentoryError.unknownMethod(namespace: Plugin.name, method: call.method)
         }
@@ -78,11 +79,11 @@ extension MentoryEngine {
 
     private static func decodePluginRequest<Request: SwiftProtobuf.Message>(
         _ type: Request.Type,
-        _ body: Data,
+        _ body: ByteBuffer,
         method: String
     ) throws(MentoryError) -> Request {
         do {
-            return try Request(serializedBytes: body)
+            return try Request(serializedBytes: ProtobufBuffer(body))
         } catch {
             throw .invalidArgument(
                 "the body of 'plugin.\(method)' is not a valid \(Request.protoMessageName): \(error)")

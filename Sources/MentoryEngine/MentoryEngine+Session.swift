@@ -5,48 +5,49 @@
 #endif
 import MentoryHandlerKit
 import MentoryWire
+import NIOCore
 import SwiftProtobuf
 
 extension MentoryEngine {
     /// Answers a method of the built-in `session` namespace, declared by `service Session` in mentory.proto.
-    func handleSession(_ body: Data, call: RequestContext) async throws -> Data {
+    func handleSession(_ body: ByteBuffer, call: RequestContext) async throws -> ProtobufBuffer {
         guard call.method == MentorySchema.Session.subscribe.name else {
             return try self.handleSessionWithoutSuspending(body, call: call)
         }
         let request = try MentorySchema.Session.subscribe.decodeRequest(body)
-        return try await self.subscribe(call.connection.id, to: request).wireBody()
+        return try await self.subscribe(call.connection.id, to: request).replyBody()
     }
 
     /// Answers a `session` method that does not suspend; `nil` for `subscribe`, which may.
-    func handleSessionImmediately(_ body: Data, call: RequestContext) throws -> Data? {
+    func handleSessionImmediately(_ body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
         guard call.method != MentorySchema.Session.subscribe.name else { return nil }
         // Every other session method answers without suspending.
         return try self.handleSessionWithoutSuspending(body, call: call)
     }
 
-    private func handleSessionWithoutSuspending(_ body: Data, call: RequestContext) throws -> Data {
+    private func handleSessionWithoutSuspending(_ body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer {
         typealias Session = MentorySchema.Session
         switch call.method {
         case Session.ping.name:
             _ = try Session.ping.decodeRequest(body)
-            return Mentory_V1_Empty().wireBody()
+            return Mentory_V1_Empty().replyBody()
         case Session.status.name:
             _ = try Session.status.decodeRequest(body)
-            return self.status().wireBody()
+            return self.status().replyBody()
         case Session.unsubscribe.name:
             let request = try Session.unsubscribe.decodeRequest(body)
             self.unsubscribe(call.connection.id, from: request.topics)
-            return Mentory_V1_Empty().wireBody()
+            return Mentory_V1_Empty().replyBody()
         case Session.describe.name:
             let request = try Session.describe.decodeRequest(body)
-            return try self.describe(request).wireBody()
+            return try self.describe(request).replyBody()
         case Session.monitor.name:
             let request = try Session.monitor.decodeRequest(body)
             try self.startMonitor(call.connection.id, request)
-            return Mentory_V1_MonitorReply().wireBody()
+            return Mentory_V1_MonitorReply().replyBody()
         case Session.metrics.name:
             _ = try Session.metrics.decodeRequest(body)
-            return self.metricsSnapshot().wireBody()
+            return self.metricsSnapshot().replyBody()
         default:
             throw MentoryError.unknownMethod(namespace: Session.name, method: call.method)
         }

@@ -15,6 +15,7 @@ import Logging
 import MentoryHandlerKit
 import MentoryMetrics
 import MentoryWire
+import NIOCore
 import SwiftProtobuf
 
 /// The one owner of mentoryd's session state.
@@ -312,13 +313,14 @@ public actor MentoryEngine {
 
     /// Routes `request` to its handler and returns the response to send back.
     ///
-    /// Every failure becomes an error response; nothing here closes the connection.
-    package func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+    /// The request's body is read where it arrived (a slice of its frame) and the reply is serialized
+    /// once, into a buffer the server frames in place. Every failure becomes an error response; nothing
+    /// here closes the connection.
+    package func dispatch(_ request: InboundRequest, from id: ConnectionID) async -> OutboundResponse {
         let started = ContinuousClock.now
-        let response: Mentory_V1_Response
+        var response: OutboundResponse
         do {
-            let body = try await self.route(request, from: id)
-            response = .success(id: request.id, body: body)
+            response = .success(id: request.id, body: try await self.route(request, from: id))
         } catch {
             response = .failure(id: request.id, error: self.wireError(error, for: request))
         }
@@ -326,17 +328,23 @@ public actor MentoryEngine {
         return response
     }
 
+    /// ``dispatch(_:from:)`` for a request as a generated message (tests and fuzzers); the bodies are copied.
+    package func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+        await self.dispatch(InboundRequest(request), from: id).wireResponse
+    }
+
     /// Answers `request` at once when its route does not suspend, or returns `nil` when it must
     /// run as a task (``dispatch(_:from:)``).
     ///
     /// The server calls this on the event loop, which is the engine's executor: a request answered
     /// here costs no task and no hop.
-    package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
+    package func dispatchImmediately(_ request: InboundRequest, from id: ConnectionID) -> OutboundResponse? {
         // The clock is read only while someone monitors.
         let started: ContinuousClock.Instant? = self.monitors.isEmpty ? nil : .now
+        var response: OutboundResponse
         do {
             let call = try self.admit(request, from: id)
-            let body: Data?
+            let body: ProtobufBuffer?
             if request.namespace == MentorySchema.Session.name {
                 body = try self.handleSessionImmediately(request.body, call: call)
             } else if request.namespace == WireNames.plugin {
@@ -347,17 +355,20 @@ public actor MentoryEngine {
                 throw MentoryError.unknownNamespace(request.namespace)
             }
             guard let body else { return nil }
-            let response = Mentory_V1_Response.success(id: request.id, body: body)
-            if let started { self.monitorCall(request, response, from: id, started: started) }
-            return response
+            response = .success(id: request.id, body: body)
         } catch {
-            let response = Mentory_V1_Response.failure(id: request.id, error: self.wireError(error, for: request))
-            if let started { self.monitorCall(request, response, from: id, started: started) }
-            return response
+            response = .failure(id: request.id, error: self.wireError(error, for: request))
         }
+        if let started { self.monitorCall(request, response, from: id, started: started) }
+        return response
     }
 
-    private func route(_ request: Mentory_V1_Request, from id: ConnectionID) async throws -> Data {
+    /// ``dispatchImmediately(_:from:)`` for a request as a generated message (tests); the bodies are copied.
+    package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
+        self.dispatchImmediately(InboundRequest(request), from: id)?.wireResponse
+    }
+
+    private func route(_ request: InboundRequest, from id: ConnectionID) async throws -> ProtobufBuffer {
         let call = try self.admit(request, from: id)
         if request.namespace == MentorySchema.Session.name {
             return try await self.handleSession(request.body, call: call)
@@ -373,7 +384,7 @@ public actor MentoryEngine {
 
     /// Checks that `request` may run now (not shutting down, a known connection, allowed by the
     /// access policy) and builds its context.
-    private func admit(_ request: Mentory_V1_Request, from id: ConnectionID) throws -> RequestContext {
+    private func admit(_ request: InboundRequest, from id: ConnectionID) throws -> RequestContext {
         guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
         guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
         guard
@@ -397,18 +408,18 @@ public actor MentoryEngine {
     }
 
     /// When the request's answer is due: its own `timeout_ms`, at most the configured default.
-    private func deadline(of request: Mentory_V1_Request) -> ContinuousClock.Instant {
+    private func deadline(of request: InboundRequest) -> ContinuousClock.Instant {
         ContinuousClock.now + self.timeout(of: request)
     }
 
     /// The request's own `timeout_ms`, at most the configured default; the default when it names none.
-    private func timeout(of request: Mentory_V1_Request) -> Duration {
+    private func timeout(of request: InboundRequest) -> Duration {
         guard request.timeoutMs != 0 else { return self.configuration.requestTimeout }
         return min(.milliseconds(Int64(request.timeoutMs)), self.configuration.requestTimeout)
     }
 
     /// The wire form of any error a request ended with; causes and unexpected errors are logged.
-    func wireError(_ error: any Error, for request: Mentory_V1_Request) -> Mentory_V1_Error {
+    func wireError(_ error: any Error, for request: InboundRequest) -> Mentory_V1_Error {
         switch error {
         case let error as MentoryError:
             if case .internal = error {

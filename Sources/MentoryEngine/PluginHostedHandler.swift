@@ -6,6 +6,7 @@
 import Configuration
 import MentoryHandlerKit
 import MentoryWire
+import NIOCore
 
 /// A plugin the configuration declares (`plugins.<name>`): the namespace it may register and what
 /// that namespace requires.
@@ -90,14 +91,19 @@ final class PluginHostedHandler: HostedHandler {
         }
     }
 
-    func respondImmediately(method: String, body: Data, call: RequestContext) throws -> Data? {
+    func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
         nil
     }
 
-    nonisolated(nonsending) func respond(method: String, body: Data, call: RequestContext) async throws -> Data {
+    /// Forwards the call to the plugin. The plugin protocol carries bodies as `Data` (`PluginCall.body`,
+    /// `PluginReply.body`): the request body is copied into one here and the plugin's reply out of one.
+    nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
+        -> ProtobufBuffer
+    {
         guard let engine = self.engine else { throw MentoryError.shuttingDown }
-        return try await engine.forwardToPlugin(
-            self.namespace, method: method, snapshotTopic: "", body: body, call: call)
+        let reply = try await engine.forwardToPlugin(
+            self.namespace, method: method, snapshotTopic: "", body: Data(body.readableBytesView), call: call)
+        return ProtobufBuffer(reply)
     }
 
     nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data {

@@ -1,4 +1,5 @@
 import MentoryWire
+import NIOCore
 import SwiftProtobuf
 
 #if canImport(FoundationEssentials)
@@ -23,9 +24,12 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     public typealias TakeSnapshot<Snapshot> =
         nonisolated(nonsending) @Sendable (HandlerContext<Handler>) async throws -> Snapshot
 
-    package typealias ErasedRespond = @Sendable (Data, RequestContext, HandlerContext<Handler>) throws -> Data
+    /// Decodes a request body (a slice of its frame), answers it, and returns the reply serialized once.
+    package typealias ErasedRespond =
+        @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) throws -> ProtobufBuffer
     package typealias ErasedRespondAsync =
-        nonisolated(nonsending) @Sendable (Data, RequestContext, HandlerContext<Handler>) async throws -> Data
+        nonisolated(nonsending) @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) async throws
+        -> ProtobufBuffer
 
     package enum Route {
         case immediate(ErasedRespond)
@@ -45,7 +49,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     ) {
         self.add(method.name) {
             .immediate { body, call, context in
-                try respond(try method.decodeRequest(body), call, context).wireBody()
+                try respond(try method.decodeRequest(body), call, context).replyBody()
             }
         }
     }
@@ -58,7 +62,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         self.add(method.name) {
             .suspending { body, call, context in
                 let request = try method.decodeRequest(body)
-                return try await respond(request, call, context).wireBody()
+                return try await respond(request, call, context).replyBody()
             }
         }
     }
@@ -102,6 +106,12 @@ extension SwiftProtobuf.Message {
         // Serializing an in-memory proto3 message cannot fail: it has no required fields.
         (try? self.serializedData()) ?? Data()
     }
+
+    /// The message serialized as a reply body, once, into a buffer with room in front for the frame's headers.
+    package func replyBody() -> ProtobufBuffer {
+        // Serializing an in-memory proto3 message cannot fail: it has no required fields.
+        (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
+    }
 }
 
 extension MethodSchema {
@@ -110,13 +120,14 @@ extension MethodSchema {
     /// `Empty` takes no bytes at all: bytes there are either garbage or another message's fields,
     /// which protobuf would otherwise accept as unknown fields. Handler routes and the engine's own
     /// `session` methods decode through this one place.
-    package func decodeRequest(_ body: Data) throws(MentoryError) -> Request {
-        if Request.self == Mentory_V1_Empty.self, !body.isEmpty {
+    /// The body is read where it is, in its frame: nothing is copied but the decoded fields.
+    package func decodeRequest(_ body: ByteBuffer) throws(MentoryError) -> Request {
+        if Request.self == Mentory_V1_Empty.self, body.readableBytes != 0 {
             throw .invalidArgument(
-                "'\(self.name)' takes an empty body (Empty), but the request carried \(body.count) bytes")
+                "'\(self.name)' takes an empty body (Empty), but the request carried \(body.readableBytes) bytes")
         }
         do {
-            return try Request(serializedBytes: body)
+            return try Request(serializedBytes: ProtobufBuffer(body))
         } catch {
             throw .invalidArgument("the body of '\(self.name)' is not a valid \(Request.protoMessageName): \(error)")
         }

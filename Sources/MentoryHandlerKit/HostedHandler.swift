@@ -1,6 +1,7 @@
 import Configuration
 import Logging
 import MentoryWire
+import NIOCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -23,12 +24,16 @@ package protocol HostedHandler: AnyObject {
 
     /// Answers a call at once if its route does not suspend; returns `nil` if it does.
     ///
+    /// `body` is the request message as it arrived (a slice of its frame); the reply comes back serialized
+    /// once, ready to be framed in place (``ProtobufBuffer/responseFrame(id:)``).
+    ///
     /// Throws ``MentoryError/unknownMethod(namespace:method:)`` for a method without a route,
     /// and whatever the handler throws.
-    func respondImmediately(method: String, body: Data, call: RequestContext) throws -> Data?
+    func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer?
 
     /// Answers a call, suspending if its route does.
-    nonisolated(nonsending) func respond(method: String, body: Data, call: RequestContext) async throws -> Data
+    nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
+        -> ProtobufBuffer
 
     /// Takes `topic`'s snapshot: the body of snapshot and reset events.
     nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data
@@ -94,7 +99,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
             publisher: self.publisher)
     }
 
-    package func respondImmediately(method: String, body: Data, call: RequestContext) throws -> Data? {
+    package func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
         switch self.routes[method] {
         case .immediate(let respond):
             return try respond(body, call, self.context)
@@ -105,8 +110,8 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         }
     }
 
-    package nonisolated(nonsending) func respond(method: String, body: Data, call: RequestContext) async throws
-        -> Data
+    package nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
+        -> ProtobufBuffer
     {
         switch self.routes[method] {
         case .immediate(let respond):

@@ -2,6 +2,7 @@ import Configuration
 import Logging
 import MentoryHandlerKit
 import MentoryWire
+import NIOCore
 import SwiftProtobuf
 
 #if canImport(FoundationEssentials)
@@ -91,7 +92,8 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         let call = RequestContext(
             requestID: self.nextRequestID, method: name, connection: connection,
             deadline: .now + timeout, logger: self.logger)
-        return try await hosted.respond(method: name, body: body, call: call)
+        let reply = try await hosted.respond(method: name, body: ByteBuffer(bytes: body), call: call)
+        return Data(reply.buffer.readableBytesView)
     }
 
     /// Whether `method` is answered without suspending, as the daemon's hot path needs.
@@ -103,7 +105,8 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         let call = RequestContext(
             requestID: 0, method: method.name, connection: .test(), deadline: .now + .seconds(30),
             logger: self.logger)
-        return try hosted.respondImmediately(method: method.name, body: request.wireBody(), call: call) != nil
+        let body = ByteBuffer(bytes: request.wireBody())
+        return try hosted.respondImmediately(method: method.name, body: body, call: call) != nil
     }
 
     /// The current state of `topic`, as a new subscriber's snapshot event carries it.

@@ -189,23 +189,28 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func handle(_ frame: ByteBuffer) {
-        let envelope: Mentory_V1_Envelope
+        let envelope: InboundEnvelope
         do {
-            envelope = try Mentory_V1_Envelope(frame: frame)
+            envelope = try InboundEnvelope(frame: frame)
         } catch {
             self.sendConnectionError(.malformedMessage(error.reason), closing: false)
             return
         }
-        switch envelope.kind {
-        case .hello(let hello):
-            self.handleHello(hello)
+        switch envelope {
         case .request(let request):
             self.handleRequest(request)
-        case .pluginReply(let reply):
-            self.handlePluginReply(reply)
-        default:
-            self.sendConnectionError(
-                .malformedMessage("clients send only Hello, Request and PluginReply"), closing: false)
+        case .other(let envelope):
+            switch envelope.kind {
+            case .hello(let hello):
+                self.handleHello(hello)
+            case .request(let request):
+                self.handleRequest(InboundRequest(request))
+            case .pluginReply(let reply):
+                self.handlePluginReply(reply)
+            default:
+                self.sendConnectionError(
+                    .malformedMessage("clients send only Hello, Request and PluginReply"), closing: false)
+            }
         }
     }
 
@@ -242,13 +247,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.sendWelcome(welcome)
     }
 
-    private func handleRequest(_ request: Mentory_V1_Request) {
+    private func handleRequest(_ request: InboundRequest) {
         guard self.phase == .open, let context = self.context else {
-            self.send(response: .failure(id: request.id, error: MentoryError.handshakeRequired.wireError))
+            var response = OutboundResponse.failure(id: request.id, error: MentoryError.handshakeRequired.wireError)
+            self.send(response: &response)
             return
         }
         guard self.inFlight[request.id] == nil else {
-            self.send(response: .failure(id: request.id, error: MentoryError.duplicateRequestID(request.id).wireError))
+            var response = OutboundResponse.failure(
+                id: request.id, error: MentoryError.duplicateRequestID(request.id).wireError)
+            self.send(response: &response)
             return
         }
         let id = self.id
@@ -256,7 +264,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         // A request whose handler does not suspend is answered here, on the event loop (the engine's
         // executor), with no task; the loop handling pending frames goes on with the next one. Behind a
         // request still in flight it waits its turn as a task instead, so requests start in the order sent.
-        let immediate: Mentory_V1_Response? =
+        var immediate: OutboundResponse? =
             self.inFlight.isEmpty
             ? self.engine.assumeIsolated { engine in
                 let response = engine.dispatchImmediately(request, from: id)
@@ -265,9 +273,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 }
                 return response
             } : nil
-        if let immediate {
+        // Taken out of the optional, so the reply's buffer has one owner when its frame headers are written.
+        if var response = immediate.take() {
             if self.phase != .closing {
-                self.send(response: immediate, method: "\(request.namespace).\(request.method)")
+                self.send(response: &response, method: "\(request.namespace).\(request.method)")
             }
             return
         }
@@ -276,7 +285,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.onEngine { engine in
             let response = await engine.dispatch(request, from: id)
             engine.recordRequest(request, response, duration: ContinuousClock.now - received)
-            handler.value.finish(response)
+            handler.value.finish(consume response)
         }
     }
 
@@ -289,10 +298,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.onEngine { engine in engine.pluginReply(reply, from: id) }
     }
 
-    private func finish(_ response: Mentory_V1_Response) {
+    private func finish(_ response: consuming OutboundResponse) {
         let method = self.inFlight.removeValue(forKey: response.id) ?? "?"
         if self.phase != .closing {
-            self.send(response: response, method: method)
+            self.send(response: &response, method: method)
         }
         self.resume()
     }
@@ -362,10 +371,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func send(response: Mentory_V1_Response, method: @autoclosure () -> String = "?") {
-        var envelope = Mentory_V1_Envelope()
-        envelope.response = response
-        switch ServerFrameEncoder.encode(envelope, maxFrameLength: self.configuration.maxFrameLength) {
+    /// Sends `response`, taking its reply body out of it to frame in place.
+    private func send(response: inout OutboundResponse, method: @autoclosure () -> String = "?") {
+        switch ServerFrameEncoder.encode(&response, maxFrameLength: self.configuration.maxFrameLength) {
         case .success(let frame):
             self.write(frame)
         case .failure(let oversized):

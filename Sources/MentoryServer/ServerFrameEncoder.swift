@@ -36,6 +36,28 @@ enum ServerFrameEncoder {
         return .success(buffer)
     }
 
+    /// The response as one frame, or ``OversizedFrame`` if its payload exceeds `maxFrameLength`.
+    ///
+    /// A reply's body is taken out of `response` and framed where it was serialized: its headers go into the
+    /// room left in front of it (``ProtobufBuffer/responseFrame(id:)``), so it is not copied as long as
+    /// `response` held the only reference to it. An error response is encoded as any other envelope.
+    static func encode(_ response: inout OutboundResponse, maxFrameLength: Int) -> Result<ByteBuffer, OversizedFrame> {
+        guard let body = response.takeBody() else {
+            var envelope = Mentory_V1_Envelope()
+            envelope.response = response.wireResponse
+            return Self.encode(envelope, maxFrameLength: maxFrameLength)
+        }
+        // The same checks, with the same figures, as for an envelope: the body alone, then the whole payload.
+        guard body.count <= maxFrameLength else {
+            return .failure(OversizedFrame(length: body.count, maximum: maxFrameLength))
+        }
+        let payloadLength = body.responsePayloadLength(id: response.id)
+        guard payloadLength <= maxFrameLength else {
+            return .failure(OversizedFrame(length: payloadLength, maximum: maxFrameLength))
+        }
+        return .success((consume body).responseFrame(id: response.id))
+    }
+
     /// Encodes a small server message (an error response or connection error), shortening its error
     /// message until it fits when the frame limit is very small.
     static func encodeBounded(_ envelope: Mentory_V1_Envelope, maxFrameLength: Int) -> ByteBuffer {

@@ -14,6 +14,7 @@
 // frames in the same order, then the same ending (clean, frame too large, or truncated). Every
 // frame must be at most the maximum, and every frame that decodes as an `Envelope` must carry a
 // message and survive a serialize/decode round trip and a `writeFrame`/`nextFrame` round trip.
+// The daemon's own request reader (`InboundEnvelope`) must make of every frame what SwiftProtobuf makes.
 //
 // Allocation "per the length field": the script runs the target with `-malloc_limit_mb`, so a
 // decoder that reserved what a hostile 4 GiB prefix announces would be reported as a crash.
@@ -183,10 +184,49 @@ private func decodeInChannel(_ stream: [UInt8], reads: [Int], maximum: Int) -> (
     }
 }
 
+/// Checks that the daemon's own reader, `InboundEnvelope(frame:)`, makes of one frame what SwiftProtobuf makes
+/// of it: the same refusal, the same request (its body a slice of the frame), or the same other envelope.
+private func checkInbound(_ frame: ByteBuffer) {
+    let reference: Result<Mentory_V1_Envelope, MalformedMessageError>
+    do {
+        reference = .success(try Mentory_V1_Envelope(frame: frame))
+    } catch {
+        reference = .failure(error)
+    }
+    let inbound: InboundEnvelope
+    do {
+        inbound = try InboundEnvelope(frame: frame)
+    } catch {
+        guard case .failure(let expected) = reference, expected.reason == error.reason else {
+            fail("InboundEnvelope refused what SwiftProtobuf makes \(reference): \(error.reason)")
+        }
+        return
+    }
+    guard case .success(let envelope) = reference else {
+        fail("InboundEnvelope accepted what SwiftProtobuf refuses: \(reference)")
+    }
+    switch inbound {
+    case .request(let request):
+        // Field by field: SwiftProtobuf keeps unknown fields, which the daemon's reader skips.
+        guard case .request(let expected) = envelope.kind, request.id == expected.id,
+            request.namespace == expected.namespace, request.method == expected.method,
+            request.timeoutMs == expected.timeoutMs, request.body.readableBytesView.elementsEqual(expected.body)
+        else {
+            fail("InboundEnvelope read a request where SwiftProtobuf reads \(envelope)")
+        }
+    case .other(let other):
+        guard other == envelope, other.kind != nil else {
+            fail("InboundEnvelope read \(other) where SwiftProtobuf reads \(envelope)")
+        }
+        if case .request = other.kind { fail("InboundEnvelope left a request as another kind") }
+    }
+}
+
 /// Checks what `Envelope(frame:)` makes of one frame.
 private func checkEnvelope(_ payload: [UInt8]) {
     var frame = ByteBuffer()
     frame.writeBytes(payload)
+    checkInbound(frame)
     let envelope: Mentory_V1_Envelope
     do {
         envelope = try Mentory_V1_Envelope(frame: frame)

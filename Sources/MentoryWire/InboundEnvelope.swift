@@ -1,0 +1,247 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import NIOCore
+import SwiftProtobuf
+
+/// A request as the daemon reads it from a frame: its fields decoded, its body left in the frame's buffer.
+public struct InboundRequest: Sendable {
+    /// The request's id, echoed in its response.
+    public var id: UInt64
+    /// The namespace called, e.g. `session`.
+    public var namespace: String
+    /// The method called, e.g. `ping`.
+    public var method: String
+    /// The caller's deadline in milliseconds; 0 means the daemon's default.
+    public var timeoutMs: UInt32
+    /// The method's serialized request message: a slice of the frame it arrived in, not a copy.
+    public var body: ByteBuffer
+
+    /// A request with these fields.
+    public init(id: UInt64, namespace: String, method: String, timeoutMs: UInt32 = 0, body: ByteBuffer) {
+        self.id = id
+        self.namespace = namespace
+        self.method = method
+        self.timeoutMs = timeoutMs
+        self.body = body
+    }
+
+    /// The request `request` carries; its body is copied once into a buffer.
+    public init(_ request: Mentory_V1_Request) {
+        self.init(
+            id: request.id, namespace: request.namespace, method: request.method, timeoutMs: request.timeoutMs,
+            body: ByteBuffer(bytes: request.body))
+    }
+
+    /// The request as a generated message; its body is copied into `Data`.
+    public var wireRequest: Mentory_V1_Request {
+        var request = Mentory_V1_Request()
+        request.id = self.id
+        request.namespace = self.namespace
+        request.method = self.method
+        request.timeoutMs = self.timeoutMs
+        request.body = Data(self.body.readableBytesView)
+        return request
+    }
+}
+
+/// An envelope a peer sent, read for the hot path: a `Request` (the common case) with its body left in the
+/// frame, anything else decoded by SwiftProtobuf as a whole.
+public enum InboundEnvelope: Sendable {
+    /// A request.
+    case request(InboundRequest)
+    /// Any other message (`hello`, `plugin_reply`, or a kind clients do not send); its `kind` is never `nil`.
+    case other(Mentory_V1_Envelope)
+
+    /// Reads one frame's payload.
+    ///
+    /// A frame holding a request is read by a bounds-checked reader that leaves the body in `frame`; it
+    /// accepts exactly what SwiftProtobuf accepts, with the same values. Every other frame, and every frame
+    /// that reader does not take (malformed, or using a rare encoding such as a group among the unknown fields),
+    /// is decoded by SwiftProtobuf, so what is refused is refused with SwiftProtobuf's own reason.
+    public init(frame: ByteBuffer) throws(MalformedMessageError) {
+        if let request = RequestFrameReader.read(frame) {
+            self = .request(request)
+            return
+        }
+        let envelope = try Mentory_V1_Envelope(frame: frame)
+        if case .request(let request) = envelope.kind {
+            self = .request(InboundRequest(request))
+        } else {
+            self = .other(envelope)
+        }
+    }
+}
+
+/// Reads an `Envelope` whose message is a `Request` straight from a frame, mirroring SwiftProtobuf's binary
+/// decoder (1.39): it returns `nil` for everything it does not take, and ``InboundEnvelope`` then asks
+/// SwiftProtobuf, which decides.
+///
+/// What it takes, as protobuf does: fields in any order; unknown fields (wire types varint, fixed64,
+/// length-delimited and fixed32) skipped; a known field with another wire type skipped as an unknown one;
+/// a field given twice taking its later value; the `request` field given twice merged. What it leaves to
+/// SwiftProtobuf: any other `Envelope` kind anywhere in the frame, groups, and everything malformed
+/// (varints of more than ten bytes, tags SwiftProtobuf refuses, lengths past the end, invalid UTF-8).
+enum RequestFrameReader {
+    private struct Fields {
+        var id: UInt64 = 0
+        var namespace = ""
+        var method = ""
+        var timeoutMs: UInt32 = 0
+        /// The body's offset and length within the frame's readable bytes.
+        var body: (offset: Int, length: Int) = (0, 0)
+    }
+
+    static func read(_ frame: ByteBuffer) -> InboundRequest? {
+        let fields: Fields? = frame.withUnsafeReadableBytes { bytes in
+            var cursor = Cursor(bytes: bytes, index: 0, end: bytes.count)
+            var fields: Fields?
+            while cursor.index < cursor.end {
+                guard let (number, wireType) = cursor.tag() else { return nil }
+                switch (number, wireType) {
+                case (3, WireType.lengthDelimited):
+                    guard let range = cursor.fieldBody() else { return nil }
+                    var request = fields ?? Fields()
+                    guard Self.readRequest(bytes, range, into: &request) else { return nil }
+                    fields = request
+                case (1...8, WireType.lengthDelimited):
+                    // Another kind of envelope, now or before a request that replaces it: SwiftProtobuf's case.
+                    return nil
+                default:
+                    guard cursor.skip(wireType) else { return nil }
+                }
+            }
+            return fields
+        }
+        guard let fields,
+            let body = frame.getSlice(at: frame.readerIndex + fields.body.offset, length: fields.body.length)
+        else { return nil }
+        return InboundRequest(
+            id: fields.id, namespace: fields.namespace, method: fields.method, timeoutMs: fields.timeoutMs, body: body)
+    }
+
+    private static func readRequest(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, into fields: inout Fields)
+        -> Bool
+    {
+        var cursor = Cursor(bytes: bytes, index: range.lowerBound, end: range.upperBound)
+        while cursor.index < cursor.end {
+            guard let (number, wireType) = cursor.tag() else { return false }
+            switch (number, wireType) {
+            case (1, WireType.varint):
+                guard let id = cursor.varint() else { return false }
+                fields.id = id
+            case (2, WireType.lengthDelimited):
+                guard let range = cursor.fieldBody(), let namespace = Self.string(bytes, range) else { return false }
+                fields.namespace = namespace
+            case (3, WireType.lengthDelimited):
+                guard let range = cursor.fieldBody(), let method = Self.string(bytes, range) else { return false }
+                fields.method = method
+            case (4, WireType.lengthDelimited):
+                guard let range = cursor.fieldBody() else { return false }
+                fields.body = (range.lowerBound, range.count)
+            case (5, WireType.varint):
+                guard let timeout = cursor.varint() else { return false }
+                fields.timeoutMs = UInt32(truncatingIfNeeded: timeout)
+            default:
+                guard cursor.skip(wireType) else { return false }
+            }
+        }
+        return true
+    }
+
+    /// The UTF-8 string in `range`, or `nil` if it is not valid UTF-8.
+    private static func string(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String? {
+        String(validating: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+    }
+}
+
+/// Protobuf wire types.
+private enum WireType {
+    static let varint: UInt8 = 0
+    static let fixed64: UInt8 = 1
+    static let lengthDelimited: UInt8 = 2
+    static let fixed32: UInt8 = 5
+}
+
+/// A position in a message's bytes, never past `end`. Every read returns `nil` (or `false`) where
+/// SwiftProtobuf's binary decoder would throw, or where this reader leaves the decision to it.
+private struct Cursor {
+    let bytes: UnsafeRawBufferPointer
+    var index: Int
+    let end: Int
+
+    /// The next field's number and wire type, as SwiftProtobuf reads a tag: at most five bytes, the fifth at
+    /// most 15, field number not 0, wire type 0-5. Groups (wire types 3 and 4) are left to SwiftProtobuf.
+    mutating func tag() -> (number: Int, wireType: UInt8)? {
+        let first = self.bytes[self.index]
+        let wireType = first & 7
+        guard
+            wireType == WireType.varint || wireType == WireType.fixed64 || wireType == WireType.lengthDelimited
+                || wireType == WireType.fixed32
+        else { return nil }
+        var number = Int(first & 0x7f) >> 3
+        var position = self.index + 1
+        var byte = first
+        var shift = 4
+        while byte & 0x80 != 0 {
+            guard position < self.end, position - self.index < 5 else { return nil }
+            byte = self.bytes[position]
+            position += 1
+            if position - self.index == 5, byte > 15 { return nil }
+            number |= Int(byte & 0x7f) << shift
+            shift += 7
+        }
+        guard number != 0 else { return nil }
+        self.index = position
+        return (number, wireType)
+    }
+
+    /// A varint as SwiftProtobuf reads one: at most ten bytes, the bits past 64 dropped.
+    mutating func varint() -> UInt64? {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        var position = self.index
+        while true {
+            guard position < self.end, shift <= 63 else { return nil }
+            let byte = self.bytes[position]
+            position += 1
+            value |= UInt64(byte & 0x7f) &<< shift
+            if byte & 0x80 == 0 {
+                self.index = position
+                return value
+            }
+            shift += 7
+        }
+    }
+
+    /// The range of a length-delimited field's body (string, bytes or message): under 2 GiB and within `end`.
+    mutating func fieldBody() -> Range<Int>? {
+        guard let length = self.varint(), length < 0x7fff_ffff, length <= UInt64(self.end - self.index) else {
+            return nil
+        }
+        let start = self.index
+        self.index += Int(length)
+        return start..<self.index
+    }
+
+    /// Skips an unknown field's value.
+    mutating func skip(_ wireType: UInt8) -> Bool {
+        switch wireType {
+        case WireType.varint:
+            return self.varint() != nil
+        case WireType.fixed64, WireType.fixed32:
+            let size = wireType == WireType.fixed64 ? 8 : 4
+            guard self.end - self.index >= size else { return false }
+            self.index += size
+            return true
+        case WireType.lengthDelimited:
+            guard let length = self.varint(), length <= UInt64(self.end - self.index) else { return false }
+            self.index += Int(length)
+            return true
+        default:
+            return false
+        }
+    }
+}

@@ -1,0 +1,174 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import NIOCore
+import SwiftProtobuf
+
+/// Bytes in a `ByteBuffer` that SwiftProtobuf decodes from and serializes into directly, without
+/// going through `Data` or `[UInt8]`.
+///
+/// Wrapping a buffer (``init(_:)``) costs nothing: the bytes stay where they are, for example a request
+/// body still inside the frame it arrived in. A message serialized into this type
+/// (`try message.serializedBytes() as ProtobufBuffer`) is written once into a new buffer that keeps
+/// ``headroom`` free bytes in front of it, so that a frame's length prefix and its `Envelope` and
+/// `Response` headers can be written there (``responseFrame(id:)``) and the message is never copied.
+public struct ProtobufBuffer: SwiftProtobufContiguousBytes, Sendable {
+    /// Free bytes kept in front of a serialized message: room for the largest headers of a response
+    /// frame (a 4-byte length prefix, then the `Envelope.response`, `Response.id` and `Response.body`
+    /// tags and varints: at most 4 + 1 + 5 + 1 + 10 + 1 + 5 = 27 bytes).
+    public static let headroom = 27
+
+    private static let allocator = ByteBufferAllocator()
+
+    /// The bytes: the buffer's readable bytes.
+    public var buffer: ByteBuffer
+
+    /// Wraps `buffer`'s readable bytes without copying them.
+    public init(_ buffer: ByteBuffer) {
+        self.buffer = buffer
+    }
+
+    /// `count` bytes of value `repeating`, after ``headroom`` free bytes; SwiftProtobuf serializes into this.
+    public init(repeating: UInt8, count: Int) {
+        var buffer = Self.allocator.buffer(capacity: Self.headroom + count)
+        buffer.moveWriterIndex(forwardBy: Self.headroom)
+        buffer.moveReaderIndex(forwardBy: Self.headroom)
+        buffer.writeRepeatingByte(repeating, count: count)
+        self.buffer = buffer
+    }
+
+    /// The bytes of `sequence`, after ``headroom`` free bytes.
+    public init<S: Sequence>(_ sequence: S) where S.Element == UInt8 {
+        var buffer = Self.allocator.buffer(capacity: Self.headroom + sequence.underestimatedCount)
+        buffer.moveWriterIndex(forwardBy: Self.headroom)
+        buffer.moveReaderIndex(forwardBy: Self.headroom)
+        buffer.writeBytes(sequence)
+        self.buffer = buffer
+    }
+
+    /// The number of bytes.
+    public var count: Int { self.buffer.readableBytes }
+
+    /// Calls `body` with the bytes.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try self.buffer.withUnsafeReadableBytes(body)
+    }
+
+    /// Calls `body` with the bytes, writable.
+    public mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        try self.buffer.withUnsafeMutableReadableBytes(body)
+    }
+}
+
+extension ProtobufBuffer {
+    /// The length of the payload of the frame ``responseFrame(id:)`` makes: a serialized
+    /// `Envelope { response: Response { id, body } }` whose body is these bytes.
+    public func responsePayloadLength(id: UInt64) -> Int {
+        let response = Self.responseLength(id: id, bodyLength: self.count)
+        return 1 + Varint.size(UInt64(response)) + response
+    }
+
+    private static func responseLength(id: UInt64, bodyLength: Int) -> Int {
+        (id == 0 ? 0 : 1 + Varint.size(id)) + 1 + Varint.size(UInt64(bodyLength)) + bodyLength
+    }
+
+    /// One length-prefixed frame carrying `Envelope { response: Response { id, body } }` with these bytes as
+    /// the body, byte for byte what SwiftProtobuf serializes for that envelope.
+    ///
+    /// The headers are written into the free bytes in front of the body when there are enough of them and the
+    /// buffer is not shared (a message serialized into this type); otherwise the body is copied once into a new
+    /// buffer.
+    public consuming func responseFrame(id: UInt64) -> ByteBuffer {
+        let bodyLength = self.count
+        let response = Self.responseLength(id: id, bodyLength: bodyLength)
+        let payload = 1 + Varint.size(UInt64(response)) + response
+        let headerLength = WireProtocol.lengthPrefixSize + payload - bodyLength
+        if self.buffer.readerIndex < headerLength {
+            var copy = Self.allocator.buffer(capacity: headerLength + bodyLength)
+            copy.moveWriterIndex(forwardBy: headerLength)
+            copy.moveReaderIndex(forwardBy: headerLength)
+            copy.writeImmutableBuffer(self.buffer)
+            self.buffer = copy
+        }
+        let start = self.buffer.readerIndex - headerLength
+        var index = start
+        index += self.buffer.setInteger(UInt32(payload), at: index)
+        index += self.buffer.setInteger(UInt8(0x22), at: index)  // Envelope.response = 4, length-delimited
+        index += Varint.set(UInt64(response), in: &self.buffer, at: index)
+        if id != 0 {
+            index += self.buffer.setInteger(UInt8(0x08), at: index)  // Response.id = 1, varint
+            index += Varint.set(id, in: &self.buffer, at: index)
+        }
+        index += self.buffer.setInteger(UInt8(0x12), at: index)  // Response.body = 2, length-delimited
+        index += Varint.set(UInt64(bodyLength), in: &self.buffer, at: index)
+        assert(index == self.buffer.readerIndex)
+        self.buffer.moveReaderIndex(to: start)
+        return self.buffer
+    }
+}
+
+/// Protobuf base-128 varints.
+enum Varint {
+    /// The number of bytes `value` takes as a varint.
+    static func size(_ value: UInt64) -> Int {
+        value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
+    }
+
+    /// Writes `value` as a varint at `index`; returns the number of bytes written.
+    static func set(_ value: UInt64, in buffer: inout ByteBuffer, at index: Int) -> Int {
+        var value = value
+        var offset = 0
+        while value >= 0x80 {
+            offset += buffer.setInteger(UInt8(truncatingIfNeeded: value) | 0x80, at: index + offset)
+            value >>= 7
+        }
+        offset += buffer.setInteger(UInt8(value), at: index + offset)
+        return offset
+    }
+}
+
+/// A response as the daemon sends it: the reply message serialized once into a ``ProtobufBuffer``, or an error.
+///
+/// The reply's bytes go into the frame where they are (``ProtobufBuffer/responseFrame(id:)``): take them
+/// with ``takeBody()`` from the only copy of the response, so that the buffer is not shared when its headers
+/// are written.
+public struct OutboundResponse: Sendable {
+    /// The id of the request answered.
+    public var id: UInt64
+    /// The serialized reply, when the request succeeded.
+    public private(set) var body: ProtobufBuffer?
+    /// The error, when it failed.
+    public private(set) var error: Mentory_V1_Error?
+
+    /// A successful response carrying the serialized reply `body`.
+    public static func success(id: UInt64, body: consuming ProtobufBuffer) -> Self {
+        Self(id: id, body: body, error: nil)
+    }
+
+    /// A failed response.
+    public static func failure(id: UInt64, error: Mentory_V1_Error) -> Self {
+        Self(id: id, body: nil, error: error)
+    }
+
+    /// The wire error code: 0 for a success.
+    public var code: UInt32 { self.error?.code ?? 0 }
+
+    /// The serialized reply's length in bytes; 0 for an error.
+    public var bodyLength: Int { self.body?.count ?? 0 }
+
+    /// Moves the reply's bytes out of the response, which keeps only its id and error.
+    public mutating func takeBody() -> ProtobufBuffer? {
+        self.body.take()
+    }
+
+    /// The response as a generated message; the body is copied into `Data`.
+    public var wireResponse: Mentory_V1_Response {
+        if let error = self.error {
+            return .failure(id: self.id, error: error)
+        }
+        let body = self.body.map { Data($0.buffer.readableBytesView) } ?? Data()
+        return .success(id: self.id, body: body)
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import MentoryWire
+import NIOCore
+import SwiftProtobuf
+import Testing
+
+@Suite("Protobuf bytes in a ByteBuffer")
+struct ProtobufBufferTests {
+    static let ids: [UInt64] = [0, 1, 127, 128, 16_383, 16_384, UInt64(UInt32.max), .max]
+    static let bodyLengths = [0, 1, 127, 128, 300, 16_384, 2_097_152]
+
+    @Test("a response frame written into the headroom is byte for byte what SwiftProtobuf writes", arguments: ids)
+    func responseFrame(_ id: UInt64) throws {
+        for length in Self.bodyLengths {
+            let reply = Google_Protobuf_BytesValue(Data((0..<length).map { UInt8(truncatingIfNeeded: $0) }))
+            let body: ProtobufBuffer = try reply.serializedBytes()
+            #expect(body.count == (try reply.serializedBytes() as [UInt8]).count)
+            var envelope = Mentory_V1_Envelope()
+            envelope.response = .success(id: id, body: try reply.serializedData())
+            var expected = ByteBuffer()
+            expected.writeFrame(envelope)
+            let payloadLength = body.responsePayloadLength(id: id)
+            let storage = body.buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+            let bodyCount = body.count
+            let frame = (consume body).responseFrame(id: id)
+            #expect(frame == expected, "id \(id), body of \(length) bytes")
+            #expect(payloadLength == expected.readableBytes - WireProtocol.lengthPrefixSize)
+            // Written in place: the frame's body is where the message was serialized.
+            let frameBody = frame.withUnsafeReadableBytes {
+                UInt(bitPattern: $0.baseAddress) + UInt(frame.readableBytes - bodyCount)
+            }
+            #expect(frameBody == storage, "id \(id), body of \(length) bytes was copied")
+        }
+    }
+
+    @Test("bytes without headroom are copied once into a frame that is still correct")
+    func withoutHeadroom() {
+        let body = ProtobufBuffer(ByteBuffer(bytes: [0x08, 0x01]))
+        var envelope = Mentory_V1_Envelope()
+        envelope.response = .success(id: 9, body: Data([0x08, 0x01]))
+        var expected = ByteBuffer()
+        expected.writeFrame(envelope)
+        #expect(body.responseFrame(id: 9) == expected)
+    }
+
+    @Test("a message decodes from a slice of a buffer and round-trips")
+    func decode() throws {
+        var message = Mentory_V1_Hello()
+        message.protocolVersion = 3
+        message.clientName = "bytes"
+        let bytes: ProtobufBuffer = try message.serializedBytes()
+        var buffer = ByteBuffer(bytes: [1, 2, 3])
+        buffer.writeImmutableBuffer(bytes.buffer)
+        buffer.moveReaderIndex(forwardBy: 3)
+        #expect(try Mentory_V1_Hello(serializedBytes: ProtobufBuffer(buffer)) == message)
+        #expect(ProtobufBuffer([1, 2, 3]).count == 3)
+        #expect(
+            ProtobufBuffer(repeating: 4, count: 5).buffer.readableBytesView.elementsEqual(repeatElement(4, count: 5)))
+    }
+}
