@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
-#   0. the generated code is what the schema generates (scripts/generate-protos.sh --check)
+#   0. the generated code is what the schema generates (scripts/generate-protos.sh --check), and the
+#      benchmarks' C load generators compile
 #   1. unit and end-to-end tests (debug build)
 #   2. the Python client's pytest suite against the real daemon, release build, as install.sh ships it
 #      (scripts/test-python.sh), and the example handler package, built, tested and answering calls
@@ -23,6 +24,15 @@ scripts/install-deps.sh
 
 section "generated code is current"
 scripts/generate-protos.sh --check
+
+# Benchmarks are not tests, but their C load generators must keep compiling against the protocol.
+section "benchmark load generators compile"
+c_compiler=$(command -v cc || command -v clang)
+for program in loadgen fanout; do
+  "$c_compiler" -O2 -Wall -Wextra -Werror -fsyntax-only "Benchmarks/loadgen/$program.c"
+done
+"$c_compiler" -O2 -Wall -Wextra -Werror -fsyntax-only Benchmarks/loadgen/wire.c Benchmarks/loadgen/net.c \
+  Benchmarks/loadgen/echo-server.c Benchmarks/loadgen/readytime.c
 
 section "unit and end-to-end tests"
 swift build --build-tests
