@@ -66,9 +66,21 @@ final class RawConnection {
     /// Writes the frames of `envelopes` in one go; returns how many bytes the daemon took.
     @discardableResult
     func send(_ envelopes: [Mentory_V1_Envelope]) -> Int {
+        self.send(frames: Self.frames(envelopes))
+    }
+
+    /// Writes bytes already framed (``frames(_:)``) in one go; returns how many bytes the daemon took.
+    @discardableResult
+    func send(frames: [UInt8]) -> Int {
+        self.write(frames)
+    }
+
+    /// The frames of `envelopes`, one after another: encode a large batch before connecting, so that
+    /// a slow encoding (a debug build under ThreadSanitizer) cannot outlast the handshake timeout.
+    static func frames(_ envelopes: [Mentory_V1_Envelope]) -> [UInt8] {
         var buffer = ByteBuffer()
         for envelope in envelopes { buffer.writeFrame(envelope) }
-        return self.write(Array(buffer.readableBytesView))
+        return Array(buffer.readableBytesView)
     }
 
     func hello(version: UInt32 = WireProtocol.version) throws -> Mentory_V1_Envelope {

@@ -84,15 +84,17 @@ struct TransportLimitTests {
             "MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_LIMITS_SHUTDOWN_DRAIN_SECONDS": "1",
         ])
         defer { daemon.removeFiles() }
-        let peer = try nonReadingPeer(daemon)
         var hello = Mentory_V1_Hello()
         hello.protocolVersion = WireProtocol.version
         hello.clientName = "never-reads"
         var envelope = Mentory_V1_Envelope()
         envelope.hello = hello
         // 50,000 pings: about 1 MB of replies that are never read, more than the socket buffers hold, so
-        // the closing SHUTTING_DOWN error queued behind them can never be written.
-        _ = peer.send([envelope] + (1...50_000).map { ping(id: UInt64($0)) })
+        // the closing SHUTTING_DOWN error queued behind them can never be written. Encoded before the
+        // connection opens, so that its Hello arrives well within the handshake timeout.
+        let frames = RawConnection.frames([envelope] + (1...50_000).map { ping(id: UInt64($0)) })
+        let peer = try nonReadingPeer(daemon)
+        _ = peer.send(frames: frames)
         let client = try await daemon.client()
         try await client.ping()
         await client.close()
