@@ -9,6 +9,7 @@
     import Darwin
 #endif
 import MentoryWire
+import NIOCore
 import SwiftProtobuf
 
 /// A connection to mentoryd for one request at a time, made with plain blocking socket calls on the
@@ -260,14 +261,15 @@ struct Wait {
 /// After a failure that desynchronizes or ends the stream it is closed and remembers why.
 final class FrameStream {
     private var descriptor: Int32
-    private let maxFrameLength: Int
+    /// Splits the bytes read into frames, as the daemon's and the NIO client's pipelines do.
+    private let decoder: LengthPrefixedFrameDecoder
     /// Bytes read and not yet returned as frames: at most one frame plus one read.
-    private var buffer: [UInt8] = []
+    private var buffer = ByteBuffer()
     private var closeReason: MentoryClientError?
 
     private init(descriptor: Int32, maxFrameLength: Int) {
         self.descriptor = descriptor
-        self.maxFrameLength = maxFrameLength
+        self.decoder = LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)
     }
 
     var isOpen: Bool { self.descriptor >= 0 }
@@ -339,14 +341,14 @@ final class FrameStream {
         guard self.isOpen else {
             throw .connectionClosed(reason: "the connection closed before the call was sent")
         }
-        let frame = envelope.frameBytes()
-        var sent = 0
-        while sent < frame.count {
-            let written = frame.withUnsafeBytes { raw in
-                send(self.descriptor, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+        var frame = ByteBuffer()
+        frame.writeFrame(envelope)
+        while frame.readableBytes > 0 {
+            let written = frame.withUnsafeReadableBytes { raw in
+                send(self.descriptor, raw.baseAddress!, raw.count, Int32(MSG_NOSIGNAL))
             }
             if written >= 0 {
-                sent += written
+                frame.moveReaderIndex(forwardBy: written)
                 continue
             }
             let code = errno
@@ -366,22 +368,17 @@ final class FrameStream {
     func read(wait: Wait) throws(MentoryClientError) -> Mentory_V1_Envelope {
         if let closeReason = self.closeReason { throw closeReason }
         while true {
-            if let length = FrameLength.read(from: self.buffer) {
-                guard length <= self.maxFrameLength else {
-                    let error = FrameError.frameTooLarge(length: length, maximum: self.maxFrameLength)
-                    throw self.fail(.connectionClosed(reason: error.description))
-                }
-                let end = WireProtocol.lengthPrefixSize + length
-                if self.buffer.count >= end {
-                    let payload = self.buffer[WireProtocol.lengthPrefixSize..<end]
-                    let envelope: Mentory_V1_Envelope
-                    do {
-                        envelope = try Mentory_V1_Envelope(framePayload: payload)
-                    } catch {
-                        throw self.fail(.malformedReply(error.reason))
-                    }
-                    self.buffer.removeFirst(end)
-                    return envelope
+            let frame: ByteBuffer?
+            do {
+                frame = try self.decoder.nextFrame(from: &self.buffer)
+            } catch {
+                throw self.fail(.connectionClosed(reason: error.description))
+            }
+            if let frame {
+                do {
+                    return try Mentory_V1_Envelope(frame: frame)
+                } catch {
+                    throw self.fail(.malformedReply(error.reason))
                 }
             }
             try self.fill(wait: wait)
@@ -392,38 +389,34 @@ final class FrameStream {
     private func fill(wait: Wait) throws(MentoryClientError) {
         guard self.isOpen else { throw .connectionClosed(reason: "the connection was closed") }
         let chunk = BlockingMentoryConnection.readChunkSize
-        let start = self.buffer.count
-        self.buffer.append(contentsOf: repeatElement(0, count: chunk))
+        // What earlier frames took is dropped first: the buffer holds at most one frame plus one read.
+        self.buffer.discardReadBytes()
+        let descriptor = self.descriptor
         while true {
-            let count = self.buffer.withUnsafeMutableBytes { raw in
-                Glibc.read(self.descriptor, raw.baseAddress! + start, chunk)
+            var count = 0
+            var code: Int32 = 0
+            self.buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunk) { raw in
+                count = Glibc.read(descriptor, raw.baseAddress!, chunk)
+                code = errno
+                return max(count, 0)
             }
             if count > 0 {
-                self.buffer.removeLast(chunk - count)
                 return
             }
             if count == 0 {
-                self.buffer.removeLast(chunk)
-                guard self.buffer.isEmpty else {
+                guard self.buffer.readableBytes == 0 else {
                     throw self.fail(
                         .connectionClosed(
-                            reason: FrameError.truncatedFrame(bufferedBytes: self.buffer.count).description))
+                            reason: FrameError.truncatedFrame(bufferedBytes: self.buffer.readableBytes).description))
                 }
                 throw self.fail(.connectionClosed(reason: "the daemon closed the connection"))
             }
-            let code = errno
             switch code {
             case EINTR:
                 continue
             case EAGAIN, EWOULDBLOCK:
-                do throws(MentoryClientError) {
-                    try self.poll(for: Int16(POLLIN), wait: wait)
-                } catch {
-                    self.buffer.removeLast(chunk)
-                    throw error
-                }
+                try self.poll(for: Int16(POLLIN), wait: wait)
             default:
-                self.buffer.removeLast(chunk)
                 throw self.fail(
                     .connectionClosed(reason: Self.describe(errno: code, in: "read(descriptor:pointer:size:)")))
             }
@@ -463,7 +456,7 @@ final class FrameStream {
         guard self.descriptor >= 0 else { return }
         _ = Glibc.close(self.descriptor)
         self.descriptor = -1
-        self.buffer = []
+        self.buffer.clear()
     }
 
     /// The way NIO's `IOError` describes a failed system call, so both clients word failures alike.
