@@ -164,18 +164,12 @@ public final class BlockingMentoryConnection {
         let wait = Wait(limit: limit)
         self.nextRequestID += 1
         let id = self.nextRequestID
-        var request = Mentory_V1_Request()
-        request.id = id
-        request.namespace = namespace
-        request.method = method
-        request.body = body
-        if let limit {
-            // As MentoryClient does: the daemon fails the call with DEADLINE_EXCEEDED once nobody waits.
-            let milliseconds = limit.components.seconds * 1000 + limit.components.attoseconds / 1_000_000_000_000_000
-            request.timeoutMs = UInt32(clamping: max(1, milliseconds))
-        }
         var envelope = Mentory_V1_Envelope()
-        envelope.request = request
+        envelope.request = CallCoding.request(
+            id: id, namespace: namespace, method: method, body: body,
+            timeoutNanoseconds: limit.map {
+                $0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000
+            })
         try self.stream.write(envelope, wait: wait)
         while true {
             let envelope = try self.stream.read(wait: wait)
@@ -206,18 +200,8 @@ public final class BlockingMentoryConnection {
         replying: Reply.Type = Reply.self,
         timeout: Duration? = nil
     ) throws(MentoryClientError) -> Reply {
-        let body: Data
-        do {
-            body = try request.serializedData()
-        } catch {
-            throw .malformedReply("cannot serialize the request: \(error)")
-        }
-        let reply = try self.call(namespace, method, body: body, timeout: timeout)
-        do {
-            return try Reply(serializedBytes: reply)
-        } catch {
-            throw .malformedReply("the reply is not a \(Reply.protoMessageName): \(error)")
-        }
+        let reply = try self.call(namespace, method, body: try CallCoding.body(of: request), timeout: timeout)
+        return try CallCoding.reply(reply, as: Reply.self)
     }
 
     /// Calls a method the schema declares, e.g. `connection.call(MentorySchema.Diary.get, request)`.

@@ -145,18 +145,8 @@ final class ClientChannelHandler: ChannelDuplexHandler {
                 promise?.succeed()
                 return
             }
-            var request = Mentory_V1_Request()
-            request.id = id
-            request.namespace = namespace
-            request.method = method
-            request.body = body
-            if let timeout {
-                // The daemon is told when the answer stops being useful: it fails the call with
-                // DEADLINE_EXCEEDED then (a plugin call, a handler that checks its deadline) rather than
-                // working for a caller that has gone.
-                request.timeoutMs = UInt32(clamping: max(1, timeout.nanoseconds / 1_000_000))
-            }
-            envelope.request = request
+            envelope.request = CallCoding.request(
+                id: id, namespace: namespace, method: method, body: body, timeoutNanoseconds: timeout?.nanoseconds)
             var entry = Pending(promise: reply)
             if let timeout {
                 let handler = NIOLoopBound(self, eventLoop: context.eventLoop)

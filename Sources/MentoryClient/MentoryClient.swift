@@ -214,18 +214,8 @@ public final class MentoryClient: Sendable {
         replying: Reply.Type = Reply.self,
         timeout: Duration? = nil
     ) async throws(MentoryClientError) -> Reply {
-        let body: Data
-        do {
-            body = try request.serializedData()
-        } catch {
-            throw .malformedReply("cannot serialize the request: \(error)")
-        }
-        let reply = try await self.call(namespace, method, body: body, timeout: timeout)
-        do {
-            return try Reply(serializedBytes: reply)
-        } catch {
-            throw .malformedReply("the reply is not a \(Reply.protoMessageName): \(error)")
-        }
+        let reply = try await self.call(namespace, method, body: try CallCoding.body(of: request), timeout: timeout)
+        return try CallCoding.reply(reply, as: Reply.self)
     }
 
     /// Calls a method the schema declares, e.g. `client.call(MentorySchema.Diary.add, request)`; the
