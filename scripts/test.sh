@@ -20,6 +20,21 @@ quick=0
 
 section() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
 
+# A failing run's cause is printed again at the end of the output, because a CI log is often read only from its
+# tail: Swift Testing reports each failed expectation where it happens, among hundreds of lines of progress.
+logs=$(mktemp -d "${TMPDIR:-/tmp}/mentoryd-test-logs.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+swift_test() {
+  local log="$logs/swift-test.log" status=0
+  swift test "$@" 2>&1 | tee "$log" || status=$?
+  if [ $status -ne 0 ]; then
+    printf '\n==> swift test %s failed (exit %d); the failures again:\n' "$*" "$status"
+    grep -E -A4 '✘ Test .*(recorded an issue|failed)|error:|Fatal error|Thread Sanitizer|WARNING: ThreadSanitizer' \
+      "$log" | grep -v '^--$' | head -200 || true
+  fi
+  return $status
+}
+
 scripts/install-deps.sh
 
 section "generated code is current"
@@ -36,7 +51,7 @@ done
 
 section "unit and end-to-end tests"
 swift build --build-tests
-swift test --skip-build
+swift_test --skip-build
 [ $quick -eq 1 ] && exit 0
 
 # The optimized build is what users run, and the optimizer is where a miscompile shows up (the
@@ -54,7 +69,7 @@ scripts/test-example.sh --bin-dir "$(swift build --show-bin-path)"
 section "ThreadSanitizer"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} \
-  swift test --skip-build --sanitize=thread --scratch-path .build-tsan
+  swift_test --skip-build --sanitize=thread --scratch-path .build-tsan
 
 section "fuzzing, ${MENTORYD_FUZZ_SECONDS:-30} s per target"
 scripts/fuzz.sh "${MENTORYD_FUZZ_SECONDS:-30}"
