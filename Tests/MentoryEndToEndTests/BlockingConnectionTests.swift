@@ -183,7 +183,8 @@ struct BlockingConnectionPeerTests {
             do throws(MentoryClientError) {
                 // The handshake gets the default 30 s: the peer answers it, but under ThreadSanitizer with both
                 // cores busy that can take longer than the calls' short limit.
-                let connection = try BlockingMentoryConnection.connect(socketPath: socketPath, clientName: "blocking-tests")
+                let connection = try BlockingMentoryConnection.connect(
+                    socketPath: socketPath, clientName: "blocking-tests")
                 var errors: [MentoryClientError] = []
                 for _ in 0..<2 {
                     do throws(MentoryClientError) {
