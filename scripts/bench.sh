@@ -91,9 +91,11 @@ for tool in taskset cc; do
 done
 
 release="$root/.build/release"
-# mentoryd and mentoryctl as scripts/install.sh ships them: the Swift runtime linked statically, in
-# their own scratch path so that switching between the two link modes does not rebuild everything.
-static_build=(swift build -c release --static-swift-stdlib --scratch-path "$root/.build-static")
+# mentoryd and mentoryctl as scripts/install.sh ships them: the Swift runtime linked statically and
+# the ShippedBinaries link options (Package.swift), in their own scratch path so that switching
+# between the two link modes does not rebuild everything.
+static_build=(swift build -c release --static-swift-stdlib --traits ShippedBinaries
+    --scratch-path "$root/.build-static")
 static_release="$root/.build-static/release"
 if [ "$build" = 1 ]; then
     log "swift build -c release (the benchmark clients; several minutes the first time)"
@@ -473,8 +475,12 @@ echo "rates: higher is better)."
 if ldd "$static_release/mentoryd" 2>/dev/null | grep -q libswiftCore; then
     echo "mentoryd and mentoryctl link the Swift runtime dynamically: not what scripts/install.sh ships"
     echo "(build with --static-swift-stdlib, or drop --no-build)."
+elif ldd "$static_release/mentoryctl" 2>&1 | grep -q 'not a dynamic executable'; then
+    echo "mentoryd and mentoryctl link the Swift runtime statically, and mentoryctl is a static executable,"
+    echo "as scripts/install.sh ships them."
 else
-    echo "mentoryd and mentoryctl link the Swift runtime statically, as scripts/install.sh ships them."
+    echo "mentoryd and mentoryctl link the Swift runtime statically, but mentoryctl is not the static"
+    echo "executable scripts/install.sh ships (build with --traits ShippedBinaries, or drop --no-build)."
 fi
 echo
 echo "| workload | raw echo | Redis 7 | mentoryd | mentoryd / Redis |"
