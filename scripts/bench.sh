@@ -475,12 +475,13 @@ echo "rates: higher is better)."
 if ldd "$static_release/mentoryd" 2>/dev/null | grep -q libswiftCore; then
     echo "mentoryd and mentoryctl link the Swift runtime dynamically: not what scripts/install.sh ships"
     echo "(build with --static-swift-stdlib, or drop --no-build)."
-elif ldd "$static_release/mentoryctl" 2>&1 | grep -q 'not a dynamic executable'; then
-    echo "mentoryd and mentoryctl link the Swift runtime statically, and mentoryctl is a static executable,"
+elif [ "$(od -An -tx1 -j16 -N1 "$static_release/mentoryctl" | tr -d ' ')" = 02 ]; then
+    # ELF e_type 2 (ET_EXEC): linked non-PIE, with the ShippedBinaries link options.
+    echo "mentoryd and mentoryctl link the Swift runtime statically, with the ShippedBinaries link options,"
     echo "as scripts/install.sh ships them."
 else
-    echo "mentoryd and mentoryctl link the Swift runtime statically, but mentoryctl is not the static"
-    echo "executable scripts/install.sh ships (build with --traits ShippedBinaries, or drop --no-build)."
+    echo "mentoryd and mentoryctl link the Swift runtime statically, but without the ShippedBinaries link"
+    echo "options scripts/install.sh ships them with (build with --traits ShippedBinaries, or drop --no-build)."
 fi
 echo
 echo "| workload | raw echo | Redis 7 | mentoryd | mentoryd / Redis |"
