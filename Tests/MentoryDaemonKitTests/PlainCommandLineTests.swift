@@ -4,28 +4,6 @@ import Testing
 
 @Suite("mentoryd's command line read without the argument parser")
 struct PlainCommandLineTests {
-    /// The options as the command holds them, to compare the two readings.
-    struct Options: Equatable, CustomStringConvertible {
-        var socketPath: String?
-        var stateDirectory: String?
-        var configFile: String?
-        var logLevel: String?
-        var maxFrameLength: Int?
-
-        init(_ command: MentorydCommand) {
-            self.socketPath = command.socketPath
-            self.stateDirectory = command.stateDirectory
-            self.configFile = command.configFile
-            self.logLevel = command.logLevel
-            self.maxFrameLength = command.maxFrameLength
-        }
-
-        var description: String {
-            "socket \(self.socketPath ?? "-"), state \(self.stateDirectory ?? "-"), config \(self.configFile ?? "-"), "
-                + "log \(self.logLevel ?? "-"), frame \(self.maxFrameLength.map { "\($0)" } ?? "-")"
-        }
-    }
-
     @Test(
         "a command line of plain options reads as the parser reads it",
         arguments: [
@@ -40,7 +18,7 @@ struct PlainCommandLineTests {
     func sameAsParser(arguments: [String]) throws {
         let plain = try #require(MentorydCommand.plain(arguments))
         let parsed = try MentorydCommand.parse(arguments)
-        #expect(Options(plain) == Options(parsed))
+        #expect(plain == parsed.options)
     }
 
     @Test(
