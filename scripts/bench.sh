@@ -91,9 +91,11 @@ for tool in taskset cc; do
 done
 
 release="$root/.build/release"
-# mentoryd and mentoryctl as scripts/install.sh ships them: the Swift runtime linked statically, in
-# their own scratch path so that switching between the two link modes does not rebuild everything.
-static_build=(swift build -c release --static-swift-stdlib --scratch-path "$root/.build-static")
+# mentoryd and mentoryctl as scripts/install.sh ships them: the Swift runtime linked statically and
+# the ShippedBinaries link options (Package.swift), in their own scratch path so that switching
+# between the two link modes does not rebuild everything.
+static_build=(swift build -c release --static-swift-stdlib --traits ShippedBinaries
+    --scratch-path "$root/.build-static")
 static_release="$root/.build-static/release"
 if [ "$build" = 1 ]; then
     log "swift build -c release (the benchmark clients; several minutes the first time)"
@@ -473,8 +475,13 @@ echo "rates: higher is better)."
 if ldd "$static_release/mentoryd" 2>/dev/null | grep -q libswiftCore; then
     echo "mentoryd and mentoryctl link the Swift runtime dynamically: not what scripts/install.sh ships"
     echo "(build with --static-swift-stdlib, or drop --no-build)."
+elif [ "$(od -An -tx1 -j16 -N1 "$static_release/mentoryctl" | tr -d ' ')" = 02 ]; then
+    # ELF e_type 2 (ET_EXEC): linked non-PIE, with the ShippedBinaries link options.
+    echo "mentoryd and mentoryctl link the Swift runtime statically, with the ShippedBinaries link options,"
+    echo "as scripts/install.sh ships them."
 else
-    echo "mentoryd and mentoryctl link the Swift runtime statically, as scripts/install.sh ships them."
+    echo "mentoryd and mentoryctl link the Swift runtime statically, but without the ShippedBinaries link"
+    echo "options scripts/install.sh ships them with (build with --traits ShippedBinaries, or drop --no-build)."
 fi
 echo
 echo "| workload | raw echo | Redis 7 | mentoryd | mentoryd / Redis |"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs mentoryd as a systemd service on this host:
-#   PREFIX/bin/mentoryd, PREFIX/bin/mentoryctl          (release build, Swift runtime linked statically)
+#   PREFIX/bin/mentoryd, PREFIX/bin/mentoryctl          (release build, Swift runtime linked statically,
+#                                                        Package.swift's ShippedBinaries link options)
 #   /etc/systemd/system/mentoryd.{service,socket}       (the units in systemd/)
 #   PREFIX/lib/sysusers.d/mentoryd.conf                 (the mentory user and group, created now)
 #   /etc/mentoryd/mentoryd.json                         (config/mentoryd.json; an existing one is kept)
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --prefix) PREFIX=$2; shift 2 ;;
     --bin-dir) BIN_DIR=$2; shift 2 ;;
     --no-start) START=no; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -46,8 +47,9 @@ if [ -z "$BIN_DIR" ]; then
   echo "building mentoryd and mentoryctl (release)"
   # In .build-static, apart from the dynamically linked development build in .build, so that
   # neither rebuilds everything when the other changes link mode (scripts/bench.sh's cli row
-  # measures this mentoryctl).
-  static=(swift build -c release --static-swift-stdlib --scratch-path .build-static)
+  # measures this mentoryctl). The ShippedBinaries trait adds the shipped link options
+  # (Package.swift): mentoryctl a static executable, mentoryd without exported symbols.
+  static=(swift build -c release --static-swift-stdlib --traits ShippedBinaries --scratch-path .build-static)
   "${static[@]}" --product mentoryd
   "${static[@]}" --product mentoryctl
   "${static[@]}" --product mentory-advisor

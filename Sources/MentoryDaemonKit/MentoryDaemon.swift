@@ -24,6 +24,10 @@ public enum MentoryDaemon {
     /// - Parameter extraHandlers: Handlers served besides the built-in ones, each under its own namespace.
     public static func main(adding extraHandlers: [any MentoryHandler] = []) async -> Never {
         do {
+            if let options = MentorydCommand.plain(Array(CommandLine.arguments.dropFirst())) {
+                try await MentorydCommand.run(options, adding: extraHandlers)
+                MentorydCommand.exit()
+            }
             let command = try MentorydCommand.parseAsRoot()
             guard let daemon = command as? MentorydCommand else {
                 // --help, --version and the like.
