@@ -48,7 +48,7 @@ if [ -z "$BIN_DIR" ]; then
   # In .build-static, apart from the dynamically linked development build in .build, so that
   # neither rebuilds everything when the other changes link mode (scripts/bench.sh's cli row
   # measures this mentoryctl). The ShippedBinaries trait adds the shipped link options
-  # (Package.swift): mentoryctl a static executable, mentoryd without exported symbols.
+  # (Package.swift): mentoryctl not position-independent, both without exported symbols.
   static=(swift build -c release --static-swift-stdlib --traits ShippedBinaries --scratch-path .build-static)
   "${static[@]}" --product mentoryd
   "${static[@]}" --product mentoryctl
