@@ -14,6 +14,12 @@ public struct CommitStatistics: Sendable, Equatable {
     public var largestBatch = 0
     /// Transactions that failed as a whole, every write in them answered with a storage failure.
     public var failedBatches = 0
+    /// Checkpoints that ran beside the writer, without holding up a commit.
+    public var backgroundCheckpoints = 0
+    /// Checkpoints the writer ran between two batches because the log reached its limit.
+    public var blockingCheckpoints = 0
+    /// The longest the write-ahead log was after a commit, in pages.
+    public var largestLogPages = 0
 
     public init() {}
 }
@@ -113,6 +119,7 @@ final class GroupCommitQueue: Sendable {
     private let maxBatchSize: Int
     private let maxQueuedWrites: Int
     private let metrics: CommitMetrics
+    private let checkpointer: LogCheckpointer?
     // SAFETY: the lock guards only the queue of pending writes and its counters, not domain state,
     // and is never held across SQLite work, an await or a continuation's resumption: each holder
     // appends or takes a slice of the array and lets go. It replaces an actor hop per write.
@@ -123,6 +130,7 @@ final class GroupCommitQueue: Sendable {
         path: String,
         maxBatchSize: Int,
         maxQueuedWrites: Int,
+        checkpointer: LogCheckpointer? = nil,
         metricsFactory: any MetricsFactory
     ) {
         self.writer = writer
@@ -130,13 +138,22 @@ final class GroupCommitQueue: Sendable {
         self.maxBatchSize = max(1, maxBatchSize)
         self.maxQueuedWrites = max(1, maxQueuedWrites)
         self.metrics = CommitMetrics(factory: metricsFactory)
+        self.checkpointer = checkpointer
     }
 
     /// Writes queued and not yet in a transaction.
     var queuedCount: Int { self.state.withLockedValue { $0.queuedCount } }
 
     /// How the writes so far were batched.
-    var statistics: CommitStatistics { self.state.withLockedValue { $0.statistics } }
+    var statistics: CommitStatistics {
+        var statistics = self.state.withLockedValue { $0.statistics }
+        if let counts = self.checkpointer?.statistics {
+            statistics.backgroundCheckpoints = counts.background
+            statistics.blockingCheckpoints = counts.blocking
+            statistics.largestLogPages = counts.largestLogPages
+        }
+        return statistics
+    }
 
     /// Runs `body` in the next batch's transaction and returns its value once that transaction committed.
     ///
@@ -235,6 +252,8 @@ final class GroupCommitQueue: Sendable {
         }
         if !batch.isEmpty {
             self.commit(batch, in: db)
+            // After the batch was answered: a checkpoint here delays only the next batch.
+            self.checkpointer?.afterCommit(db)
         }
         let (more, waiters) = self.state.withLockedValue { state -> (Bool, [CheckedContinuation<Void, Never>]) in
             if state.queuedCount > 0 { return (true, []) }
