@@ -273,8 +273,9 @@ final class GroupCommitQueue: Sendable {
         let outcome: Result<[Applied], any Error>
         do {
             // IMMEDIATE: the write lock is taken now, not at the first write. With synchronous=FULL
-            // in WAL mode, COMMIT returns only after the log was fsynced.
-            try db.beginTransaction(.immediate)
+            // in WAL mode, COMMIT returns only after the log was fsynced. Both statements are
+            // prepared once per connection (GRDB's beginTransaction and commit parse theirs each time).
+            try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
             do {
                 let shared = batch.count > 1
                 let applied = try batch.map { try $0.apply(db, shared) }
@@ -283,7 +284,7 @@ final class GroupCommitQueue: Sendable {
                     try db.rollback()
                 } else {
                     let start = clock.now
-                    try db.commit()
+                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
                     commitDuration = clock.now - start
                 }
                 outcome = .success(applied)

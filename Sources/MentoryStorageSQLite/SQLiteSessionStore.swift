@@ -351,14 +351,16 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         // The check and the insert share the write's transaction: two identical imports, even
         // concurrent ones, both succeed, and exactly one of them writes.
         try await self.commits.submit { db in
-            if let existing = try DiaryRows.entry(id: entry.id, in: db) {
+            // Both checks in one statement; the entries it finds, if any, are read only then.
+            let matches = try DiaryRows.ids(matchingID: entry.id, orRecordDate: entry.recordDate, in: db)
+            if matches.contains(entry.id), let existing = try DiaryRows.entry(id: entry.id, in: db) {
                 guard existing == entry else {
                     throw MentoryError.conflict(
                         "a different entry with id \(entry.id) already exists; delete it first to replace it")
                 }
                 return DiaryInsertOutcome.alreadyPresent
             }
-            if let existing = try DiaryRows.id(forRecordDate: entry.recordDate, in: db) {
+            if let existing = matches.first(where: { $0 != entry.id }) {
                 throw MentoryError.conflict(
                     "there is already an entry for \(entry.recordDate) (id \(existing)); delete it first"
                 )
