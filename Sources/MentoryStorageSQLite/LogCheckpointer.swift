@@ -12,19 +12,24 @@ import Synchronization
 /// **How.** The store's writer connection runs with `wal_autocheckpoint` off and a WAL hook that
 /// records the log's length (in frames, one page each) after every commit. After each committed
 /// batch the group-commit queue calls ``afterCommit(_:)`` on the writer:
-/// - at ``Limits/checkpointPages`` or more, a `PASSIVE` checkpoint is started on a connection of
-///   this checkpointer's own (one at a time), on its own thread, while the writer goes on
-///   committing. `PASSIVE` never blocks a writer or a reader; once it has copied the whole log, the
-///   next commit starts the log over from its beginning.
-/// - at ``Limits/maxLogPages`` or more (the background checkpoints could not keep up, or a
-///   long read kept them from finishing), the writer itself runs a `RESTART` checkpoint before its
-///   next batch, which waits up to the busy timeout for readers to leave the log, so that the log
-///   starts over.
+/// - once ``Limits/checkpointPages`` frames were committed since the last checkpoint copied the
+///   log, a `PASSIVE` checkpoint starts on a connection of this checkpointer's own (one at a time),
+///   on its own thread, while the writer goes on committing. `PASSIVE` blocks neither the writer
+///   nor a reader, and it copies the log into the database file and fsyncs both off the commit path.
+/// - SQLite starts the log over from its beginning only when a transaction begins on a log that was
+///   copied whole, which a busy writer seldom lets happen (its next batch begins while the
+///   checkpoint runs). So once the log reaches ``Limits/maxLogPages``, a background checkpoint
+///   copies what is left, and then the writer runs a `RESTART` checkpoint between two batches: it
+///   copies only what was committed since (at most a quarter of `checkpointPages`, against the
+///   whole log for SQLite's automatic checkpoint), waits up to the busy timeout for readers to leave the log,
+///   and the next batch starts the log over, reusing its file's blocks (an fsync that does not grow
+///   the file has no metadata to write). At twice `maxLogPages` it does so even while a background
+///   checkpoint runs (waiting for it).
 ///
-/// **Bounds.** The log's file grows to at most `maxLogPages` plus the pages of one batch, unless a
-/// reader holds one snapshot for longer than the busy timeout (SQLite cannot reuse a log that a
-/// reader still needs); it is never truncated while the store is open, and truncated to nothing by
-/// the store's `close()`.
+/// **Bounds.** The log's file grows to at most twice `maxLogPages` plus the pages of one batch,
+/// unless a reader holds one snapshot for longer than the busy timeout (SQLite cannot reuse a log
+/// that a reader still needs); it is never truncated while the store is open, and truncated to
+/// nothing by the store's `close()`.
 ///
 /// **Durability** is SQLite's: the checkpointer's connection runs with `synchronous=FULL`, so a
 /// checkpoint fsyncs the log before copying it and the database file before marking the log copied.
@@ -32,9 +37,9 @@ import Synchronization
 final class LogCheckpointer: Sendable {
     /// When checkpoints run, in log frames (pages of the database).
     struct Limits: Sendable, Equatable {
-        /// The log's length at which a background `PASSIVE` checkpoint starts.
+        /// The frames committed since the last checkpoint at which a background `PASSIVE` checkpoint starts.
         var checkpointPages: Int
-        /// The log's length at which the writer checkpoints (`RESTART`) before its next batch.
+        /// The log's length at which the writer checkpoints (`RESTART`) between two batches.
         var maxLogPages: Int
     }
 
@@ -51,6 +56,8 @@ final class LogCheckpointer: Sendable {
     private let logFrames = Atomic<Int>(0)
     /// Whether a background checkpoint is scheduled or running.
     private let running = Atomic<Bool>(false)
+    /// The log frames the last checkpoint copied (0 once the log started over).
+    private let copiedFrames = Atomic<Int>(0)
     private let counts = Mutex(Counts())
 
     /// Opens the checkpointer's own read-write connection to the database at `path`.
@@ -99,23 +106,41 @@ final class LogCheckpointer: Sendable {
     func afterCommit(_ db: Database) {
         let frames = self.logFrames.load(ordering: .relaxed)
         self.counts.withLock { $0.largestLogPages = max($0.largestLogPages, frames) }
-        if frames >= self.limits.maxLogPages {
-            // The backstop. Best effort: when a reader stays in the log past the busy timeout, the
-            // next batch commits anyway and the next one tries again.
-            if (try? db.checkpoint(.restart)) != nil {
-                self.logFrames.store(0, ordering: .relaxed)
+        var copied = self.copiedFrames.load(ordering: .relaxed)
+        if frames < copied {
+            // The log started over: nothing of it is copied yet.
+            copied = 0
+            self.copiedFrames.store(0, ordering: .relaxed)
+        }
+        let running = self.running.load(ordering: .acquiring)
+        let uncopied = frames - copied
+        let restart =
+            frames >= 2 * self.limits.maxLogPages
+            || (frames >= self.limits.maxLogPages && !running && uncopied <= self.limits.checkpointPages / 4)
+        if restart {
+            // Best effort: when a reader stays in the log past the busy timeout, the next batch
+            // commits anyway and the one after tries again.
+            if let result = try? db.checkpoint(.restart) {
+                self.copiedFrames.store(result.checkpointedFrameCount, ordering: .relaxed)
                 self.counts.withLock { $0.blocking += 1 }
             }
             return
         }
-        guard frames >= self.limits.checkpointPages,
+        // Past maxLogPages with much left to copy, a background checkpoint copies it first, so that
+        // the writer's RESTART after it finds little to copy.
+        let due = uncopied >= self.limits.checkpointPages || frames >= self.limits.maxLogPages
+        guard due, !running,
             self.running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         self.connection.asyncWriteWithoutTransaction { db in
             // Best effort: a checkpoint that fails (a busy lock, an I/O error) leaves the log as it
             // was, and the next commit past the threshold starts another.
-            let done = (try? db.checkpoint(.passive)) != nil
-            self.counts.withLock { if done { $0.background += 1 } }
+            if let result = try? db.checkpoint(.passive) {
+                // Relative to the log it saw: when the writer started the log over meanwhile, the
+                // next commit finds fewer frames than this and counts from 0 again.
+                self.copiedFrames.store(result.checkpointedFrameCount, ordering: .relaxed)
+                self.counts.withLock { $0.background += 1 }
+            }
             self.running.store(false, ordering: .releasing)
         }
     }

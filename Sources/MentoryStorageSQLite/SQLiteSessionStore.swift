@@ -83,13 +83,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         /// A cap on the database's size in pages (of 4 KiB); a write past it fails as on a full
         /// disk. `nil` lets the database grow with the disk.
         public var maxPageCount: Int?
-        /// The write-ahead log's length, in pages, at which a checkpoint starts beside the writer
-        /// (SQLite's own default threshold, which it would check inside a commit). See ``CommitStatistics``.
+        /// The pages committed to the write-ahead log since its last checkpoint at which a checkpoint
+        /// starts beside the writer (SQLite's own default threshold, which it checks inside a commit).
         public var checkpointPages: Int = 1000
-        /// The log's length, in pages, at which the writer itself checkpoints before its next batch:
-        /// with the default, the log's file stays under about 64 MiB plus one batch (see
-        /// ``CommitStatistics/largestLogPages``).
-        public var maxLogPages: Int = 16 * 1024
+        /// The log's length, in pages, at which the writer checkpoints between two batches, so that
+        /// the log starts over: the log's file stays under twice this plus one batch, 32 MiB with the
+        /// defaults (see ``CommitStatistics/largestLogPages``).
+        public var maxLogPages: Int = 4000
 
         /// A configuration for the database at `path`.
         public init(path: String) {
