@@ -53,19 +53,36 @@ public enum StorageMetricLabels {
 /// `maxQueuedWrites`, and a write beyond that fails at once with ``MentoryError/unavailable(_:)``
 /// (the daemon sets it to the most requests it has in flight, so it never refuses a write there).
 ///
-/// **Outcomes.** Each write runs inside its own savepoint within the batch's transaction (a batch
-/// of one needs none), so a write that fails (a conflict, say) rolls back alone and the others
-/// still commit. Every caller is resumed only after the transaction holding its write committed;
+/// **Outcomes.** A write that fails (a conflict, say) rolls back alone and the others in its
+/// transaction still commit. A write of a shared batch first runs without a savepoint: when it
+/// fails before changing anything (SQLite undoes a failed statement; a refusal is thrown after
+/// reads only), there is nothing to roll back. When one fails after changing rows, the transaction
+/// is rolled back and the batch runs again with each write in a savepoint of its own. (Two
+/// statements per write saved in the common case, a batch run twice in the rare one.) Every caller is resumed only after the transaction holding its write committed;
 /// when that transaction fails, every write of the batch fails with
 /// ``MentoryError/storageFailure(_:)`` and none is acknowledged, and the queue goes on with the
 /// next batch.
 final class GroupCommitQueue: Sendable {
+    /// How a write runs in its batch's transaction.
+    private enum Isolation: Sendable {
+        /// Alone in the transaction: a failed write rolls the transaction back.
+        case alone
+        /// Shared, without a savepoint: a write that fails after changing rows throws
+        /// ``PartialWrite``, and the batch runs again with savepoints.
+        case optimistic
+        /// Shared, in a savepoint of its own, which a failed write rolls back.
+        case savepoint
+    }
+
+    /// A write of a shared batch failed after changing rows, with no savepoint to undo them alone.
+    private struct PartialWrite: Error {}
+
     /// A queued write.
     private struct PendingWrite: Sendable {
         /// Applies the write inside the batch's transaction and says how to answer its caller once
-        /// that transaction ended. `shared` is whether other writes share the transaction (then the
-        /// write runs in a savepoint of its own); it throws only when the whole transaction is lost.
-        let apply: @Sendable (_ db: Database, _ shared: Bool) throws -> Applied
+        /// that transaction ended; it may run twice (see ``Isolation/optimistic``), and throws only
+        /// when the whole transaction is lost or must run again.
+        let apply: @Sendable (_ db: Database, _ isolation: Isolation) throws -> Applied
         /// Answers the caller when the batch failed as a whole.
         let fail: @Sendable (MentoryError) -> Void
     }
@@ -167,11 +184,14 @@ final class GroupCommitQueue: Sendable {
         let maxQueuedWrites = self.maxQueuedWrites
         let result: Result<T, MentoryError> = await withCheckedContinuation { continuation in
             let write = PendingWrite(
-                apply: { db, shared in
-                    let outcome = try Self.attempt(body, in: db, shared: shared, path: path)
+                apply: { db, isolation in
+                    let outcome = try Self.attempt(body, in: db, isolation: isolation, path: path)
                     let failed: Bool
                     if case .failure = outcome { failed = true } else { failed = false }
-                    return Applied(answer: { continuation.resume(returning: outcome) }, mustRollBack: !shared && failed)
+                    return Applied(
+                        answer: { continuation.resume(returning: outcome) },
+                        mustRollBack: isolation == .alone && failed
+                    )
                 },
                 fail: { error in continuation.resume(returning: .failure(error)) }
             )
@@ -270,31 +290,39 @@ final class GroupCommitQueue: Sendable {
     private func commit(_ batch: [PendingWrite], in db: Database) {
         let clock = ContinuousClock()
         var commitDuration: Duration?
-        let outcome: Result<[Applied], any Error>
-        do {
-            // IMMEDIATE: the write lock is taken now, not at the first write. With synchronous=FULL
-            // in WAL mode, COMMIT returns only after the log was fsynced. Both statements are
-            // prepared once per connection (GRDB's beginTransaction and commit parse theirs each time).
-            try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+        var outcome: Result<[Applied], any Error>
+        var isolation: Isolation = batch.count > 1 ? .optimistic : .alone
+        repeat {
             do {
-                let shared = batch.count > 1
-                let applied = try batch.map { try $0.apply(db, shared) }
-                if applied.contains(where: \.mustRollBack) {
-                    // A lone write that was refused: nothing to keep.
-                    try db.rollback()
-                } else {
-                    let start = clock.now
-                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
-                    commitDuration = clock.now - start
+                // IMMEDIATE: the write lock is taken now, not at the first write. With synchronous=FULL
+                // in WAL mode, COMMIT returns only after the log was fsynced. Both statements are
+                // prepared once per connection (GRDB's beginTransaction and commit parse theirs each time).
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+                do {
+                    let applied = try batch.map { [isolation] in try $0.apply(db, isolation) }
+                    if applied.contains(where: \.mustRollBack) {
+                        // A lone write that was refused: nothing to keep.
+                        try db.rollback()
+                    } else {
+                        let start = clock.now
+                        try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                        commitDuration = clock.now - start
+                    }
+                    outcome = .success(applied)
+                } catch {
+                    if db.isInsideTransaction { try? db.rollback() }
+                    throw error
                 }
-                outcome = .success(applied)
+            } catch is PartialWrite {
+                // Rolled back above: run the batch again, each write in a savepoint.
+                isolation = .savepoint
+                outcome = .failure(PartialWrite())
+                continue
             } catch {
-                if db.isInsideTransaction { try? db.rollback() }
-                throw error
+                outcome = .failure(error)
             }
-        } catch {
-            outcome = .failure(error)
-        }
+            break
+        } while true
         switch outcome {
         case .success(let applied):
             if let commitDuration {
@@ -316,23 +344,35 @@ final class GroupCommitQueue: Sendable {
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
-    /// Runs one write, in a savepoint when it shares the transaction; returns its own outcome
-    /// unless the whole transaction is lost.
+    /// Runs one write as `isolation` says; returns its own outcome unless the whole transaction is
+    /// lost (or, ``Isolation/optimistic``, must run again: ``PartialWrite``).
     private static func attempt<T>(
         _ body: (Database) throws -> T,
         in db: Database,
-        shared: Bool,
+        isolation: Isolation,
         path: String
     ) throws -> Result<T, MentoryError> {
         var value: T?
         do {
-            if shared {
+            switch isolation {
+            case .savepoint:
                 value = try Self.inSavepoint(db) { try body(db) }
-            } else {
+            case .alone:
                 // Alone in the transaction: when the write fails, the whole transaction is rolled
                 // back instead of a savepoint, which saves two statements per write.
                 value = try body(db)
+            case .optimistic:
+                // Rows changed by completed statements; a statement that fails is undone by SQLite.
+                let changesBefore = db.totalChangesCount
+                do {
+                    value = try body(db)
+                } catch {
+                    if db.isInsideTransaction, db.totalChangesCount != changesBefore { throw PartialWrite() }
+                    throw error
+                }
             }
+        } catch let error as PartialWrite {
+            throw error
         } catch {
             // The savepoint rolled this write back (or, alone, the transaction will be). When the
             // whole transaction is gone (SQLite abandons it on a full disk or an I/O error, and
