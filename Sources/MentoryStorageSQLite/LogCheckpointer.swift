@@ -21,15 +21,16 @@ import Synchronization
 ///   checkpoint runs). So once the log reaches ``Limits/maxLogPages``, a background checkpoint
 ///   copies what is left, and then the writer runs a `RESTART` checkpoint between two batches: it
 ///   copies only what was committed since (at most a quarter of `checkpointPages`, against the
-///   whole log for SQLite's automatic checkpoint), waits up to the busy timeout for readers to leave the log,
-///   and the next batch starts the log over, reusing its file's blocks (an fsync that does not grow
+///   whole log for SQLite's automatic checkpoint), and unless a reader is still in the log, the
+///   next batch starts the log over, reusing its file's blocks (an fsync that does not grow
 ///   the file has no metadata to write). At twice `maxLogPages` it does so even while a background
-///   checkpoint runs (waiting for it).
+///   checkpoint runs, after waiting for that one to end.
 ///
 /// **Bounds.** The log's file grows to at most twice `maxLogPages` plus the pages of one batch,
-/// unless a reader holds one snapshot for longer than the busy timeout (SQLite cannot reuse a log
-/// that a reader still needs); it is never truncated while the store is open, and truncated to
-/// nothing by the store's `close()`.
+/// unless a reader holds one snapshot meanwhile (a backup, the integrity check: SQLite cannot reuse
+/// a log that a reader still needs, and the writer's `RESTART` never waits for one, so as not to
+/// hold up writes); then it grows until that read ends, as with SQLite's own checkpoints. It is
+/// never truncated while the store is open, and truncated to nothing by the store's `close()`.
 ///
 /// **Durability** is SQLite's: the checkpointer's connection runs with `synchronous=FULL`, so a
 /// checkpoint fsyncs the log before copying it and the database file before marking the log copied.
@@ -52,6 +53,8 @@ final class LogCheckpointer: Sendable {
 
     private let connection: DatabaseQueue
     private let limits: Limits
+    /// The writer's busy timeout, restored after its `RESTART` checkpoint, which runs without one.
+    private let writerBusyTimeoutMilliseconds: Int32
     /// The log's length in frames after the writer's last commit, set by the WAL hook.
     private let logFrames = Atomic<Int>(0)
     /// Whether a background checkpoint is scheduled or running.
@@ -70,6 +73,7 @@ final class LogCheckpointer: Sendable {
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
         self.connection = try DatabaseQueue(path: path, configuration: configuration)
+        self.writerBusyTimeoutMilliseconds = Int32(clamping: Int((busyTimeoutSeconds * 1000).rounded()))
         self.limits = Limits(
             checkpointPages: max(1, limits.checkpointPages),
             maxLogPages: max(max(1, limits.checkpointPages), limits.maxLogPages)
@@ -118,9 +122,18 @@ final class LogCheckpointer: Sendable {
             frames >= 2 * self.limits.maxLogPages
             || (frames >= self.limits.maxLogPages && !running && uncopied <= self.limits.checkpointPages / 4)
         if restart {
-            // Best effort: when a reader stays in the log past the busy timeout, the next batch
-            // commits anyway and the one after tries again.
-            if let result = try? db.checkpoint(.restart) {
+            // Best effort: when it cannot finish, the next batch commits anyway and the one after
+            // tries again. Past twice the limit, a background checkpoint still running is waited
+            // for (its queue is serial: this returns once it ended), so that no log grows past that
+            // bound unless a reader keeps it.
+            if running { _ = try? self.connection.writeWithoutTransaction { _ in } }
+            // Without a busy timeout: when a reader is still in the log (a backup, the integrity
+            // check) or the background checkpoint still runs, SQLite copies what it can and answers
+            // SQLITE_BUSY at once, instead of holding up the writer for the busy timeout.
+            sqlite3_busy_timeout(db.sqliteConnection, 0)
+            let result = try? db.checkpoint(.restart)
+            sqlite3_busy_timeout(db.sqliteConnection, self.writerBusyTimeoutMilliseconds)
+            if let result {
                 self.copiedFrames.store(result.checkpointedFrameCount, ordering: .relaxed)
                 self.counts.withLock { $0.blocking += 1 }
             }

@@ -61,4 +61,49 @@ struct LogCheckpointTests {
             try await reopened.close()
         }
     }
+
+    @Test(
+        "a reader holding a snapshot lets the log grow without holding up writes, and the log starts over after it",
+        .timeLimit(.minutes(2))
+    )
+    func longReaderDoesNotHoldUpWrites() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/mentoryd.sqlite"
+            // No checkpoint before the reader begins, so that its snapshot is in the log.
+            let maxLogPages = 1000
+            // A writer that waited for the reader would wait this long at every batch past twice the
+            // limit, and the test would exceed its time limit many times over.
+            let store = try openStore(directory) {
+                $0.checkpointPages = maxLogPages
+                $0.maxLogPages = maxLogPages
+                $0.busyTimeout = .seconds(60)
+            }
+            try await store.insert(makeEntry(day(0)))
+            // Another connection reads inside a transaction: its snapshot keeps the log from being reused.
+            var readerConfiguration = Configuration()
+            readerConfiguration.allowsUnsafeTransactions = true
+            let reader = try DatabaseQueue(path: path, configuration: readerConfiguration)
+            let seen = try await reader.writeWithoutTransaction { db in
+                try db.execute(sql: "BEGIN DEFERRED")
+                return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM diary_entry") ?? -1
+            }
+            #expect(seen == 1)
+            // At least four pages each (the entry, its two indexes, its items): past twice the limit.
+            for index in 1..<501 {
+                try await store.insert(makeEntry(day(index)))
+            }
+            // The log grew past the bound while the reader kept it.
+            #expect(store.commitStatistics.largestLogPages > 2 * maxLogPages)
+            let blockingBefore = store.commitStatistics.blockingCheckpoints
+            try await reader.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") }
+            try reader.close()
+            // With the reader gone, the next batches past the limit checkpoint and start the log over.
+            for index in 501..<511 {
+                try await store.insert(makeEntry(day(index)))
+            }
+            #expect(store.commitStatistics.blockingCheckpoints > blockingBefore)
+            #expect(try await store.diaryEntryCount() == 511)
+            try await store.close()
+        }
+    }
 }
