@@ -6,8 +6,12 @@
 //   swift build -c release --product mentoryd
 //   swift build -c release --product mentory-storage-bench
 //   .build/release/mentory-storage-bench [--seconds 5] [--clients 1,8,64] [--dir /var/tmp]
+//       [--client blocking|async] [--socket PATH]
 //
-// mentoryd is looked up next to this executable, or at $MENTORYD_BINARY.
+// mentoryd is looked up next to this executable, or at $MENTORYD_BINARY. Each client is a thread
+// with a blocking connection, as each baseline client is a thread calling SQLite; `--client async`
+// drives mentoryd with MentoryClient tasks instead. `--socket PATH` measures a mentoryd already
+// running there (under strace or perf, say), each row on its own dates, without the baseline.
 // Not part of the test suite.
 
 import Foundation
