@@ -145,6 +145,8 @@ let package = Package(
                 "MentoryStorage",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // sqlite3_wal_hook: the log's length after each commit, for the background checkpoints.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6

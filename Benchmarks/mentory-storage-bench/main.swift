@@ -6,8 +6,12 @@
 //   swift build -c release --product mentoryd
 //   swift build -c release --product mentory-storage-bench
 //   .build/release/mentory-storage-bench [--seconds 5] [--clients 1,8,64] [--dir /var/tmp]
+//       [--client blocking|async] [--socket PATH]
 //
-// mentoryd is looked up next to this executable, or at $MENTORYD_BINARY.
+// mentoryd is looked up next to this executable, or at $MENTORYD_BINARY. Each client is a thread
+// with a blocking connection, as each baseline client is a thread calling SQLite; `--client async`
+// drives mentoryd with MentoryClient tasks instead. `--socket PATH` measures a mentoryd already
+// running there (under strace or perf, say), each row on its own dates, without the baseline.
 // Not part of the test suite.
 
 import Foundation
@@ -21,6 +25,18 @@ struct Options {
     var seconds = 5.0
     var clientCounts = [1, 8, 64]
     var directory = FileManager.default.temporaryDirectory.path
+    /// A running mentoryd to measure instead of starting one per row (for profiling it under
+    /// strace or perf); the baseline rows are left out. Its diary must hold none of the bench's dates.
+    var socket: String?
+    /// How the daemon rows drive mentoryd: `blocking` (the default) gives each client a thread of its own
+    /// with a ``BlockingMentoryConnection``, as the baseline gives each client a thread calling SQLite;
+    /// `async` uses ``MentoryClient`` tasks over its event loop, whose own hops then count in the rows.
+    var clientKind = ClientKind.blocking
+
+    enum ClientKind: String {
+        case blocking
+        case async
+    }
 
     init(arguments: [String]) throws {
         var iterator = arguments.dropFirst().makeIterator()
@@ -40,8 +56,18 @@ struct Options {
             case "--dir":
                 guard let value = iterator.next() else { throw BenchError("--dir DIRECTORY") }
                 self.directory = value
+            case "--client":
+                guard let value = iterator.next().flatMap(ClientKind.init(rawValue:)) else {
+                    throw BenchError("--client blocking|async")
+                }
+                self.clientKind = value
+            case "--socket":
+                guard let value = iterator.next() else { throw BenchError("--socket PATH") }
+                self.socket = value
             default:
-                throw BenchError("usage: mentory-storage-bench [--seconds S] [--clients 1,8,64] [--dir DIRECTORY]")
+                throw BenchError(
+                    "usage: mentory-storage-bench [--seconds S] [--clients 1,8,64] [--dir DIRECTORY] [--socket PATH] "
+                        + "[--client blocking|async]")
             }
         }
     }
@@ -142,48 +168,115 @@ func withDaemon<T>(binary: String, root: String, _ body: (String) async throws -
     return try await body(socket)
 }
 
-/// `clients` connections, each adding entries one after another for `seconds`.
-func measureDaemon(binary: String, root: String, clients: Int, seconds: Double) async throws -> Measurement {
-    try await withDaemon(binary: binary, root: root) { socket in
-        let connections = try await withThrowingTaskGroup(of: MentoryClient.self) { group in
-            for index in 0..<clients {
-                group.addTask { try await MentoryClient.connect(socketPath: socket, clientName: "bench-\(index)") }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        // Warm-up: one entry per client, not counted.
-        let warmUpBase = 3_000_000  // year 9213: far from the measured days, within CalendarDay's range
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (index, client) in connections.enumerated() {
-                group.addTask { _ = try await client.diaryAdd(addRequest(warmUpBase + index)) }
-            }
-            try await group.waitForAll()
-        }
-        let clock = ContinuousClock()
-        let start = clock.now
-        let deadline = start + .milliseconds(Int64(seconds * 1000))
-        let perClient = try await withThrowingTaskGroup(of: [Double].self) { group in
-            for (index, client) in connections.enumerated() {
-                group.addTask {
-                    var latencies: [Double] = []
-                    var next = index
-                    while clock.now < deadline {
-                        let before = clock.now
-                        _ = try await client.diaryAdd(addRequest(next))
-                        latencies.append((clock.now - before).seconds * 1000)
-                        next += clients
-                    }
-                    return latencies
-                }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        let elapsed = (clock.now - start).seconds
-        for client in connections { await client.close() }
-        let latencies = perClient.flatMap { $0 }
-        return Measurement(
-            setup: "mentoryd", clients: clients, entries: latencies.count, seconds: elapsed, latencies: latencies)
+/// `clients` connections, each adding entries one after another for `seconds`, made as `kind` says.
+///
+/// `dayOffset` (a multiple of 1000, at most 290,000) shifts the record dates, so that several rows
+/// can share one running daemon.
+func measureDaemon(
+    socket: String, clients: Int, seconds: Double, dayOffset: Int = 0, kind: Options.ClientKind
+) async throws -> Measurement {
+    switch kind {
+    case .blocking:
+        return try measureDaemonBlocking(socket: socket, clients: clients, seconds: seconds, dayOffset: dayOffset)
+    case .async:
+        return try await measureDaemonAsync(socket: socket, clients: clients, seconds: seconds, dayOffset: dayOffset)
     }
+}
+
+/// The warm-up entries' first index: year 9213 on, far from the measured days, within CalendarDay's range.
+func warmUpBase(dayOffset: Int) -> Int { 3_000_000 + dayOffset / 1000 }
+
+/// `clients` threads, each with its own blocking connection (plain socket calls: no event loop or
+/// task between the thread and the socket), adding entries one after another for `seconds`.
+func measureDaemonBlocking(socket: String, clients: Int, seconds: Double, dayOffset: Int) throws -> Measurement {
+    let clock = ContinuousClock()
+    // Each thread connects and adds its warm-up entry (not counted), then waits for the start.
+    let ready = DispatchGroup()
+    let go = DispatchSemaphore(value: 0)
+    let deadline = Mutex<ContinuousClock.Instant?>(nil)
+    let results = Mutex<(latencies: [Double], error: (any Error)?)>(([], nil))
+    let finished = DispatchGroup()
+    for index in 0..<clients {
+        ready.enter()
+        finished.enter()
+        Thread {
+            defer { finished.leave() }
+            var latencies: [Double] = []
+            var next = dayOffset + index
+            do {
+                let connection: BlockingMentoryConnection
+                do {
+                    defer { ready.leave() }
+                    connection = try BlockingMentoryConnection.connect(socketPath: socket, clientName: "bench-\(index)")
+                    _ = try connection.diaryAdd(addRequest(warmUpBase(dayOffset: dayOffset) + index))
+                }
+                go.wait()
+                guard let end = deadline.withLock({ $0 }) else { return }
+                while clock.now < end {
+                    let request = addRequest(next)
+                    let before = clock.now
+                    _ = try connection.diaryAdd(request)
+                    latencies.append((clock.now - before).seconds * 1000)
+                    next += clients
+                }
+                results.withLock { $0.latencies += latencies }
+            } catch {
+                results.withLock { $0.error = error }
+            }
+        }.start()
+    }
+    ready.wait()
+    let start = clock.now
+    deadline.withLock { $0 = start + .milliseconds(Int64(seconds * 1000)) }
+    for _ in 0..<clients { go.signal() }
+    finished.wait()
+    let elapsed = (clock.now - start).seconds
+    let (latencies, error) = results.withLock { ($0.latencies, $0.error) }
+    if let error { throw error }
+    return Measurement(
+        setup: "mentoryd", clients: clients, entries: latencies.count, seconds: elapsed, latencies: latencies)
+}
+
+/// `clients` ``MentoryClient`` connections, each adding entries one after another for `seconds`.
+func measureDaemonAsync(socket: String, clients: Int, seconds: Double, dayOffset: Int) async throws -> Measurement {
+    let connections = try await withThrowingTaskGroup(of: MentoryClient.self) { group in
+        for index in 0..<clients {
+            group.addTask { try await MentoryClient.connect(socketPath: socket, clientName: "bench-\(index)") }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+    }
+    // Warm-up: one entry per client, not counted.
+    let warmUpBase = warmUpBase(dayOffset: dayOffset)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for (index, client) in connections.enumerated() {
+            group.addTask { _ = try await client.diaryAdd(addRequest(warmUpBase + index)) }
+        }
+        try await group.waitForAll()
+    }
+    let clock = ContinuousClock()
+    let start = clock.now
+    let deadline = start + .milliseconds(Int64(seconds * 1000))
+    let perClient = try await withThrowingTaskGroup(of: [Double].self) { group in
+        for (index, client) in connections.enumerated() {
+            group.addTask {
+                var latencies: [Double] = []
+                var next = dayOffset + index
+                while clock.now < deadline {
+                    let before = clock.now
+                    _ = try await client.diaryAdd(addRequest(next))
+                    latencies.append((clock.now - before).seconds * 1000)
+                    next += clients
+                }
+                return latencies
+            }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+    }
+    let elapsed = (clock.now - start).seconds
+    for client in connections { await client.close() }
+    let latencies = perClient.flatMap { $0 }
+    return Measurement(
+        setup: "mentoryd", clients: clients, entries: latencies.count, seconds: elapsed, latencies: latencies)
 }
 
 /// One transaction (and fsync) per entry, straight into SQLite with the store's schema, from
@@ -274,15 +367,27 @@ func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
 }
 
 let options = try Options(arguments: CommandLine.arguments)
-let binary = try mentorydPath()
 // Each mentoryd row is measured right before its baseline row, so that a ratio compares runs made
 // under the same disk and CPU conditions (on a shared machine, fsync latency drifts within seconds).
 var daemonRows: [Measurement] = []
 var baselineRows: [Measurement] = []
-for clients in options.clientCounts {
-    daemonRows.append(
-        try await measureDaemon(binary: binary, root: options.directory, clients: clients, seconds: options.seconds))
-    baselineRows.append(try measureBaseline(root: options.directory, clients: clients, seconds: options.seconds))
+if let socket = options.socket {
+    for (row, clients) in options.clientCounts.enumerated() {
+        daemonRows.append(
+            try await measureDaemon(
+                socket: socket, clients: clients, seconds: options.seconds, dayOffset: row * 200_000,
+                kind: options.clientKind))
+    }
+} else {
+    let binary = try mentorydPath()
+    for clients in options.clientCounts {
+        daemonRows.append(
+            try await withDaemon(binary: binary, root: options.directory) { socket in
+                try await measureDaemon(
+                    socket: socket, clients: clients, seconds: options.seconds, kind: options.clientKind)
+            })
+        baselineRows.append(try measureBaseline(root: options.directory, clients: clients, seconds: options.seconds))
+    }
 }
 let rows = daemonRows + baselineRows
 

@@ -14,6 +14,12 @@ public struct CommitStatistics: Sendable, Equatable {
     public var largestBatch = 0
     /// Transactions that failed as a whole, every write in them answered with a storage failure.
     public var failedBatches = 0
+    /// Checkpoints that ran beside the writer, without holding up a commit.
+    public var backgroundCheckpoints = 0
+    /// Checkpoints the writer ran between two batches because the log reached its limit.
+    public var blockingCheckpoints = 0
+    /// The longest the write-ahead log was after a commit, in pages.
+    public var largestLogPages = 0
 
     public init() {}
 }
@@ -47,19 +53,36 @@ public enum StorageMetricLabels {
 /// `maxQueuedWrites`, and a write beyond that fails at once with ``MentoryError/unavailable(_:)``
 /// (the daemon sets it to the most requests it has in flight, so it never refuses a write there).
 ///
-/// **Outcomes.** Each write runs inside its own savepoint within the batch's transaction (a batch
-/// of one needs none), so a write that fails (a conflict, say) rolls back alone and the others
-/// still commit. Every caller is resumed only after the transaction holding its write committed;
+/// **Outcomes.** A write that fails (a conflict, say) rolls back alone and the others in its
+/// transaction still commit. A write of a shared batch first runs without a savepoint: when it
+/// fails before changing anything (SQLite undoes a failed statement; a refusal is thrown after
+/// reads only), there is nothing to roll back. When one fails after changing rows, the transaction
+/// is rolled back and the batch runs again with each write in a savepoint of its own. (Two
+/// statements per write saved in the common case, a batch run twice in the rare one.) Every caller is resumed only after the transaction holding its write committed;
 /// when that transaction fails, every write of the batch fails with
 /// ``MentoryError/storageFailure(_:)`` and none is acknowledged, and the queue goes on with the
 /// next batch.
 final class GroupCommitQueue: Sendable {
+    /// How a write runs in its batch's transaction.
+    private enum Isolation: Sendable {
+        /// Alone in the transaction: a failed write rolls the transaction back.
+        case alone
+        /// Shared, without a savepoint: a write that fails after changing rows throws
+        /// ``PartialWrite``, and the batch runs again with savepoints.
+        case optimistic
+        /// Shared, in a savepoint of its own, which a failed write rolls back.
+        case savepoint
+    }
+
+    /// A write of a shared batch failed after changing rows, with no savepoint to undo them alone.
+    private struct PartialWrite: Error {}
+
     /// A queued write.
     private struct PendingWrite: Sendable {
         /// Applies the write inside the batch's transaction and says how to answer its caller once
-        /// that transaction ended. `shared` is whether other writes share the transaction (then the
-        /// write runs in a savepoint of its own); it throws only when the whole transaction is lost.
-        let apply: @Sendable (_ db: Database, _ shared: Bool) throws -> Applied
+        /// that transaction ended; it may run twice (see ``Isolation/optimistic``), and throws only
+        /// when the whole transaction is lost or must run again.
+        let apply: @Sendable (_ db: Database, _ isolation: Isolation) throws -> Applied
         /// Answers the caller when the batch failed as a whole.
         let fail: @Sendable (MentoryError) -> Void
     }
@@ -113,6 +136,7 @@ final class GroupCommitQueue: Sendable {
     private let maxBatchSize: Int
     private let maxQueuedWrites: Int
     private let metrics: CommitMetrics
+    private let checkpointer: LogCheckpointer?
     // SAFETY: the lock guards only the queue of pending writes and its counters, not domain state,
     // and is never held across SQLite work, an await or a continuation's resumption: each holder
     // appends or takes a slice of the array and lets go. It replaces an actor hop per write.
@@ -123,6 +147,7 @@ final class GroupCommitQueue: Sendable {
         path: String,
         maxBatchSize: Int,
         maxQueuedWrites: Int,
+        checkpointer: LogCheckpointer? = nil,
         metricsFactory: any MetricsFactory
     ) {
         self.writer = writer
@@ -130,13 +155,22 @@ final class GroupCommitQueue: Sendable {
         self.maxBatchSize = max(1, maxBatchSize)
         self.maxQueuedWrites = max(1, maxQueuedWrites)
         self.metrics = CommitMetrics(factory: metricsFactory)
+        self.checkpointer = checkpointer
     }
 
     /// Writes queued and not yet in a transaction.
     var queuedCount: Int { self.state.withLockedValue { $0.queuedCount } }
 
     /// How the writes so far were batched.
-    var statistics: CommitStatistics { self.state.withLockedValue { $0.statistics } }
+    var statistics: CommitStatistics {
+        var statistics = self.state.withLockedValue { $0.statistics }
+        if let counts = self.checkpointer?.statistics {
+            statistics.backgroundCheckpoints = counts.background
+            statistics.blockingCheckpoints = counts.blocking
+            statistics.largestLogPages = counts.largestLogPages
+        }
+        return statistics
+    }
 
     /// Runs `body` in the next batch's transaction and returns its value once that transaction committed.
     ///
@@ -150,11 +184,14 @@ final class GroupCommitQueue: Sendable {
         let maxQueuedWrites = self.maxQueuedWrites
         let result: Result<T, MentoryError> = await withCheckedContinuation { continuation in
             let write = PendingWrite(
-                apply: { db, shared in
-                    let outcome = try Self.attempt(body, in: db, shared: shared, path: path)
+                apply: { db, isolation in
+                    let outcome = try Self.attempt(body, in: db, isolation: isolation, path: path)
                     let failed: Bool
                     if case .failure = outcome { failed = true } else { failed = false }
-                    return Applied(answer: { continuation.resume(returning: outcome) }, mustRollBack: !shared && failed)
+                    return Applied(
+                        answer: { continuation.resume(returning: outcome) },
+                        mustRollBack: isolation == .alone && failed
+                    )
                 },
                 fail: { error in continuation.resume(returning: .failure(error)) }
             )
@@ -235,6 +272,8 @@ final class GroupCommitQueue: Sendable {
         }
         if !batch.isEmpty {
             self.commit(batch, in: db)
+            // After the batch was answered: a checkpoint here delays only the next batch.
+            self.checkpointer?.afterCommit(db)
         }
         let (more, waiters) = self.state.withLockedValue { state -> (Bool, [CheckedContinuation<Void, Never>]) in
             if state.queuedCount > 0 { return (true, []) }
@@ -251,30 +290,39 @@ final class GroupCommitQueue: Sendable {
     private func commit(_ batch: [PendingWrite], in db: Database) {
         let clock = ContinuousClock()
         var commitDuration: Duration?
-        let outcome: Result<[Applied], any Error>
-        do {
-            // IMMEDIATE: the write lock is taken now, not at the first write. With synchronous=FULL
-            // in WAL mode, COMMIT returns only after the log was fsynced.
-            try db.beginTransaction(.immediate)
+        var outcome: Result<[Applied], any Error>
+        var isolation: Isolation = batch.count > 1 ? .optimistic : .alone
+        repeat {
             do {
-                let shared = batch.count > 1
-                let applied = try batch.map { try $0.apply(db, shared) }
-                if applied.contains(where: \.mustRollBack) {
-                    // A lone write that was refused: nothing to keep.
-                    try db.rollback()
-                } else {
-                    let start = clock.now
-                    try db.commit()
-                    commitDuration = clock.now - start
+                // IMMEDIATE: the write lock is taken now, not at the first write. With synchronous=FULL
+                // in WAL mode, COMMIT returns only after the log was fsynced. Both statements are
+                // prepared once per connection (GRDB's beginTransaction and commit parse theirs each time).
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+                do {
+                    let applied = try batch.map { [isolation] in try $0.apply(db, isolation) }
+                    if applied.contains(where: \.mustRollBack) {
+                        // A lone write that was refused: nothing to keep.
+                        try db.rollback()
+                    } else {
+                        let start = clock.now
+                        try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                        commitDuration = clock.now - start
+                    }
+                    outcome = .success(applied)
+                } catch {
+                    if db.isInsideTransaction { try? db.rollback() }
+                    throw error
                 }
-                outcome = .success(applied)
+            } catch is PartialWrite {
+                // Rolled back above: run the batch again, each write in a savepoint.
+                isolation = .savepoint
+                outcome = .failure(PartialWrite())
+                continue
             } catch {
-                if db.isInsideTransaction { try? db.rollback() }
-                throw error
+                outcome = .failure(error)
             }
-        } catch {
-            outcome = .failure(error)
-        }
+            break
+        } while true
         switch outcome {
         case .success(let applied):
             if let commitDuration {
@@ -296,23 +344,35 @@ final class GroupCommitQueue: Sendable {
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
-    /// Runs one write, in a savepoint when it shares the transaction; returns its own outcome
-    /// unless the whole transaction is lost.
+    /// Runs one write as `isolation` says; returns its own outcome unless the whole transaction is
+    /// lost (or, ``Isolation/optimistic``, must run again: ``PartialWrite``).
     private static func attempt<T>(
         _ body: (Database) throws -> T,
         in db: Database,
-        shared: Bool,
+        isolation: Isolation,
         path: String
     ) throws -> Result<T, MentoryError> {
         var value: T?
         do {
-            if shared {
+            switch isolation {
+            case .savepoint:
                 value = try Self.inSavepoint(db) { try body(db) }
-            } else {
+            case .alone:
                 // Alone in the transaction: when the write fails, the whole transaction is rolled
                 // back instead of a savepoint, which saves two statements per write.
                 value = try body(db)
+            case .optimistic:
+                // Rows changed by completed statements; a statement that fails is undone by SQLite.
+                let changesBefore = db.totalChangesCount
+                do {
+                    value = try body(db)
+                } catch {
+                    if db.isInsideTransaction, db.totalChangesCount != changesBefore { throw PartialWrite() }
+                    throw error
+                }
             }
+        } catch let error as PartialWrite {
+            throw error
         } catch {
             // The savepoint rolled this write back (or, alone, the transaction will be). When the
             // whole transaction is gone (SQLite abandons it on a full disk or an I/O error, and

@@ -30,10 +30,15 @@ enum DiaryRows {
         }
     }
 
-    /// The id of the entry for `recordDate`, if there is one.
-    static func id(forRecordDate recordDate: String, in db: Database) throws -> String? {
-        try String.fetchOne(
-            db.cachedStatement(sql: "SELECT id FROM diary_entry WHERE record_date = ?"), arguments: [recordDate])
+    /// The ids of the entries that have the id `id` or the record date `recordDate`: none, one or two.
+    ///
+    /// One statement (SQLite answers the `OR` from both indexes) reading one column, for the insert's
+    /// conflict checks: the common answer, none, costs neither a second statement nor a row decoding.
+    static func ids(matchingID id: String, orRecordDate recordDate: String, in db: Database) throws -> [String] {
+        try String.fetchAll(
+            db.cachedStatement(sql: "SELECT id FROM diary_entry WHERE id = ? OR record_date = ?"),
+            arguments: [id, recordDate]
+        )
     }
 
     /// The entry with `id`, with its action items, or `nil`.

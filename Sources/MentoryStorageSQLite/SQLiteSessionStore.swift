@@ -83,6 +83,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         /// A cap on the database's size in pages (of 4 KiB); a write past it fails as on a full
         /// disk. `nil` lets the database grow with the disk.
         public var maxPageCount: Int?
+        /// The pages committed to the write-ahead log since its last checkpoint at which a checkpoint
+        /// starts beside the writer (SQLite's own default threshold, which it checks inside a commit).
+        public var checkpointPages: Int = 1000
+        /// The log's length, in pages, at which the writer checkpoints between two batches, so that
+        /// the log starts over: the log's file stays under twice this plus one batch, 32 MiB with the
+        /// defaults (see ``CommitStatistics/largestLogPages``).
+        public var maxLogPages: Int = 4000
 
         /// A configuration for the database at `path`.
         public init(path: String) {
@@ -94,6 +101,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     public let path: String
     private let pool: DatabasePool
     private let commits: GroupCommitQueue
+    private let checkpointer: LogCheckpointer
     /// An open descriptor of the database file holding an exclusive `flock`: one daemon per database.
     ///
     /// It is closed only after every SQLite connection is closed, because closing any descriptor
@@ -198,8 +206,23 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             FileSystem.closeDescriptor(descriptor)
             throw error
         }
+        let checkpointer: LogCheckpointer
+        do {
+            // Checkpoints move out of the commits: see LogCheckpointer.
+            checkpointer = try LogCheckpointer(
+                path: path,
+                limits: .init(checkpointPages: configuration.checkpointPages, maxLogPages: configuration.maxLogPages),
+                busyTimeoutSeconds: Self.seconds(configuration.busyTimeout)
+            )
+            try pool.writeWithoutTransaction { db in try checkpointer.install(on: db) }
+        } catch {
+            try? pool.close()
+            FileSystem.closeDescriptor(descriptor)
+            throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
+        }
         self.path = path
         self.pool = pool
+        self.checkpointer = checkpointer
         self.lockDescriptor = descriptor
         self.integrity = NIOLockedValueBox(closedCleanly ? .pending : .verifiedAtOpen)
         self.commits = GroupCommitQueue(
@@ -207,6 +230,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             path: path,
             maxBatchSize: configuration.maxBatchSize,
             maxQueuedWrites: configuration.maxQueuedWrites,
+            checkpointer: checkpointer,
             metricsFactory: configuration.metricsFactory ?? MetricsSystem.factory
         )
     }
@@ -220,6 +244,9 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     public func close() async throws(MentoryError) {
         guard await self.commits.close() else { return }
         defer { FileSystem.closeDescriptor(self.lockDescriptor) }
+        // No commit follows: the last background checkpoint ends, and the writer's hook goes.
+        await self.checkpointer.close()
+        _ = try? await self.pool.writeWithoutTransaction { db in self.checkpointer.uninstall(from: db) }
         if self.integrityCheck.isVerified {
             // After the last write, in a transaction of its own (fsynced: synchronous=FULL), so that
             // the marker never stands for a file with writes this run had not finished. Best
@@ -324,14 +351,16 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         // The check and the insert share the write's transaction: two identical imports, even
         // concurrent ones, both succeed, and exactly one of them writes.
         try await self.commits.submit { db in
-            if let existing = try DiaryRows.entry(id: entry.id, in: db) {
+            // Both checks in one statement; the entries it finds, if any, are read only then.
+            let matches = try DiaryRows.ids(matchingID: entry.id, orRecordDate: entry.recordDate, in: db)
+            if matches.contains(entry.id), let existing = try DiaryRows.entry(id: entry.id, in: db) {
                 guard existing == entry else {
                     throw MentoryError.conflict(
                         "a different entry with id \(entry.id) already exists; delete it first to replace it")
                 }
                 return DiaryInsertOutcome.alreadyPresent
             }
-            if let existing = try DiaryRows.id(forRecordDate: entry.recordDate, in: db) {
+            if let existing = matches.first(where: { $0 != entry.id }) {
                 throw MentoryError.conflict(
                     "there is already an entry for \(entry.recordDate) (id \(existing)); delete it first"
                 )
