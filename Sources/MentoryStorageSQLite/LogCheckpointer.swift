@@ -1,5 +1,6 @@
 import GRDB
 import GRDBSQLite
+import NIOConcurrencyHelpers
 import Synchronization
 
 /// Keeps the write-ahead log short without ever checkpointing inside a commit.
@@ -61,7 +62,8 @@ final class LogCheckpointer: Sendable {
     private let running = Atomic<Bool>(false)
     /// The log frames the last checkpoint copied (0 once the log started over).
     private let copiedFrames = Atomic<Int>(0)
-    private let counts = Mutex(Counts())
+    /// In a lock ThreadSanitizer sees (`Synchronization.Mutex` waits through raw futex calls it does not).
+    private let counts = NIOLockedValueBox(Counts())
 
     /// Opens the checkpointer's own read-write connection to the database at `path`.
     init(path: String, limits: Limits, busyTimeoutSeconds: Double) throws {
@@ -80,13 +82,13 @@ final class LogCheckpointer: Sendable {
         )
     }
 
-    var statistics: Counts { self.counts.withLock { $0 } }
+    var statistics: Counts { self.counts.withLockedValue { $0 } }
 
     /// Turns SQLite's automatic checkpoints off on the writer `db` and records the log's length
     /// after each of its commits instead. Runs on the writer; ``uninstall(from:)`` undoes it.
     func install(on db: Database) throws {
         try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
-        // The hook runs inside COMMIT, on the writer's thread. `self` outlives every commit: the
+        // SAFETY: the hook runs inside COMMIT, on the writer's thread. `self` outlives every commit: the
         // group-commit queue holds it, and the store uninstalls the hook before it closes.
         sqlite3_wal_hook(
             db.sqliteConnection,
@@ -109,7 +111,7 @@ final class LogCheckpointer: Sendable {
     /// a committed batch was answered.
     func afterCommit(_ db: Database) {
         let frames = self.logFrames.load(ordering: .relaxed)
-        self.counts.withLock { $0.largestLogPages = max($0.largestLogPages, frames) }
+        self.counts.withLockedValue { $0.largestLogPages = max($0.largestLogPages, frames) }
         var copied = self.copiedFrames.load(ordering: .relaxed)
         if frames < copied {
             // The log started over: nothing of it is copied yet.
@@ -135,7 +137,7 @@ final class LogCheckpointer: Sendable {
             sqlite3_busy_timeout(db.sqliteConnection, self.writerBusyTimeoutMilliseconds)
             if let result {
                 self.copiedFrames.store(result.checkpointedFrameCount, ordering: .relaxed)
-                self.counts.withLock { $0.blocking += 1 }
+                self.counts.withLockedValue { $0.blocking += 1 }
             }
             return
         }
@@ -152,7 +154,7 @@ final class LogCheckpointer: Sendable {
                 // Relative to the log it saw: when the writer started the log over meanwhile, the
                 // next commit finds fewer frames than this and counts from 0 again.
                 self.copiedFrames.store(result.checkpointedFrameCount, ordering: .relaxed)
-                self.counts.withLock { $0.background += 1 }
+                self.counts.withLockedValue { $0.background += 1 }
             }
             self.running.store(false, ordering: .releasing)
         }
