@@ -438,7 +438,11 @@ let package = Package(
         ),
         .testTarget(
             name: "MentoryDaemonKitTests",
-            dependencies: ["MentoryDaemonKit"],
+            dependencies: [
+                "MentoryDaemonKit",
+                "MentoryStorageSQLite",
+                .product(name: "Configuration", package: "swift-configuration"),
+            ],
             swiftSettings: strictSwift6
         ),
         .testTarget(

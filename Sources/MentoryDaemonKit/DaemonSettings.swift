@@ -1,6 +1,7 @@
 import Configuration
 import Logging
 import MentoryEngine
+import MentoryStorageSQLite
 import MentoryWire
 
 /// Everything mentoryd reads at start-up, after merging flags, environment, config file and defaults.
@@ -27,6 +28,12 @@ struct DaemonSettings: Sendable {
     var faultInjection: Bool
     /// Where diary entries and the mentor state live (`storage.backend`: `sqlite`, the default, or `memory`).
     var storageBackend: StorageBackend
+    /// Log pages committed since the last checkpoint at which the SQLite store copies its write-ahead log
+    /// into the database file, beside the writer (`storage.checkpointPages`).
+    var checkpointPages: Int
+    /// The write-ahead log's length in pages at which the SQLite store's writer starts it over between two
+    /// commits; the log's file stays under twice this plus one batch (`storage.maxLogPages`).
+    var maxLogPages: Int
     /// How long a request may take when it names no shorter deadline (`limits.requestTimeoutMilliseconds`).
     var requestTimeoutMilliseconds: Int
     /// How long a plugin may take to answer a forwarded call (`limits.pluginCallTimeoutMilliseconds`).
@@ -88,6 +95,15 @@ struct DaemonSettings: Sendable {
             throw .invalid(key: "storage.backend", reason: "'\(backend)' is not one of sqlite, memory")
         }
         self.storageBackend = parsedBackend
+        let storeDefaults = SQLiteSessionStore.Configuration(path: "")
+        self.checkpointPages = try Self.positive(config, "storage.checkpointPages", storeDefaults.checkpointPages)
+        self.maxLogPages = try Self.positive(config, "storage.maxLogPages", storeDefaults.maxLogPages)
+        guard self.maxLogPages >= self.checkpointPages else {
+            throw .invalid(
+                key: "storage.maxLogPages",
+                reason: "it must be at least storage.checkpointPages (\(self.checkpointPages)), not \(self.maxLogPages)"
+            )
+        }
         self.requestTimeoutMilliseconds = try Self.positive(config, "limits.requestTimeoutMilliseconds", 30_000)
         self.pluginCallTimeoutMilliseconds = try Self.positive(config, "limits.pluginCallTimeoutMilliseconds", 5_000)
         self.plugins = try Self.plugins(config)
@@ -175,8 +191,13 @@ extension DaemonSettings {
         ("events.ringCapacity", { $0.eventRingCapacity != $1.eventRingCapacity }),
         ("limits.requestTimeoutMilliseconds", { $0.requestTimeoutMilliseconds != $1.requestTimeoutMilliseconds }),
         ("debug.faultInjection", { $0.faultInjection != $1.faultInjection }),
-        ("limits.pluginCallTimeoutMilliseconds", { $0.pluginCallTimeoutMilliseconds != $1.pluginCallTimeoutMilliseconds }),
+        (
+            "limits.pluginCallTimeoutMilliseconds",
+            { $0.pluginCallTimeoutMilliseconds != $1.pluginCallTimeoutMilliseconds }
+        ),
         ("plugins", { $0.plugins != $1.plugins }),
         ("storage.backend", { $0.storageBackend != $1.storageBackend }),
+        ("storage.checkpointPages", { $0.checkpointPages != $1.checkpointPages }),
+        ("storage.maxLogPages", { $0.maxLogPages != $1.maxLogPages }),
     ]
 }

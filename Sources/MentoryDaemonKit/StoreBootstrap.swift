@@ -72,6 +72,8 @@ enum StoreBootstrap {
                 // Never refuse a write the server admitted: the commit queue holds at most one write
                 // per request in flight.
                 configuration.maxQueuedWrites = settings.maxConnections * settings.maxRequestsInFlight
+                configuration.checkpointPages = settings.checkpointPages
+                configuration.maxLogPages = settings.maxLogPages
                 store = try await SQLiteSessionStore.opened(configuration: configuration)
             } catch {
                 throw StoreStartupError(description: "cannot open the store: \(error.message)")

@@ -128,7 +128,7 @@ final class LogCheckpointer: Sendable {
             // tries again. Past twice the limit, a background checkpoint still running is waited
             // for (its queue is serial: this returns once it ended), so that no log grows past that
             // bound unless a reader keeps it.
-            if running { _ = try? self.connection.writeWithoutTransaction { _ in } }
+            if running { self.connection.writeWithoutTransaction { _ in } }
             // Without a busy timeout: when a reader is still in the log (a backup, the integrity
             // check) or the background checkpoint still runs, SQLite copies what it can and answers
             // SQLITE_BUSY at once, instead of holding up the writer for the busy timeout.
