@@ -109,8 +109,12 @@ extension SwiftProtobuf.Message {
 
     /// The message serialized as a reply body, once, into a buffer with room in front for the frame's headers.
     package func replyBody() -> ProtobufBuffer {
+        // `Empty` (the reply of ping and of most writes) serializes to no bytes: skip the serializer.
+        if Self.self == Mentory_V1_Empty.self, self.unknownFields.data.isEmpty {
+            return ProtobufBuffer(repeating: 0, count: 0)
+        }
         // Serializing an in-memory proto3 message cannot fail: it has no required fields.
-        (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
+        return (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
     }
 }
 
@@ -122,9 +126,13 @@ extension MethodSchema {
     /// `session` methods decode through this one place.
     /// The body is read where it is, in its frame: nothing is copied but the decoded fields.
     package func decodeRequest(_ body: ByteBuffer) throws(MentoryError) -> Request {
-        if Request.self == Mentory_V1_Empty.self, body.readableBytes != 0 {
-            throw .invalidArgument(
-                "'\(self.name)' takes an empty body (Empty), but the request carried \(body.readableBytes) bytes")
+        if Request.self == Mentory_V1_Empty.self {
+            guard body.readableBytes == 0 else {
+                throw .invalidArgument(
+                    "'\(self.name)' takes an empty body (Empty), but the request carried \(body.readableBytes) bytes")
+            }
+            // No bytes decode to the default message: skip the decoder.
+            if let empty = Mentory_V1_Empty() as? Request { return empty }
         }
         do {
             return try Request(serializedBytes: ProtobufBuffer(body))

@@ -124,10 +124,8 @@ struct Harness {
             credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
             logger: Logger(label: "test")
         )
-        let maxFrameLength = configuration.maxFrameLength
         try await channel.pipeline.addHandlers([
             PeerSimulator(),
-            ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)),
             handler,
         ])
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
