@@ -203,9 +203,18 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Handles the whole frames read, in order, while there is room.
+    ///
+    /// The engine's isolation is asserted once for the batch (the engine's executor is this event loop), not
+    /// once per request: the check asks the concurrency runtime and the loop which thread this is.
     private func handlePendingFrames() {
+        guard let context = self.context else { return }
         self.batchStarted = nil
         defer { self.batchStarted = nil }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.engine.assumeIsolated { engine in handler.value.handlePendingFrames(engine) }
+    }
+
+    private func handlePendingFrames(_ engine: isolated MentoryEngine) {
         while self.canHandleFrames {
             let frame: ByteBuffer?
             do {
@@ -220,7 +229,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 return
             }
             guard let frame else { return }
-            self.handle(frame)
+            self.handle(frame, engine)
         }
     }
 
@@ -264,7 +273,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func handle(_ frame: ByteBuffer) {
+    private func handle(_ frame: ByteBuffer, _ engine: isolated MentoryEngine) {
         let envelope: InboundEnvelope
         do {
             envelope = try InboundEnvelope(frame: frame)
@@ -274,13 +283,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         switch envelope {
         case .request(let request):
-            self.handleRequest(request)
+            self.handleRequest(request, engine)
         case .other(let envelope):
             switch envelope.kind {
             case .hello(let hello):
                 self.handleHello(hello)
             case .request(let request):
-                self.handleRequest(InboundRequest(request))
+                self.handleRequest(InboundRequest(request), engine)
             case .pluginReply(let reply):
                 self.handlePluginReply(reply)
             default:
@@ -323,7 +332,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.sendWelcome(welcome)
     }
 
-    private func handleRequest(_ request: InboundRequest) {
+    private func handleRequest(_ request: InboundRequest, _ engine: isolated MentoryEngine) {
         guard self.phase == .open, let context = self.context else {
             var response = OutboundResponse.failure(id: request.id, error: MentoryError.handshakeRequired.wireError)
             self.send(response: &response)
@@ -347,9 +356,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         // executor), with no task; the loop handling pending frames goes on with the next one. Behind a
         // request still in flight it waits its turn as a task instead, so requests start in the order sent.
         var immediate: OutboundResponse? =
-            self.inFlight.isEmpty
-            ? self.engine.assumeIsolated { engine in engine.dispatchImmediately(request, from: id, received: received) }
-            : nil
+            self.inFlight.isEmpty ? engine.dispatchImmediately(request, from: id, received: received) : nil
         // Taken out of the optional, so the reply's buffer has one owner when its frame headers are written.
         if var response = immediate.take() {
             if self.phase != .closing {
@@ -610,10 +617,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.outboundBytes -= bytes
             self.checkDrained(soon: false)
         }
-        if !self.handOffCoalesced(context: context, promise: written) {
-            context.write(Self.wrapOutboundOut(Self.flushMarker), promise: written)
-        }
-        context.flush()
+        // Written and flushed in one pass through the pipeline.
+        let last = self.coalesced.take() ?? Self.flushMarker
+        context.writeAndFlush(Self.wrapOutboundOut(last), promise: written)
     }
 
     /// The empty buffer written to mark the end of a flush whose last frame was written as it is.
