@@ -21,10 +21,12 @@ import NIOCore
 /// The handler splits the byte stream into frames itself (``LengthPrefixedFrameDecoder/nextFrame(from:)``),
 /// as it handles them: a read costs one pass through the pipeline however many frames it carries.
 ///
-/// Writes are coalesced: nothing is flushed per message. One flush follows each read batch and one
-/// follows the engine work of an event-loop tick (shared by the loop's connections, see ``TickFlusher``),
-/// and the small frames of one flush reach the channel as one buffer: one pipeline write and one
-/// `writev` for a tick's replies and events, however many there are.
+/// Writes are coalesced: nothing is flushed per message. With the loop's ``TickFlusher`` (as the server
+/// runs), a connection that wrote is flushed once per event-loop tick, after every read the tick had ready
+/// and the engine work queued before it, as Redis writes its replies before it sleeps: a peer with several
+/// connections is woken once for a burst of replies. Without one, a flush follows each read batch and the
+/// engine work of a tick. The small frames of one flush reach the channel as one buffer: one pipeline write
+/// and one `writev` for a tick's replies and events, however many there are.
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -143,7 +145,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        self.flushIfNeeded()
+        // With a loop-wide flusher, the replies of this read go out with every other connection's at the end
+        // of the loop's tick, after all the reads the tick had ready (as Redis writes its replies before it
+        // sleeps): a peer is woken once for a burst of replies rather than once per connection read.
+        if self.flusher == nil { self.flushIfNeeded() }
         context.fireChannelReadComplete()
     }
 
