@@ -107,8 +107,13 @@ struct Harness {
     let channel: NIOAsyncTestingChannel
     let engine: MentoryEngine
 
-    /// `plugin` declares a plugin the connection (uid 1000, trusted as the daemon's user) may register.
-    init(plugin: PluginDeclaration? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+    /// `plugin` declares a plugin the connection (uid 1000, trusted as the daemon's user) may register;
+    /// `sharedFlusher` gives the connection a loop-wide ``TickFlusher``, as the server does.
+    init(
+        plugin: PluginDeclaration? = nil,
+        sharedFlusher: Bool = false,
+        configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws {
         var configuration = ServerConfiguration(listener: .path("/unused"))
         configure(&configuration)
         let loop = NIOAsyncTestingEventLoop()
@@ -122,7 +127,8 @@ struct Harness {
             id: ConnectionID(1),
             configuration: configuration,
             credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
-            logger: Logger(label: "test")
+            logger: Logger(label: "test"),
+            flusher: sharedFlusher ? TickFlusher(eventLoop: loop) : nil
         )
         try await channel.pipeline.addHandlers([
             PeerSimulator(),
@@ -364,6 +370,21 @@ struct ConnectionHandlerTests {
         #expect(frames.last?.connectionError.error.code == code(.frameTooLarge))
         #expect(frames.last?.connectionError.closing == true)
         try await harness.channel.closeFuture.get()
+    }
+
+    @Test("with the loop's flusher, a read's replies wait for the end of the tick, then go out in one flush")
+    func endOfTickFlush() async throws {
+        let harness = try await Harness(sharedFlusher: true)
+        try await harness.handshake()
+        let flushesBefore = try await harness.peer { $0.flushes }
+        var buffer = ByteBuffer()
+        for id in 1...5 { buffer.writeFrame(Harness.request(UInt64(id), "session", "ping")) }
+        try await harness.channel.writeInbound(buffer)
+        #expect(try await harness.received().isEmpty, "nothing is flushed within the read")
+        await harness.channel.testingEventLoop.run()
+        #expect(try await harness.received().map(\.response.id) == Array(1...5))
+        #expect(try await harness.peer { $0.flushes } - flushesBefore == 1)
+        _ = try await harness.channel.finish()
     }
 
     @Test("N pipelined pings in one read batch are flushed once", arguments: [1, 10, 100])
