@@ -139,12 +139,25 @@ public struct AccessPolicy: Sendable, Equatable {
     }
 
     private func allows(_ credentials: PeerCredentials?, _ action: Action, daemonUID: UInt32?) -> Bool {
+        Self.allows(credentials, rules: self.rules.lazy.filter { $0.matches(action) }, daemonUID: daemonUID)
+    }
+
+    /// The rules whose WHAT names a call of `namespace.method`, in order: all that decide such a call,
+    /// whoever makes it. The engine keeps them per method, so that a request's check compares no names.
+    func rules(matchingCall namespace: String, method: String) -> [Rule] {
+        let action = Action.call(namespace: namespace, method: method)
+        return self.rules.filter { $0.matches(action) }
+    }
+
+    /// Whether a caller with `credentials` may take an action that exactly `rules` name (in policy order),
+    /// as ``allowsCall(_:namespace:method:daemonUID:)`` decides.
+    static func allows(_ credentials: PeerCredentials?, rules: some Sequence<Rule>, daemonUID: UInt32?) -> Bool {
         guard let credentials else {
             // Fail closed: an unknown caller might be whoever a deny rule names.
-            return !self.rules.contains { !$0.allows && $0.matches(action) }
+            return !rules.contains { !$0.allows }
         }
         if credentials.uid == 0 || credentials.uid == daemonUID { return true }
-        for rule in self.rules where rule.matches(credentials) && rule.matches(action) {
+        for rule in rules where rule.matches(credentials) {
             return rule.allows
         }
         return true

@@ -55,33 +55,75 @@ final class EngineMetrics {
             key.namespace = namespace
             if methods.contains(method) { key.method = method }
         }
-        let counter =
-            self.requests[key]
-            ?? {
-                let counter = Counter(
-                    label: MentoryMetric.requests.name,
-                    dimensions: [
-                        ("namespace", key.namespace), ("method", key.method),
-                        ("code", ResultCodeLabel.label(key.code)),
-                    ],
-                    factory: self.factory
-                )
-                self.requests[key] = counter
-                return counter
-            }()
-        counter.increment()
-        let timer =
-            self.durations[key.namespace]
-            ?? {
-                let timer = CoreMetrics.Timer(
-                    label: MentoryMetric.requestDuration.name,
-                    dimensions: [("namespace", key.namespace)],
-                    factory: self.factory
-                )
-                self.durations[key.namespace] = timer
-                return timer
-            }()
-        timer.recordNanoseconds(duration.nanoseconds)
+        self.requestCounter(key).increment()
+        self.durationTimer(key.namespace).recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// The counter of requests to `key`, made on first use.
+    private func requestCounter(_ key: RequestKey) -> Counter {
+        if let counter = self.requests[key] { return counter }
+        let counter = Counter(
+            label: MentoryMetric.requests.name,
+            dimensions: [
+                ("namespace", key.namespace), ("method", key.method), ("code", ResultCodeLabel.label(key.code)),
+            ],
+            factory: self.factory
+        )
+        self.requests[key] = counter
+        return counter
+    }
+
+    /// The request-duration histogram of `namespace` (a label), made on first use.
+    private func durationTimer(_ namespace: String) -> CoreMetrics.Timer {
+        if let timer = self.durations[namespace] { return timer }
+        let timer = CoreMetrics.Timer(
+            label: MentoryMetric.requestDuration.name, dimensions: [("namespace", namespace)], factory: self.factory)
+        self.durations[namespace] = timer
+        return timer
+    }
+
+    /// The metric objects of requests to `namespace.method`, a method the daemon serves; `declared` are
+    /// the methods its namespace declares (a method it does not declare counts under `unknown`).
+    func methodMetrics(namespace: String, method: String, declared: [String]) -> MethodMetrics {
+        if self.declaredMethods[namespace] == nil { self.declaredMethods[namespace] = Set(declared) }
+        let label = self.declaredMethods[namespace]!.contains(method) ? method : Self.unknown
+        return MethodMetrics(metrics: self, namespace: namespace, method: label)
+    }
+
+    /// One method's request counters (by result code, each made on first use, as by name) and its
+    /// namespace's duration histogram, held by its ``MethodRoute``: recording looks nothing up by name.
+    final class MethodMetrics {
+        private unowned let metrics: EngineMetrics
+        private let namespace: String
+        private let method: String
+        private let duration: CoreMetrics.Timer
+        private var succeeded: Counter?
+        /// Counters of the failure codes seen, by code; a handful at most.
+        private var failed: [(code: UInt32, counter: Counter)] = []
+
+        init(metrics: EngineMetrics, namespace: String, method: String) {
+            self.metrics = metrics
+            self.namespace = namespace
+            self.method = method
+            self.duration = metrics.durationTimer(namespace)
+        }
+
+        /// Counts one answered request with result `code`, and its duration.
+        func record(code: UInt32, duration: Duration) {
+            self.counter(code).increment()
+            self.duration.recordNanoseconds(duration.nanoseconds)
+        }
+
+        private func counter(_ code: UInt32) -> Counter {
+            if code == 0, let counter = self.succeeded { return counter }
+            // Codes mentory.proto does not declare (a future plugin's) share one key, as they share a label.
+            let code = ResultCodeLabel.isDeclared(code) ? code : .max
+            for entry in self.failed where entry.code == code { return entry.counter }
+            let counter = self.metrics.requestCounter(
+                RequestKey(namespace: self.namespace, method: self.method, code: code))
+            if code == 0 { self.succeeded = counter } else { self.failed.append((code, counter)) }
+            return counter
+        }
     }
 
     /// Counts a change published on `topic` (a registered topic).

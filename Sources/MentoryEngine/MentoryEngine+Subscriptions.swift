@@ -45,6 +45,7 @@ extension MentoryEngine {
             )
         }
         guard let connection = self.connections[id] else { throw .handshakeRequired }
+        let sink = connection.sink
         for subscription in request.topics
         where !self.accessPolicy.allowsSubscription(
             connection.context.credentials,
@@ -63,10 +64,10 @@ extension MentoryEngine {
                 subscription.hasResumeAfter && subscription.epoch == self.epoch
                 && self.logs[topic]?.events(after: subscription.resumeAfter) != nil
             if canResume {
-                _ = self.subscriptions.insert(id, topic, delivery: .live)
+                _ = self.subscriptions.insert(id, topic, delivery: .live, sink: sink)
                 self.replay(topic, after: subscription.resumeAfter, to: id)
             } else {
-                let generation = self.subscriptions.insert(id, topic, delivery: .resetting)
+                let generation = self.subscriptions.insert(id, topic, delivery: .resetting, sink: sink)
                 do throws(MentoryError) {
                     try await self.sendState(
                         of: topic, to: id, kind: subscription.hasResumeAfter ? .reset : .snapshot,

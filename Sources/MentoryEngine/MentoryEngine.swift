@@ -66,10 +66,12 @@ public actor MentoryEngine {
     /// An attached connection: who is on it and where its events go.
     ///
     /// A class, so that looking one up per request or per delivered event costs one retain rather
-    /// than a copy of every field.
-    final class Connection: Sendable {
+    /// than a copy of every field. Isolated to the engine.
+    final class Connection {
         let context: ConnectionContext
         let sink: any EventSink
+        /// The routes of the methods this connection called last.
+        var routes = RouteCache()
 
         init(context: ConnectionContext, sink: any EventSink) {
             self.context = context
@@ -103,6 +105,8 @@ public actor MentoryEngine {
     /// (decoding them costs; start-up should not pay for a describe nobody asked for).
     var describedDescriptorsCache: Google_Protobuf_FileDescriptorSet?
     var connections: [ConnectionID: Connection] = [:]
+    /// The methods resolved so far, by namespace and method (see ``MethodRoute``).
+    var methodRoutes: [String: [String: MethodRoute]] = [:]
     /// The namespace each registered plugin's connection serves.
     var pluginConnections: [ConnectionID: String] = [:]
     var logs: [String: EventLog] = [:]
@@ -112,6 +116,8 @@ public actor MentoryEngine {
     var monitors: [ConnectionID: Monitor] = [:]
     private var isShuttingDown = false
     private(set) var accessPolicy: AccessPolicy
+    /// Counts the policies set, so that routes know when to pick out their rules again.
+    private var accessGeneration: UInt64 = 1
     private var lastDenialLogged: ContinuousClock.Instant?
     private var suppressedDenials = 0
 
@@ -139,6 +145,7 @@ public actor MentoryEngine {
     /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.
     public func updateAccessPolicy(_ policy: AccessPolicy) {
         self.accessPolicy = policy
+        self.accessGeneration += 1
     }
 
     /// Logs a refused action, at most once a second; the rest are counted in the next line.
@@ -363,6 +370,79 @@ public actor MentoryEngine {
         return response
     }
 
+    /// ``dispatchImmediately(_:from:)``, counting the answered request in the request metrics; `received`
+    /// is when the request arrived, from which its duration and deadline count. What the server calls.
+    ///
+    /// A declared method of `session` or of a registered handler is routed through its ``MethodRoute``:
+    /// the names are compared with the connection's recent routes, and nothing is looked up by name.
+    package func dispatchImmediately(
+        _ request: InboundRequest, from id: ConnectionID, received: ContinuousClock.Instant
+    ) -> OutboundResponse? {
+        guard !self.isShuttingDown, let connection = self.connections[id],
+            let route = self.route(request.namespace, request.method, for: connection)
+        else {
+            let response = self.dispatchImmediately(request, from: id)
+            if let response { self.recordRequest(request, response, duration: ContinuousClock.now - received) }
+            return response
+        }
+        // The clock is read only while someone monitors.
+        let started: ContinuousClock.Instant? = self.monitors.isEmpty ? nil : .now
+        var response: OutboundResponse
+        do {
+            try self.checkAccess(request, route: route, connection: connection)
+            let body: ProtobufBuffer?
+            switch route.target {
+            case .session:
+                body = try self.handleSessionImmediately(request.body, method: route.method, connection: id)
+            case .handler(.immediate(let respond)):
+                let call = RequestContext(
+                    requestID: request.id,
+                    method: route.method,
+                    connection: connection.context,
+                    deadline: received + self.timeout(of: request),
+                    logger: self.logger
+                )
+                body = try respond(request.body, call)
+            case .handler(.suspending):
+                body = nil
+            }
+            guard let body else { return nil }
+            response = .success(id: request.id, body: body)
+        } catch {
+            response = .failure(id: request.id, error: self.wireError(error, for: request))
+        }
+        route.metrics.record(code: response.code, duration: ContinuousClock.now - received)
+        if let started { self.monitorCall(request, response, from: id, started: started) }
+        return response
+    }
+
+    /// ``dispatch(_:from:)``, counting the answered request in the request metrics; `received` is when the
+    /// request arrived, from which its duration counts. What the server calls.
+    package func dispatch(
+        _ request: InboundRequest, from id: ConnectionID, received: ContinuousClock.Instant
+    ) async -> OutboundResponse {
+        let route = self.connections[id].flatMap { self.route(request.namespace, request.method, for: $0) }
+        let response = await self.dispatch(request, from: id)
+        if let route {
+            route.metrics.record(code: response.code, duration: ContinuousClock.now - received)
+        } else {
+            self.recordRequest(request, response, duration: ContinuousClock.now - received)
+        }
+        return response
+    }
+
+    /// Checks that the access policy lets `request` on `route` run, through the rules the route picked out.
+    private func checkAccess(_ request: InboundRequest, route: MethodRoute, connection: Connection) throws {
+        guard
+            route.allows(
+                connection.context.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
+                daemonUID: self.configuration.daemonUID)
+        else {
+            self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
+            throw MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
+        }
+    }
+
     /// ``dispatchImmediately(_:from:)`` for a request as a generated message (tests); the bodies are copied.
     package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
         self.dispatchImmediately(InboundRequest(request), from: id)?.wireResponse
@@ -492,8 +572,8 @@ public actor MentoryEngine {
         guard let subscribers = self.subscriptions.deliveries(of: topic) else { return }
         // Encoded once, here, for every subscriber.
         let shared = SharedEvent(event)
-        for (id, delivery) in subscribers where delivery == .live {
-            self.deliverLive(shared, to: id)
+        for (id, subscriber) in subscribers where subscriber.delivery == .live {
+            self.deliverLive(shared, to: id, sink: subscriber.sink)
         }
     }
 
@@ -520,14 +600,15 @@ public actor MentoryEngine {
     }
 
     func deliver(_ event: SharedEvent, to id: ConnectionID) {
-        guard self.subscriptions.entry(id, event.event.topic)?.delivery == .live else { return }
-        self.deliverLive(event, to: id)
+        guard self.subscriptions.entry(id, event.event.topic)?.delivery == .live,
+            let connection = self.connections[id]
+        else { return }
+        self.deliverLive(event, to: id, sink: connection.sink)
     }
 
-    /// Delivers `event` to `id`, whose subscription to the event's topic is live.
-    private func deliverLive(_ event: SharedEvent, to id: ConnectionID) {
-        guard let connection = self.connections[id] else { return }
-        if !connection.sink.deliver(event) {
+    /// Delivers `event` to `id`, whose subscription to the event's topic is live and whose events go to `sink`.
+    private func deliverLive(_ event: SharedEvent, to id: ConnectionID, sink: any EventSink) {
+        if !sink.deliver(event) {
             self.subscriptions.setDelivery(.overflowed, id, event.event.topic)
             self.logger.debug(
                 "subscriber queue full; a reset will follow",

@@ -29,9 +29,17 @@ struct Subscriptions {
         var generation: UInt64
     }
 
+    /// A subscriber of a topic as a publish reads it: how its events reach it and where they go.
+    struct Subscriber {
+        var delivery: Delivery
+        /// The subscriber's connection's sink, kept here so that a delivery looks up no connection.
+        let sink: any EventSink
+    }
+
     private var byConnection: [ConnectionID: [String: Entry]] = [:]
-    /// The same entries' deliveries by topic, so that a publish reads its subscribers' states in one lookup.
-    private var byTopic: [String: [ConnectionID: Delivery]] = [:]
+    /// The same entries' deliveries by topic, with each subscriber's sink, so that a publish reads its
+    /// subscribers' states and sinks in one lookup.
+    private var byTopic: [String: [ConnectionID: Subscriber]] = [:]
     private var nextGeneration: UInt64 = 0
 
     /// The subscription of `id` to `topic`, if any.
@@ -50,7 +58,7 @@ struct Subscriptions {
     }
 
     /// How events reach each subscriber of `topic`.
-    func deliveries(of topic: String) -> [ConnectionID: Delivery]? {
+    func deliveries(of topic: String) -> [ConnectionID: Subscriber]? {
         self.byTopic[topic]
     }
 
@@ -63,11 +71,12 @@ struct Subscriptions {
     /// How many connections hold at least one subscription.
     var connectionCount: Int { self.byConnection.count }
 
-    /// Subscribes `id` to `topic` (again, if it already was) with a fresh generation, and returns it.
-    mutating func insert(_ id: ConnectionID, _ topic: String, delivery: Delivery) -> UInt64 {
+    /// Subscribes `id`, whose events go to `sink`, to `topic` (again, if it already was) with a fresh
+    /// generation, and returns it.
+    mutating func insert(_ id: ConnectionID, _ topic: String, delivery: Delivery, sink: any EventSink) -> UInt64 {
         self.nextGeneration += 1
         self.byConnection[id, default: [:]][topic] = Entry(delivery: delivery, generation: self.nextGeneration)
-        self.byTopic[topic, default: [:]][id] = delivery
+        self.byTopic[topic, default: [:]][id] = Subscriber(delivery: delivery, sink: sink)
         return self.nextGeneration
     }
 
@@ -75,7 +84,7 @@ struct Subscriptions {
     mutating func setDelivery(_ delivery: Delivery, _ id: ConnectionID, _ topic: String) {
         guard self.byConnection[id]?[topic] != nil else { return }
         self.byConnection[id]![topic]!.delivery = delivery
-        self.byTopic[topic]![id] = delivery
+        self.byTopic[topic]![id]!.delivery = delivery
     }
 
     /// Marks an overflowed subscription as resetting under a fresh generation, which it returns;
@@ -84,7 +93,7 @@ struct Subscriptions {
         guard self.byConnection[id]?[topic]?.delivery == .overflowed else { return nil }
         self.nextGeneration += 1
         self.byConnection[id]![topic] = Entry(delivery: .resetting, generation: self.nextGeneration)
-        self.byTopic[topic]![id] = .resetting
+        self.byTopic[topic]![id]!.delivery = .resetting
         return self.nextGeneration
     }
 
@@ -109,11 +118,13 @@ struct Subscriptions {
     func checkInvariants(attached connections: Set<ConnectionID>) -> Bool {
         for (id, topics) in self.byConnection {
             guard !topics.isEmpty, connections.contains(id) else { return false }
-            for (topic, entry) in topics where self.byTopic[topic]?[id] != entry.delivery { return false }
+            for (topic, entry) in topics where self.byTopic[topic]?[id]?.delivery != entry.delivery { return false }
         }
         for (topic, deliveries) in self.byTopic {
             guard !deliveries.isEmpty else { return false }
-            for (id, delivery) in deliveries where self.byConnection[id]?[topic]?.delivery != delivery { return false }
+            for (id, subscriber) in deliveries where self.byConnection[id]?[topic]?.delivery != subscriber.delivery {
+                return false
+            }
         }
         return true
     }

@@ -35,6 +35,10 @@ package protocol HostedHandler: AnyObject {
     nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
         -> ProtobufBuffer
 
+    /// The route of `method`, looked up once so that the host can call it again without naming it;
+    /// `nil` for a method without a route, or when the handler's routes may change (a plugin's).
+    func resolve(method: String) -> ResolvedRoute?
+
     /// Takes `topic`'s snapshot: the body of snapshot and reset events.
     nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data
 
@@ -46,6 +50,20 @@ package protocol HostedHandler: AnyObject {
 
     /// Closes the handler.
     nonisolated(nonsending) func close() async
+}
+
+/// A handler's route for one method with the handler's type erased, as ``HostedHandler/resolve(method:)``
+/// returns it: what the host keeps per method to answer it without looking its name up again.
+package enum ResolvedRoute {
+    /// Answers without suspending.
+    case immediate((ByteBuffer, RequestContext) throws -> ProtobufBuffer)
+    /// May suspend: the host answers it as a task, through ``HostedHandler/respond(method:body:call:)``.
+    case suspending
+}
+
+extension HostedHandler {
+    /// No route is resolved ahead: every call is routed by name.
+    package func resolve(method: String) -> ResolvedRoute? { nil }
 }
 
 /// The hosted form of a handler of type `Handler`.
@@ -107,6 +125,18 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
             return nil
         case nil:
             throw MentoryError.unknownMethod(namespace: self.namespace, method: method)
+        }
+    }
+
+    package func resolve(method: String) -> ResolvedRoute? {
+        // The context is made per call, as by name: a reload changes the configuration it carries.
+        switch self.routes[method] {
+        case .immediate(let respond):
+            return .immediate { body, call in try respond(body, call, self.context) }
+        case .suspending:
+            return .suspending
+        case nil:
+            return nil
         }
     }
 

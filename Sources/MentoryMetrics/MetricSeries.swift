@@ -61,7 +61,17 @@ final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
 
     func observe(_ value: Double) {
         guard !value.isNaN else { return }
-        let index = self.bounds.firstIndex { value <= $0 } ?? self.bounds.count
+        // The first bound at or above the value (+Inf past the last), by binary search over the ascending
+        // bounds, read through a buffer pointer: no generic accessor (which allocates, unspecialized) per probe.
+        let index = self.bounds.withUnsafeBufferPointer { bounds in
+            var low = 0
+            var high = bounds.count
+            while low < high {
+                let middle = (low + high) / 2
+                if value <= bounds[middle] { high = middle } else { low = middle + 1 }
+            }
+            return low
+        }
         self.counts.withLockedValue { counts in
             counts.buckets[index] &+= 1
             counts.count &+= 1

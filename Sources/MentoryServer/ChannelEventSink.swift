@@ -9,8 +9,15 @@ import NIOCore
 /// together, and once an event would take them past ``ServerConfiguration/subscriberQueueBytes`` (or
 /// the event would not fit in one frame) it is refused, so the engine falls back to a reset once the
 /// queue has drained to half.
-struct ChannelEventSink: EventSink {
+///
+/// A class, so that the engine's copies of it (one per subscription) are one reference each: copying or
+/// calling it per delivered event costs a retain, not a copy of the handler and its event loop.
+final class ChannelEventSink: EventSink {
     let handler: NIOLoopBound<ConnectionHandler>
+
+    init(handler: NIOLoopBound<ConnectionHandler>) {
+        self.handler = handler
+    }
 
     func deliver(_ event: SharedEvent) -> Bool {
         self.handler.value.deliver(event)

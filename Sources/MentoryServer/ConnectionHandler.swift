@@ -15,13 +15,18 @@ import NIOCore
 ///   reading the socket; it resumes once half of that has been written. Nothing is dropped.
 /// - Events are refused (the engine sends a reset later) once the connection's outbound bytes would
 ///   pass ``ServerConfiguration/subscriberQueueBytes``.
-/// - Frames the decoder has already split off wait here, in order, while more than
+/// - Frames already read wait here, in order and still in the bytes read, while more than
 ///   ``ServerConfiguration/maxRequestsInFlight`` requests are in flight or the outbound bound holds.
 ///
-/// Writes are coalesced: nothing is flushed per message. One flush follows each read batch and one
-/// follows the engine work of an event-loop tick (shared by the loop's connections, see ``TickFlusher``),
-/// and the small frames of one flush reach the channel as one buffer: one pipeline write and one
-/// `writev` for a tick's replies and events, however many there are.
+/// The handler splits the byte stream into frames itself (``LengthPrefixedFrameDecoder/nextFrame(from:)``),
+/// as it handles them: a read costs one pass through the pipeline however many frames it carries.
+///
+/// Writes are coalesced: nothing is flushed per message. With the loop's ``TickFlusher`` (as the server
+/// runs), a connection that wrote is flushed once per event-loop tick, after every read the tick had ready
+/// and the engine work queued before it, as Redis writes its replies before it sleeps: a peer with several
+/// connections is woken once for a burst of replies. Without one, a flush follows each read batch and the
+/// engine work of a tick. The small frames of one flush reach the channel as one buffer: one pipeline write
+/// and one `writev` for a tick's replies and events, however many there are.
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -46,8 +51,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var attached = false
     /// Request ids in flight, each with its `namespace.method` for error messages.
     private var inFlight: [UInt64: String] = [:]
-    /// Frames decoded but not yet handled, waiting for room.
-    private var pendingFrames = CircularBuffer<ByteBuffer>()
+    /// The bytes read whose frames are not handled yet: a frame cut short, or whole frames waiting for room.
+    private var inbound = ConnectionHandler.noBytes
+    private let frameDecoder: LengthPrefixedFrameDecoder
+    /// When the frames being handled now were taken up: the clock is read once per batch of frames, not per
+    /// request. A request's duration counts from here, so it includes the requests ahead of it in its batch.
+    private var batchStarted: ContinuousClock.Instant?
     private var readHeldBack = false
     /// Bytes written into the pipeline that the kernel has not taken yet.
     private(set) var outboundBytes = 0
@@ -63,6 +72,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var flushScheduled = false
     private var handshakeTimeout: Scheduled<Void>?
     private var context: ChannelHandlerContext?
+    /// The channel's allocator, taken once: asking the channel for it on every write costs more than the write.
+    private var allocator = ByteBufferAllocator()
 
     init(
         engine: MentoryEngine,
@@ -74,6 +85,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         flusher: TickFlusher? = nil
     ) {
         self.flusher = flusher
+        self.frameDecoder = LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)
         self.engine = engine
         self.id = id
         self.configuration = configuration
@@ -86,6 +98,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.allocator = context.channel.allocator
         if context.channel.isActive {
             self.startHandshakeTimer(context: context)
         }
@@ -114,24 +127,45 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.handshakeTimeout?.cancel()
         self.detach()
         self.phase = .closing
-        self.pendingFrames.removeAll()
+        self.inbound = Self.noBytes
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard self.phase != .closing else { return }
-        self.pendingFrames.append(Self.unwrapInboundIn(data))
+        var bytes = Self.unwrapInboundIn(data)
+        if self.inbound.readableBytes == 0 {
+            self.inbound = bytes
+        } else {
+            // Only a frame cut short, or frames waiting for room, are kept: move them to the front first.
+            self.inbound.discardReadBytes()
+            self.inbound.writeBuffer(&bytes)
+        }
         self.handlePendingFrames()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        self.flushIfNeeded()
+        // With a loop-wide flusher, the replies of this read go out with every other connection's at the end
+        // of the loop's tick, after all the reads the tick had ready (as Redis writes its replies before it
+        // sleeps): a peer is woken once for a burst of replies rather than once per connection read.
+        if self.flusher == nil { self.flushIfNeeded() }
         context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // With remote half-closure allowed, the decoder has already reported a frame cut short
-        // (TRUNCATED_FRAME, then close); EOF at a frame boundary just closes.
+        // With remote half-closure allowed, a frame cut short gets TRUNCATED_FRAME, then close; EOF at a
+        // frame boundary just closes. Whole frames still waiting for room are dropped with the connection.
+        if event as? ChannelEvent == .some(.inputClosed), self.phase != .closing {
+            self.handlePendingFrames()
+            switch self.unfinishedFrame() {
+            case .tooLarge(let length):
+                self.failConnection(.frameTooLarge(length: length, maximum: self.frameDecoder.maxFrameLength))
+            case .truncated:
+                self.failConnection(.truncatedFrame)
+            case .none:
+                break
+            }
+        }
         if event as? ChannelEvent == .some(.inputClosed), self.phase != .closing {
             self.logger.debug("peer closed its side")
             self.phase = .closing
@@ -158,7 +192,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        if self.canHandleFrames, self.pendingFrames.isEmpty {
+        if self.canHandleFrames, !self.hasWholeFrame {
             context.read()
         } else {
             self.readHeldBack = true
@@ -173,22 +207,78 @@ final class ConnectionHandler: ChannelDuplexHandler {
             && self.inFlight.count < self.configuration.maxRequestsInFlight
     }
 
+    /// Handles the whole frames read, in order, while there is room.
+    ///
+    /// The engine's isolation is asserted once for the batch (the engine's executor is this event loop), not
+    /// once per request: the check asks the concurrency runtime and the loop which thread this is.
     private func handlePendingFrames() {
-        while self.canHandleFrames, let frame = self.pendingFrames.popFirst() {
-            self.handle(frame)
+        guard let context = self.context else { return }
+        self.batchStarted = nil
+        defer { self.batchStarted = nil }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.engine.assumeIsolated { engine in handler.value.handlePendingFrames(engine) }
+    }
+
+    private func handlePendingFrames(_ engine: isolated MentoryEngine) {
+        while self.canHandleFrames {
+            let frame: ByteBuffer?
+            do {
+                frame = try self.frameDecoder.nextFrame(from: &self.inbound)
+            } catch {
+                switch error {
+                case .frameTooLarge(let length, let maximum):
+                    self.failConnection(.frameTooLarge(length: length, maximum: maximum))
+                case .truncatedFrame:
+                    self.failConnection(.truncatedFrame)
+                }
+                return
+            }
+            guard let frame else { return }
+            self.handle(frame, engine)
         }
     }
+
+    /// Whether a whole frame waits in ``inbound``.
+    private var hasWholeFrame: Bool {
+        guard let length = self.inbound.getInteger(at: self.inbound.readerIndex, as: UInt32.self) else {
+            return false
+        }
+        return self.inbound.readableBytes >= WireProtocol.lengthPrefixSize + Int(length)
+    }
+
+    private enum UnfinishedFrame {
+        case none
+        case truncated
+        case tooLarge(length: Int)
+    }
+
+    /// What follows the whole frames in ``inbound``: nothing, a frame cut short, or a length over the limit.
+    private func unfinishedFrame() -> UnfinishedFrame {
+        var index = self.inbound.readerIndex
+        let end = self.inbound.writerIndex
+        while index < end {
+            guard let length = self.inbound.getInteger(at: index, as: UInt32.self) else { return .truncated }
+            guard length <= self.frameDecoder.maxFrameLength else { return .tooLarge(length: Int(length)) }
+            let next = index + WireProtocol.lengthPrefixSize + Int(length)
+            guard next <= end else { return .truncated }
+            index = next
+        }
+        return .none
+    }
+
+    /// The empty buffer ``inbound`` holds when every byte read is handled.
+    private static let noBytes = ByteBuffer()
 
     /// Handles what waited, then reads again if a read was held back and nothing waits any more.
     private func resume() {
         self.handlePendingFrames()
-        if self.readHeldBack, self.canHandleFrames, self.pendingFrames.isEmpty, let context = self.context {
+        if self.readHeldBack, self.canHandleFrames, !self.hasWholeFrame, let context = self.context {
             self.readHeldBack = false
             context.read()
         }
     }
 
-    private func handle(_ frame: ByteBuffer) {
+    private func handle(_ frame: ByteBuffer, _ engine: isolated MentoryEngine) {
         let envelope: InboundEnvelope
         do {
             envelope = try InboundEnvelope(frame: frame)
@@ -198,13 +288,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         switch envelope {
         case .request(let request):
-            self.handleRequest(request)
+            self.handleRequest(request, engine)
         case .other(let envelope):
             switch envelope.kind {
             case .hello(let hello):
                 self.handleHello(hello)
             case .request(let request):
-                self.handleRequest(InboundRequest(request))
+                self.handleRequest(InboundRequest(request), engine)
             case .pluginReply(let reply):
                 self.handlePluginReply(reply)
             default:
@@ -247,32 +337,31 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.sendWelcome(welcome)
     }
 
-    private func handleRequest(_ request: InboundRequest) {
+    private func handleRequest(_ request: InboundRequest, _ engine: isolated MentoryEngine) {
         guard self.phase == .open, let context = self.context else {
             var response = OutboundResponse.failure(id: request.id, error: MentoryError.handshakeRequired.wireError)
             self.send(response: &response)
             return
         }
-        guard self.inFlight[request.id] == nil else {
+        guard self.inFlight.isEmpty || self.inFlight[request.id] == nil else {
             var response = OutboundResponse.failure(
                 id: request.id, error: MentoryError.duplicateRequestID(request.id).wireError)
             self.send(response: &response)
             return
         }
         let id = self.id
-        let received = ContinuousClock.now
+        let received: ContinuousClock.Instant
+        if let started = self.batchStarted {
+            received = started
+        } else {
+            received = .now
+            self.batchStarted = received
+        }
         // A request whose handler does not suspend is answered here, on the event loop (the engine's
         // executor), with no task; the loop handling pending frames goes on with the next one. Behind a
         // request still in flight it waits its turn as a task instead, so requests start in the order sent.
         var immediate: OutboundResponse? =
-            self.inFlight.isEmpty
-            ? self.engine.assumeIsolated { engine in
-                let response = engine.dispatchImmediately(request, from: id)
-                if let response {
-                    engine.recordRequest(request, response, duration: ContinuousClock.now - received)
-                }
-                return response
-            } : nil
+            self.inFlight.isEmpty ? engine.dispatchImmediately(request, from: id, received: received) : nil
         // Taken out of the optional, so the reply's buffer has one owner when its frame headers are written.
         if var response = immediate.take() {
             if self.phase != .closing {
@@ -283,8 +372,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.inFlight[request.id] = "\(request.namespace).\(request.method)"
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.onEngine { engine in
-            let response = await engine.dispatch(request, from: id)
-            engine.recordRequest(request, response, duration: ContinuousClock.now - received)
+            let response = await engine.dispatch(request, from: id, received: received)
             handler.value.finish(consume response)
         }
     }
@@ -422,7 +510,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.outboundBytes += bytes
         self.unflushedBytes += bytes
         if promise == nil, bytes <= Self.maxCoalescedFrameBytes {
-            self.coalesce(frame, allocator: context.channel.allocator)
+            self.coalesce(frame)
         } else {
             self.handOffCoalesced(context: context, promise: nil)
             context.write(Self.wrapOutboundOut(frame), promise: promise)
@@ -446,20 +534,25 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Adds `frame` to ``coalesced``. A tick's only frame is kept as it is (an event's frame is shared by
     /// every subscriber); the second one starts a buffer of this connection's own, holding copies.
-    private func coalesce(_ frame: ByteBuffer, allocator: ByteBufferAllocator) {
-        guard let first = self.coalesced else {
+    ///
+    /// The buffer is taken out of ``coalesced`` while it is written to, so that it has one owner and grows in
+    /// place: a copy of it still held (as the first frame once was, for the whole function) would make every
+    /// write copy all of it.
+    private func coalesce(_ frame: ByteBuffer) {
+        guard var buffer = self.coalesced.take() else {
             self.coalesced = frame
             self.coalescedIsOwned = false
             return
         }
         if !self.coalescedIsOwned {
-            var buffer = allocator.buffer(
+            let first = buffer
+            buffer = self.allocator.buffer(
                 capacity: max(Self.coalescedBufferCapacity, first.readableBytes + frame.readableBytes))
             buffer.writeImmutableBuffer(first)
-            self.coalesced = buffer
             self.coalescedIsOwned = true
         }
-        self.coalesced!.writeImmutableBuffer(frame)
+        buffer.writeImmutableBuffer(frame)
+        self.coalesced = buffer
     }
 
     /// Writes what was coalesced to the channel, with `promise`; returns whether there was anything.
@@ -529,10 +622,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.outboundBytes -= bytes
             self.checkDrained(soon: false)
         }
-        if !self.handOffCoalesced(context: context, promise: written) {
-            context.write(Self.wrapOutboundOut(Self.flushMarker), promise: written)
-        }
-        context.flush()
+        // Written and flushed in one pass through the pipeline.
+        let last = self.coalesced.take() ?? Self.flushMarker
+        context.writeAndFlush(Self.wrapOutboundOut(last), promise: written)
     }
 
     /// The empty buffer written to mark the end of a flush whose last frame was written as it is.
@@ -546,7 +638,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.logger.debug("closing connection", metadata: ["reason": "\(error.message)"])
         self.detach()
         self.phase = .closing
-        self.pendingFrames.removeAll()
+        self.inbound = Self.noBytes
         self.closeAfter(error)
     }
 

@@ -161,10 +161,8 @@ public final class MentoryServer: Service {
                         metrics: metrics,
                         flusher: flusher.value
                     )
-                    try channel.pipeline.syncOperations.addHandlers([
-                        ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)),
-                        handler,
-                    ])
+                    // The handler splits frames itself: one handler, one pipeline pass per read.
+                    try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
     }

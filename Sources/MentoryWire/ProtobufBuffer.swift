@@ -93,17 +93,38 @@ extension ProtobufBuffer {
             self.buffer = copy
         }
         let start = self.buffer.readerIndex - headerLength
-        var index = start
-        index += self.buffer.setInteger(UInt32(payload), at: index)
-        index += self.buffer.setInteger(UInt8(0x22), at: index)  // Envelope.response = 4, length-delimited
-        index += Varint.set(UInt64(response), in: &self.buffer, at: index)
-        if id != 0 {
-            index += self.buffer.setInteger(UInt8(0x08), at: index)  // Response.id = 1, varint
-            index += Varint.set(id, in: &self.buffer, at: index)
+        // The headers are written through one access to the storage: byte by byte through `setInteger`,
+        // each byte would check the storage's uniqueness and bounds again (this is on every reply's path).
+        let end = self.buffer.withVeryUnsafeMutableBytes { storage in
+            var index = start
+            func put(_ byte: UInt8) {
+                storage[index] = byte
+                index += 1
+            }
+            func putVarint(_ value: UInt64) {
+                var value = value
+                while value >= 0x80 {
+                    put(UInt8(truncatingIfNeeded: value) | 0x80)
+                    value >>= 7
+                }
+                put(UInt8(value))
+            }
+            let length = UInt32(payload)
+            put(UInt8(truncatingIfNeeded: length >> 24))
+            put(UInt8(truncatingIfNeeded: length >> 16))
+            put(UInt8(truncatingIfNeeded: length >> 8))
+            put(UInt8(truncatingIfNeeded: length))
+            put(0x22)  // Envelope.response = 4, length-delimited
+            putVarint(UInt64(response))
+            if id != 0 {
+                put(0x08)  // Response.id = 1, varint
+                putVarint(id)
+            }
+            put(0x12)  // Response.body = 2, length-delimited
+            putVarint(UInt64(bodyLength))
+            return index
         }
-        index += self.buffer.setInteger(UInt8(0x12), at: index)  // Response.body = 2, length-delimited
-        index += Varint.set(UInt64(bodyLength), in: &self.buffer, at: index)
-        assert(index == self.buffer.readerIndex)
+        precondition(end == self.buffer.readerIndex, "the response headers fill the room left for them")
         self.buffer.moveReaderIndex(to: start)
         return self.buffer
     }
@@ -114,18 +135,6 @@ enum Varint {
     /// The number of bytes `value` takes as a varint.
     static func size(_ value: UInt64) -> Int {
         value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
-    }
-
-    /// Writes `value` as a varint at `index`; returns the number of bytes written.
-    static func set(_ value: UInt64, in buffer: inout ByteBuffer, at index: Int) -> Int {
-        var value = value
-        var offset = 0
-        while value >= 0x80 {
-            offset += buffer.setInteger(UInt8(truncatingIfNeeded: value) | 0x80, at: index + offset)
-            value >>= 7
-        }
-        offset += buffer.setInteger(UInt8(value), at: index + offset)
-        return offset
     }
 }
 

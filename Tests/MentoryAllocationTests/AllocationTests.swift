@@ -20,13 +20,13 @@ import Testing
 ///
 /// Each budget is the figure the test measured in a debug build (Swift 6.3.1, Linux; `swift test --filter
 /// Allocation` prints the figures) plus small headroom, about 10% and at least one allocation; its comment
-/// gives the measured figure. Counts are deterministic but for one thing: almost every tick allocates exactly
-/// the same, and a few ticks in a hundred allocate one to five more, the more the busier the machine. Those
-/// come from the request-duration histogram: in a debug build `HistogramSeries.observe` allocates once per
-/// bucket `bounds.firstIndex` scans (the unspecialized `Array` read accessor), so a request that took longer
-/// allocates more. This moves the averages by under 0.1. So a test over budget means the path now allocates
-/// more: find out why, and raise the budget (with the new measured figure in its comment) only if that is
-/// intended. Lower it when a change makes a path cheaper, so the guard keeps its grip.
+/// gives the measured figure. Counts are deterministic: every tick allocates exactly the same. (They were not
+/// while `HistogramSeries.observe` scanned its bucket bounds through the unspecialized `Array` read accessor,
+/// which allocates once per read in a debug build, so a slower request allocated more; it now searches them
+/// through a buffer pointer. Keep arrays off the per-request path for the same reason: the engine's per-connection
+/// route cache has fixed slots.) So a test over budget means the path now allocates more: find out why, and raise
+/// the budget (with the new measured figure in its comment) only if that is intended. Lower it when a change
+/// makes a path cheaper, so the guard keeps its grip.
 enum AllocationBudget {
     /// `session.ping`, frame in to frame out through `ConnectionHandler`: measured 17.0 (18.0 before request
     /// bodies were read in their frame and replies serialized once into theirs).

@@ -101,7 +101,6 @@ struct InProcessServer {
         try await self.loop.executeInContext {
             try channel.pipeline.syncOperations.addHandlers([
                 FrameSink(),
-                ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)),
                 ConnectionHandler(
                     engine: engine,
                     id: id,

@@ -3,6 +3,7 @@ import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
 import MentoryWireFixtures
+import NIOCore
 import Testing
 
 @Suite("Access policy")
@@ -139,6 +140,32 @@ struct AccessPolicyTests {
         _ = try await fixture.call(
             WireNames.diary, "list", Mentory_V1_DiaryListRequest(), from: client, as: Mentory_V1_DiaryListReply.self)
         #expect(await fixture.store.entries(limit: 10, before: nil).isEmpty)
+    }
+
+    @Test("a policy change applies to the methods a connection already called, whose routes it keeps")
+    func policyChangeReachesKeptRoutes() async throws {
+        let fixture = try await EngineFixture()
+        let (client, _) = await fixture.connect(credentials: self.alice)
+        let engine = fixture.engine
+        func ping() async -> UInt32? {
+            let request = InboundRequest(id: 1, namespace: WireNames.session, method: "ping", body: ByteBuffer())
+            return await engine.dispatchImmediately(request, from: client, received: .now)?.code
+        }
+        let denied = UInt32(Mentory_V1_ErrorCode.permissionDenied.rawValue)
+        #expect(await ping() == 0)
+        await engine.updateAccessPolicy(try AccessPolicy(parsing: ["deny uid=1000 session.ping"]))
+        #expect(await ping() == denied, "the route the connection keeps picks the new rules")
+        #expect(await ping() == denied)
+        await engine.updateAccessPolicy(.default)
+        #expect(await ping() == 0)
+        // Counted under the declared names, per code, as requests routed by name are.
+        let requests = await engine.metricsSnapshot().families.first { $0.name == "mentoryd_requests_total" }
+        let counts = Dictionary(
+            uniqueKeysWithValues: (requests?.samples ?? []).map { sample in
+                (sample.labels.map { "\($0.name)=\($0.value)" }.sorted().joined(separator: ","), sample.value)
+            })
+        #expect(counts["code=OK,method=ping,namespace=session"] == 2)
+        #expect(counts["code=PERMISSION_DENIED,method=ping,namespace=session"] == 2)
     }
 
     @Test("the default policy keeps fault injection and storage administration for root")

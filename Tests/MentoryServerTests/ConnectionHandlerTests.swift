@@ -107,8 +107,13 @@ struct Harness {
     let channel: NIOAsyncTestingChannel
     let engine: MentoryEngine
 
-    /// `plugin` declares a plugin the connection (uid 1000, trusted as the daemon's user) may register.
-    init(plugin: PluginDeclaration? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+    /// `plugin` declares a plugin the connection (uid 1000, trusted as the daemon's user) may register;
+    /// `sharedFlusher` gives the connection a loop-wide ``TickFlusher``, as the server does.
+    init(
+        plugin: PluginDeclaration? = nil,
+        sharedFlusher: Bool = false,
+        configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws {
         var configuration = ServerConfiguration(listener: .path("/unused"))
         configure(&configuration)
         let loop = NIOAsyncTestingEventLoop()
@@ -122,12 +127,11 @@ struct Harness {
             id: ConnectionID(1),
             configuration: configuration,
             credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
-            logger: Logger(label: "test")
+            logger: Logger(label: "test"),
+            flusher: sharedFlusher ? TickFlusher(eventLoop: loop) : nil
         )
-        let maxFrameLength = configuration.maxFrameLength
         try await channel.pipeline.addHandlers([
             PeerSimulator(),
-            ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)),
             handler,
         ])
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
@@ -310,6 +314,77 @@ struct ConnectionHandlerTests {
         #expect(frames.first?.connectionError.error.code == code(.handshakeTimeout))
         #expect(frames.first?.connectionError.closing == true)
         try await harness.channel.closeFuture.get()
+    }
+
+    @Test("frames are split from the bytes however they arrive: a byte per read, or several frames per read")
+    func framing() async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        var bytes = ByteBuffer()
+        for id in 1...3 { bytes.writeFrame(Harness.request(UInt64(id), "session", "ping")) }
+        for id in 4...6 { bytes.writeFrame(Harness.blob(UInt64(id), bytes: 10)) }
+        // The first three frames a byte at a time, the rest in one read.
+        let firstThree = bytes.readableBytes / 2
+        while bytes.readableBytes > 0 {
+            let length = bytes.readableBytes > firstThree ? 1 : bytes.readableBytes
+            try await harness.channel.writeInbound(bytes.readSlice(length: length)!)
+        }
+        await harness.channel.testingEventLoop.run()
+        let replies = try await harness.received()
+        #expect(replies.map(\.response.id) == Array(1...6), "each frame handled once, in order")
+        #expect(
+            replies.allSatisfy { envelope in
+                if case .body = envelope.response.result { true } else { false }
+            })
+        _ = try await harness.channel.finish()
+    }
+
+    @Test("a frame cut short by the peer closing its side gets TRUNCATED_FRAME; whole frames before it are answered")
+    func truncatedFrame() async throws {
+        let harness = try await Harness()
+        try await harness.handshake()
+        var bytes = ByteBuffer()
+        bytes.writeFrame(Harness.request(1, "session", "ping"))
+        bytes.writeFrame(Harness.request(2, "session", "ping"))
+        try await harness.channel.writeInbound(bytes.getSlice(at: bytes.readerIndex, length: bytes.readableBytes - 3)!)
+        harness.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        await harness.channel.testingEventLoop.run()
+        let frames = try await harness.received()
+        #expect(frames.first?.response.id == 1)
+        #expect(frames.last?.connectionError.error.code == code(.truncatedFrame))
+        #expect(frames.last?.connectionError.closing == true)
+        try await harness.channel.closeFuture.get()
+    }
+
+    @Test("a length over max_frame_length closes the connection with FRAME_TOO_LARGE before its payload arrives")
+    func frameTooLarge() async throws {
+        let harness = try await Harness { $0.maxFrameLength = 4096 }
+        try await harness.handshake()
+        var bytes = ByteBuffer()
+        bytes.writeFrame(Harness.request(1, "session", "ping"))
+        bytes.writeInteger(UInt32(4097))
+        try await harness.channel.writeInbound(bytes)
+        await harness.channel.testingEventLoop.run()
+        let frames = try await harness.received()
+        #expect(frames.first?.response.id == 1)
+        #expect(frames.last?.connectionError.error.code == code(.frameTooLarge))
+        #expect(frames.last?.connectionError.closing == true)
+        try await harness.channel.closeFuture.get()
+    }
+
+    @Test("with the loop's flusher, a read's replies wait for the end of the tick, then go out in one flush")
+    func endOfTickFlush() async throws {
+        let harness = try await Harness(sharedFlusher: true)
+        try await harness.handshake()
+        let flushesBefore = try await harness.peer { $0.flushes }
+        var buffer = ByteBuffer()
+        for id in 1...5 { buffer.writeFrame(Harness.request(UInt64(id), "session", "ping")) }
+        try await harness.channel.writeInbound(buffer)
+        #expect(try await harness.received().isEmpty, "nothing is flushed within the read")
+        await harness.channel.testingEventLoop.run()
+        #expect(try await harness.received().map(\.response.id) == Array(1...5))
+        #expect(try await harness.peer { $0.flushes } - flushesBefore == 1)
+        _ = try await harness.channel.finish()
     }
 
     @Test("N pipelined pings in one read batch are flushed once", arguments: [1, 10, 100])
