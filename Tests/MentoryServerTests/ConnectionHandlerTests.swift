@@ -122,18 +122,19 @@ struct Harness {
         try await engine.register(BlobHandler())
         if let plugin { try await engine.declarePlugin(plugin) }
         let channel = NIOAsyncTestingChannel(loop: loop)
-        let handler = ConnectionHandler(
-            engine: engine,
-            id: ConnectionID(1),
-            configuration: configuration,
-            credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
-            logger: Logger(label: "test"),
-            flusher: sharedFlusher ? TickFlusher(eventLoop: loop) : nil
-        )
-        try await channel.pipeline.addHandlers([
-            PeerSimulator(),
-            handler,
-        ])
+        // The handlers are made and added on the loop: they are not Sendable.
+        let settings = configuration
+        try await loop.executeInContext {
+            let handler = ConnectionHandler(
+                engine: engine,
+                id: ConnectionID(1),
+                configuration: settings,
+                credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
+                logger: Logger(label: "test"),
+                flusher: sharedFlusher ? TickFlusher(eventLoop: loop) : nil
+            )
+            try channel.pipeline.syncOperations.addHandlers([PeerSimulator(), handler])
+        }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
         self.channel = channel
         self.engine = engine
