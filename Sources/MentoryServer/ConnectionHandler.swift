@@ -157,14 +157,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         // frame boundary just closes. Whole frames still waiting for room are dropped with the connection.
         if event as? ChannelEvent == .some(.inputClosed), self.phase != .closing {
             self.handlePendingFrames()
-            switch self.unfinishedFrame() {
-            case .tooLarge(let length):
-                self.failConnection(.frameTooLarge(length: length, maximum: self.frameDecoder.maxFrameLength))
-            case .truncated:
-                self.failConnection(.truncatedFrame)
-            case .none:
-                break
-            }
+            if let error = self.unfinishedFrame() { self.failConnection(error) }
         }
         if event as? ChannelEvent == .some(.inputClosed), self.phase != .closing {
             self.logger.debug("peer closed its side")
@@ -176,19 +169,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        switch error {
-        case let error as FrameError:
-            switch error {
-            case .frameTooLarge(let length, let maximum):
-                self.failConnection(.frameTooLarge(length: length, maximum: maximum))
-            case .truncatedFrame:
-                self.failConnection(.truncatedFrame)
-            }
-        default:
-            self.logger.debug("connection error", metadata: ["error": "\(error)"])
-            self.phase = .closing
-            context.close(promise: nil)
-        }
+        // Frame errors never come this way: this handler splits the frames itself (handlePendingFrames).
+        self.logger.debug("connection error", metadata: ["error": "\(error)"])
+        self.phase = .closing
+        context.close(promise: nil)
     }
 
     func read(context: ChannelHandlerContext) {
@@ -225,12 +209,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             do {
                 frame = try self.frameDecoder.nextFrame(from: &self.inbound)
             } catch {
-                switch error {
-                case .frameTooLarge(let length, let maximum):
-                    self.failConnection(.frameTooLarge(length: length, maximum: maximum))
-                case .truncatedFrame:
-                    self.failConnection(.truncatedFrame)
-                }
+                self.failConnection(error)
                 return
             }
             guard let frame else { return }
@@ -246,24 +225,27 @@ final class ConnectionHandler: ChannelDuplexHandler {
         return self.inbound.readableBytes >= WireProtocol.lengthPrefixSize + Int(length)
     }
 
-    private enum UnfinishedFrame {
-        case none
-        case truncated
-        case tooLarge(length: Int)
+    /// What is wrong with the bytes after the whole frames in ``inbound``, at end of input: a length over the
+    /// limit, or a frame cut short; `nil` when they end at a frame boundary. Read through the decoder, on a
+    /// view of the bytes (whole frames still waiting for room stay where they are).
+    private func unfinishedFrame() -> FrameError? {
+        var rest = self.inbound
+        do {
+            while try self.frameDecoder.nextFrame(from: &rest) != nil {}
+        } catch {
+            return error
+        }
+        return rest.readableBytes > 0 ? .truncatedFrame(bufferedBytes: rest.readableBytes) : nil
     }
 
-    /// What follows the whole frames in ``inbound``: nothing, a frame cut short, or a length over the limit.
-    private func unfinishedFrame() -> UnfinishedFrame {
-        var index = self.inbound.readerIndex
-        let end = self.inbound.writerIndex
-        while index < end {
-            guard let length = self.inbound.getInteger(at: index, as: UInt32.self) else { return .truncated }
-            guard length <= self.frameDecoder.maxFrameLength else { return .tooLarge(length: Int(length)) }
-            let next = index + WireProtocol.lengthPrefixSize + Int(length)
-            guard next <= end else { return .truncated }
-            index = next
+    /// Closes the connection over a frame error, with its code.
+    private func failConnection(_ error: FrameError) {
+        switch error {
+        case .frameTooLarge(let length, let maximum):
+            self.failConnection(MentoryError.frameTooLarge(length: length, maximum: maximum))
+        case .truncatedFrame:
+            self.failConnection(MentoryError.truncatedFrame)
         }
-        return .none
     }
 
     /// The empty buffer ``inbound`` holds when every byte read is handled.
