@@ -438,9 +438,14 @@ public actor MentoryEngine {
                 connection.context.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
                 daemonUID: self.configuration.daemonUID)
         else {
-            self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
-            throw MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
+            throw self.denied(request, connection: connection)
         }
+    }
+
+    /// Logs (rate-limited) that the policy refused `request` on `connection`, and returns the error it gets.
+    private func denied(_ request: InboundRequest, connection: Connection) -> MentoryError {
+        self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
+        return MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
     }
 
     /// ``dispatchImmediately(_:from:)`` for a request as a generated message (tests); the bodies are copied.
@@ -475,8 +480,7 @@ public actor MentoryEngine {
                 daemonUID: self.configuration.daemonUID
             )
         else {
-            self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
-            throw MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
+            throw self.denied(request, connection: connection)
         }
         return RequestContext(
             requestID: request.id,
