@@ -50,7 +50,8 @@ done
   Benchmarks/loadgen/echo-server.c Benchmarks/loadgen/readytime.c
 
 section "unit and end-to-end tests"
-swift build --build-tests
+# Every module a target imports is one it declares in Package.swift.
+swift build --build-tests --explicit-target-dependency-import-check error
 swift_test --skip-build
 [ $quick -eq 1 ] && exit 0
 

@@ -45,14 +45,18 @@ final class DaemonProcess: Sendable {
             try await Task.sleep(for: .milliseconds(50))
         }
         process.terminate()
-        throw DaemonFailure(message: "mentoryd did not start; its log:\n" + self.log)
+        let failure = DaemonFailure(message: "mentoryd did not start; its log:\n" + self.log)
+        try? FileManager.default.removeItem(atPath: directory)
+        throw failure
     }
 
-    /// A daemon still running when its test lets go of it (a failed or timed-out test) is killed.
+    /// A daemon still running when its test lets go of it (a failed or timed-out test) is killed, and its
+    /// directory (socket, state, log) goes with it, so that no test run leaves a `/tmp/mentoryd-test-N` behind.
     deinit {
         if self.process.isRunning {
             kill(self.process.processIdentifier, SIGKILL)
         }
+        try? FileManager.default.removeItem(atPath: self.directory)
     }
 
     var log: String {
