@@ -129,11 +129,14 @@ struct PowerCutHarness {
         self.shim = directory + "/powercut_shim.so"
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("powercut_shim.c").path
-        let status = runCommandToCompletion([
-            "cc", "-shared", "-fPIC", "-O1", "-o", self.shim, source, "-ldl", "-lpthread",
-        ])
-        guard status == 0 else {
-            throw CrashTestError("cc could not build \(source) (status \(status.map(String.init) ?? "none"))")
+        // `cc`, else the Swift toolchain's `clang`.
+        let built = ["cc", "clang"].contains { compiler in
+            runCommandToCompletion([
+                compiler, "-shared", "-fPIC", "-O1", "-o", self.shim, source, "-ldl", "-lpthread",
+            ]) == 0
+        }
+        guard built else {
+            throw CrashTestError("neither cc nor clang could build \(source) into \(self.shim)")
         }
     }
 
