@@ -19,13 +19,19 @@ import Testing
     )
 )
 struct PowerCutTests {
-    /// Diary entries the recorded run adds, one acknowledged write (and one log sync) each.
-    static let entries = 30
+    /// The recorded daemons, one after the other on the same state directory: the diary entries each
+    /// adds (one acknowledged write and one log sync each), and how it stops. The first is a first
+    /// start; the second starts after a clean shutdown (the clean-shutdown marker is cleared without
+    /// a sync, the integrity check runs in the background) and is killed.
+    static let runs: [(entries: Int, stop: Int32)] = [(20, SIGTERM), (10, SIGKILL)]
+    static var entries: Int { runs.map(\.entries).reduce(0, +) }
     /// The most cut points one check rebuilds and checks (a daemon start for each distinct rebuilt
     /// directory); past it they are sampled evenly, those of the first start always checked.
     static let maxCutPoints = 160
 
-    @Test("a power cut right after any sync (first start, writes, checkpoints, clean stop) loses nothing acknowledged")
+    @Test(
+        "a power cut right after any sync (first start, writes, checkpoints, clean stop, restart) loses nothing acknowledged"
+    )
     func acknowledgedEntriesSurvivePowerCuts() async throws {
         try await withScratchDirectory { directory in
             let harness = try PowerCutHarness(directory: directory)
@@ -46,7 +52,7 @@ struct PowerCutTests {
     func firstStartSurvivesKills() async throws {
         try await withScratchDirectory { directory in
             let harness = try PowerCutHarness(directory: directory)
-            let run = try await harness.record(suppressing: .nothing, entries: 1)
+            let run = try await harness.record(suppressing: .nothing, runs: [(1, SIGTERM)])
             let outcome = try await harness.check(
                 run, crash: .processKill, stopAtFirstFailure: false, onlyFirstStart: true)
             print(
@@ -140,13 +146,40 @@ struct PowerCutHarness {
         }
     }
 
-    /// Runs mentoryd under the shim on a fresh state directory: it starts, `entries` diary entries
-    /// are added one after the other, and it stops with SIGTERM (its clean close is recorded too).
-    func record(suppressing: Suppression, entries: Int = PowerCutTests.entries) async throws -> Run {
+    /// Runs mentoryd under the shim on a fresh state directory, once for each of `runs`: it starts,
+    /// adds that run's diary entries one after the other, and stops with that run's signal (a clean
+    /// close after SIGTERM is recorded too).
+    func record(
+        suppressing: Suppression,
+        runs: [(entries: Int, stop: Int32)] = PowerCutTests.runs
+    ) async throws -> Run {
         let logPath = self.directory + "/powercut.log"
         guard FileManager.default.createFile(atPath: logPath, contents: nil) else {
             throw CrashTestError("cannot create \(logPath)")
         }
+        var acknowledged: [(entry: Mentory_V1_DiaryEntry, logPosition: Int)] = []
+        for (entries, stop) in runs {
+            let first = acknowledged.count
+            acknowledged += try await self.recordRun(
+                suppressing: suppressing, logPath: logPath, entries: first..<(first + entries), stop: stop)
+        }
+        let log = try PowerCutLog(path: logPath)
+        let firstAck = acknowledged.first?.logPosition ?? Int.max
+        let firstStart = log.cutPoints.filter { log.records[$0].end < firstAck }.count
+        guard !log.cutPoints.isEmpty else {
+            throw CrashTestError("the shim recorded no sync under \(self.root): is LD_PRELOAD honoured?")
+        }
+        return Run(log: log, acknowledged: acknowledged, firstStartCutPoints: firstStart)
+    }
+
+    /// One recorded daemon: starts on the state directory, adds the diary entries `entries`
+    /// (indexes of ``addRequest(_:client:)``), and stops with `stop`.
+    private func recordRun(
+        suppressing: Suppression,
+        logPath: String,
+        entries: Range<Int>,
+        stop: Int32
+    ) async throws -> [(entry: Mentory_V1_DiaryEntry, logPosition: Int)] {
         let daemon = try await DaemonProcess.start(
             socketPath: self.directory + "/record.sock",
             stateDirectory: self.root + "/state",
@@ -163,23 +196,17 @@ struct PowerCutHarness {
         )
         var acknowledged: [(entry: Mentory_V1_DiaryEntry, logPosition: Int)] = []
         let client = try await MentoryClient.connect(socketPath: daemon.socketPath, clientName: "power-cut")
-        for index in 0..<entries {
+        for index in entries {
             let entry = try await client.diaryAdd(addRequest(index, client: 0))
             // Everything the daemon did before the acknowledgment is in the log by now.
             acknowledged.append((entry, Int(FileManager.default.fileSize(logPath))))
         }
         await client.close()
-        let status = await daemon.stop(with: SIGTERM)
-        guard status == 0 else {
+        let status = await daemon.stop(with: stop)
+        guard stop != SIGTERM || status == 0 else {
             throw CrashTestError("the recorded mentoryd exited with \(status):\n\(daemon.logTail())")
         }
-        let log = try PowerCutLog(path: logPath)
-        let firstAck = acknowledged.first?.logPosition ?? Int.max
-        let firstStart = log.cutPoints.filter { log.records[$0].end < firstAck }.count
-        guard !log.cutPoints.isEmpty else {
-            throw CrashTestError("the shim recorded no sync under \(self.root): is LD_PRELOAD honoured?")
-        }
-        return Run(log: log, acknowledged: acknowledged, firstStartCutPoints: firstStart)
+        return acknowledged
     }
 
     /// Rebuilds the state after `crash` at each cut point (or a bounded, evenly spaced sample, the
