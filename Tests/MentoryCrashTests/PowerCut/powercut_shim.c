@@ -175,8 +175,9 @@ static int resolve(int directory, const char *path, char *out) {
     return 1;
 }
 
-// After a successful open of `fd`: remembers it when it is under the root, and logs a creation.
-static void opened(int fd, int existed) {
+// After a successful open of `fd`: remembers it when it is under the root, and logs a creation
+// (or the opening of an existing file, and its truncation by O_TRUNC).
+static void opened(int fd, int existed, int flags) {
     if (fd < 0 || fd >= MAX_FDS) return;
     char link[64], path[PATH_MAX];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
@@ -190,6 +191,9 @@ static void opened(int fd, int existed) {
         __atomic_store_n(&fd_directory[fd], strdup(path), __ATOMIC_RELEASE);
     } else if (S_ISREG(info.st_mode)) {
         record("%c\t%llu\t%s\n", existed ? 'O' : 'C', (unsigned long long)info.st_ino, path);
+        if (existed && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY) {
+            record("T\t%llu\t0\n", (unsigned long long)info.st_ino);
+        }
         __atomic_store_n(&fd_inode[fd], (unsigned long long)info.st_ino, __ATOMIC_RELEASE);
     }
 }
@@ -204,14 +208,15 @@ static int open_common(int directory, const char *path, int flags, mode_t mode) 
     int existed = fstatat(directory, path, &before, 0) == 0;
     int fd = real_openat(directory, path, flags, mode);
     int saved = errno;
-    if (fd >= 0) opened(fd, existed);
+    if (fd >= 0) opened(fd, existed, flags);
     pthread_mutex_unlock(&lock);
     errno = saved;
     return fd;
 }
 
+// Whether open's optional mode argument was passed (glibc's __OPEN_NEEDS_MODE).
 static mode_t mode_argument(int flags, va_list arguments) {
-    return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;
+    return ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? (mode_t)va_arg(arguments, int) : 0;
 }
 
 int open(const char *path, int flags, ...) {
@@ -278,9 +283,18 @@ int close(int fd) {
     return result;
 }
 
+// The watched inode `fd` refers to, or 0. A descriptor closed behind the shim's back (and its
+// number reused) no longer matches its inode, and is forgotten.
 static unsigned long long inode_of(int fd) {
     if (fd < 0 || fd >= MAX_FDS) return 0;
-    return __atomic_load_n(&fd_inode[fd], __ATOMIC_ACQUIRE);
+    unsigned long long inode = __atomic_load_n(&fd_inode[fd], __ATOMIC_ACQUIRE);
+    if (inode == 0) return 0;
+    struct stat info;
+    if (fstat(fd, &info) != 0 || (unsigned long long)info.st_ino != inode) {
+        __atomic_compare_exchange_n(&fd_inode[fd], &inode, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        return 0;
+    }
+    return inode;
 }
 
 static void record_write(unsigned long long inode, long long offset, const void *bytes, ssize_t count) {
