@@ -148,7 +148,7 @@ let package = Package(
                 "MentoryStorage",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // sqlite3_wal_hook: the log's length after each commit, for the background checkpoints.
+                // sqlite3_wal_hook: the log's length after each commit, for the writer's checkpoints.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -509,6 +509,8 @@ let package = Package(
                 "mentoryctl",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            // The power-cut harness's LD_PRELOAD recorder, which the test compiles with `cc`.
+            exclude: ["PowerCut/powercut_shim.c"],
             swiftSettings: strictSwift6
         ),
         .testTarget(

@@ -29,7 +29,7 @@ struct DaemonSettings: Sendable {
     /// Where diary entries and the mentor state live (`storage.backend`: `sqlite`, the default, or `memory`).
     var storageBackend: StorageBackend
     /// Log pages committed since the last checkpoint at which the SQLite store copies its write-ahead log
-    /// into the database file, beside the writer (`storage.checkpointPages`).
+    /// into the database file, on its writer between two commits (`storage.checkpointPages`).
     var checkpointPages: Int
     /// The write-ahead log's length in pages at which the SQLite store's writer starts it over between two
     /// commits; the log's file stays under twice this plus one batch (`storage.maxLogPages`).

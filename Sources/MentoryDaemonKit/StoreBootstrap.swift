@@ -87,6 +87,8 @@ enum StoreBootstrap {
                 metadata: [
                     "backend": "sqlite", "path": "\(path)", "ms": "\(Milliseconds(since: started))",
                     "quick_check": integrity == .pending ? "after ready (clean shutdown)" : "passed before opening",
+                    "sqlite": "\(SQLiteSessionStore.sqliteVersion)",
+                    "checkpoint": "\(store.checkpointMode)",
                 ]
             )
             var verify: (@Sendable () async -> SQLiteSessionStore.IntegrityCheck)?
@@ -116,6 +118,10 @@ enum StoreBootstrap {
     }
 
     /// Creates `directory` (and missing parents) with mode 0700, or checks the existing one.
+    ///
+    /// Each directory it creates is made durable: its parent is fsynced right after the `mkdir`,
+    /// so that a power cut cannot take the state directory (and the diary in it) away, as it could
+    /// where systemd's `StateDirectory=` did not create it (`scripts/run.sh`, a user instance).
     private static func prepareStateDirectory(_ directory: String, logger: Logger) throws {
         guard !directory.isEmpty else {
             throw StoreStartupError(
@@ -134,11 +140,14 @@ enum StoreBootstrap {
             }
             return
         }
-        // Create the missing components from the top, each 0700.
+        // Create the missing components from the top, each 0700, each followed by an fsync of its parent.
         var current = directory.hasPrefix("/") ? "" : "."
         for component in directory.split(separator: "/") {
+            let parent = current.isEmpty ? "/" : current
             current += "/" + component
-            if mkdir(current, 0o700) != 0 && errno != EEXIST {
+            if mkdir(current, 0o700) == 0 {
+                try self.syncDirectory(parent, creating: current)
+            } else if errno != EEXIST {
                 throw StoreStartupError(
                     description: "cannot create the state directory \(current): \(String(cString: strerror(errno))); "
                         + "create it yourself or pass another --state-dir"
@@ -148,6 +157,28 @@ enum StoreBootstrap {
         _ = chmod(directory, 0o700)
         logger.notice("created the state directory", metadata: ["path": "\(directory)"])
     }
+
+    /// Fsyncs `parent`, so that the entry of `created`, just made in it, survives a power cut.
+    private static func syncDirectory(_ parent: String, creating created: String) throws {
+        let descriptor = openDirectory(parent)
+        var failure = errno
+        if descriptor >= 0 {
+            failure = fsync(descriptor) == 0 ? 0 : errno
+            _ = close(descriptor)
+        }
+        guard failure == 0 else {
+            throw StoreStartupError(
+                description: "created the state directory \(created) but cannot make it durable: syncing \(parent) "
+                    + "failed (\(String(cString: strerror(failure)))); check the file system, or create the "
+                    + "directory yourself"
+            )
+        }
+    }
+}
+
+/// Opens the directory at `path` for an fsync (outside ``StoreBootstrap``, whose `open` hides the C function).
+private func openDirectory(_ path: String) -> Int32 {
+    open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
 }
 
 extension SQLiteSessionStore: StorageBackupTarget {

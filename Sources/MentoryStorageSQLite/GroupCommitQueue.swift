@@ -14,10 +14,10 @@ public struct CommitStatistics: Sendable, Equatable {
     public var largestBatch = 0
     /// Transactions that failed as a whole, every write in them answered with a storage failure.
     public var failedBatches = 0
-    /// Checkpoints that ran beside the writer, without holding up a commit.
-    public var backgroundCheckpoints = 0
-    /// Checkpoints the writer ran between two batches because the log reached its limit.
-    public var blockingCheckpoints = 0
+    /// `PASSIVE` checkpoints the writer ran between two batches, once enough of the log was uncopied.
+    public var passiveCheckpoints = 0
+    /// `RESTART` checkpoints the writer ran between two batches because the log reached its limit.
+    public var restartCheckpoints = 0
     /// The longest the write-ahead log was after a commit, in pages.
     public var largestLogPages = 0
 
@@ -165,8 +165,8 @@ final class GroupCommitQueue: Sendable {
     var statistics: CommitStatistics {
         var statistics = self.state.withLockedValue { $0.statistics }
         if let counts = self.checkpointer?.statistics {
-            statistics.backgroundCheckpoints = counts.background
-            statistics.blockingCheckpoints = counts.blocking
+            statistics.passiveCheckpoints = counts.passive
+            statistics.restartCheckpoints = counts.restart
             statistics.largestLogPages = counts.largestLogPages
         }
         return statistics

@@ -7,6 +7,7 @@
 #endif
 import Foundation
 import GRDB
+import GRDBSQLite
 import NIOConcurrencyHelpers
 import MentoryStorage
 import MentoryWire
@@ -26,6 +27,18 @@ import Metrics
 /// by ``StorageMetricLabels``.
 ///
 /// **Reads** run on a pool of read-only connections and see every acknowledged write.
+///
+/// **One connection writes.** While the store is open, only the pool's writer writes or
+/// checkpoints: every checkpoint runs on it, between two batches (see ``checkpointMode``), and the
+/// readers are read-only connections, which SQLite never lets checkpoint, on close included. So
+/// SQLite's WAL-reset bug (3.7.0 to 3.51.2, two connections writing or checkpointing at the same
+/// time) cannot happen with the SQLite the daemon links (``sqliteVersion``).
+///
+/// **A crash-safe first start.** The first thing written to a new file is mentoryd's
+/// `PRAGMA application_id`, in a transaction of its own that is fsynced, followed by an fsync of
+/// the directory, before the log or any table exists. Opening also finishes a file that an older
+/// mentoryd left half made when it crashed during its first start (`application_id` 0 and nothing
+/// but GRDB's empty migrations table), so that no crash point leaves a file mentoryd refuses.
 ///
 /// **Opening** refuses, with a ``MentoryError/storageFailure(_:)`` naming the remedy: a read-only
 /// file or directory, a database another mentoryd holds, one locked by another program, a file
@@ -83,12 +96,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         /// A cap on the database's size in pages (of 4 KiB); a write past it fails as on a full
         /// disk. `nil` lets the database grow with the disk.
         public var maxPageCount: Int?
-        /// The pages committed to the write-ahead log since its last checkpoint at which a checkpoint
-        /// starts beside the writer (SQLite's own default threshold, which it checks inside a commit).
+        /// The pages committed to the write-ahead log since its last checkpoint at which the writer
+        /// runs a `PASSIVE` checkpoint between two batches (SQLite's own default threshold, which it
+        /// checks inside a commit).
         public var checkpointPages: Int = 1000
-        /// The log's length, in pages, at which the writer checkpoints between two batches, so that
-        /// the log starts over: the log's file stays under twice this plus one batch, 32 MiB with the
-        /// defaults (see ``CommitStatistics/largestLogPages``).
+        /// The log's length, in pages, at which the writer runs a `RESTART` checkpoint between two
+        /// batches, for a log that a reader kept from starting over: the log's file stays under
+        /// twice this plus one batch, 32 MiB with the defaults (see ``CommitStatistics/largestLogPages``).
         public var maxLogPages: Int = 4000
 
         /// A configuration for the database at `path`.
@@ -99,6 +113,9 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     /// The database file.
     public let path: String
+    /// How the store checkpoints its write-ahead log, for the log: who runs the checkpoints, in
+    /// which SQLite mode, at which thresholds.
+    public let checkpointMode: String
     private let pool: DatabasePool
     private let commits: GroupCommitQueue
     private let checkpointer: LogCheckpointer
@@ -187,7 +204,15 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             try Self.checkHeader(descriptor: descriptor, path: path)
             // Inspect before the pool opens: opening a pool writes (GRDB makes the log non-empty),
             // and nothing may be written to a database that is damaged or not mentoryd's.
-            closedCleanly = try Self.inspect(configuration)
+            let inspection = try Self.inspect(configuration)
+            closedCleanly = inspection.closedCleanly
+            if inspection.claimed {
+                // The new file's name, and the end of the claim's rollback journal, must survive a
+                // power cut before anything else is written: a journal that came back would take
+                // the claim back, after the log had entries. (SQLite syncs the directory itself
+                // when it creates a journal or the log, never after removing one.)
+                try FileSystem.syncDirectory(directory)
+            }
             pool = try Self.openPool(configuration)
         } catch {
             FileSystem.closeDescriptor(descriptor)
@@ -195,12 +220,6 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
         do {
             try Self.prepare(pool, path: path, clearingMarker: closedCleanly)
-            // A new (or still empty) file's name must survive a power cut: sync the directory once,
-            // when the file gets its first content. An existing database's name already did, and
-            // SQLite syncs the directory itself when it creates the log.
-            if existingSize ?? 0 == 0 {
-                try FileSystem.syncDirectory(directory)
-            }
         } catch {
             try? pool.close()
             FileSystem.closeDescriptor(descriptor)
@@ -208,9 +227,8 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
         let checkpointer: LogCheckpointer
         do {
-            // Checkpoints move out of the commits: see LogCheckpointer.
-            checkpointer = try LogCheckpointer(
-                path: path,
+            // Checkpoints move out of the commits, onto the writer between batches: see LogCheckpointer.
+            checkpointer = LogCheckpointer(
                 limits: .init(checkpointPages: configuration.checkpointPages, maxLogPages: configuration.maxLogPages),
                 busyTimeoutSeconds: Self.seconds(configuration.busyTimeout)
             )
@@ -221,6 +239,10 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
         }
         self.path = path
+        self.checkpointMode =
+            "writer only, between batches: PASSIVE at \(max(1, configuration.checkpointPages)) log pages, "
+            + "RESTART at \(max(max(1, configuration.checkpointPages), configuration.maxLogPages)); "
+            + "read-only readers never checkpoint"
         self.pool = pool
         self.checkpointer = checkpointer
         self.lockDescriptor = descriptor
@@ -244,8 +266,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     public func close() async throws(MentoryError) {
         guard await self.commits.close() else { return }
         defer { FileSystem.closeDescriptor(self.lockDescriptor) }
-        // No commit follows: the last background checkpoint ends, and the writer's hook goes.
-        await self.checkpointer.close()
+        // No commit follows: the writer's hook goes.
         _ = try? await self.pool.writeWithoutTransaction { db in self.checkpointer.uninstall(from: db) }
         if self.integrityCheck.isVerified {
             // After the last write, in a transaction of its own (fsynced: synchronous=FULL), so that
@@ -261,13 +282,19 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
         do {
             try self.pool.close()
-            // The pool closes its writer before its readers, and a read-only connection cannot
-            // remove the log; a last read-write connection, alone on the file, checkpoints and
-            // removes the -wal and -shm files as it closes, leaving one self-contained file.
+            // The pool closes its writer before its readers (so the writer, not alone, leaves the
+            // log), and a read-only connection never checkpoints; a last read-write connection,
+            // alone on the file once the pool is closed, checkpoints and removes the -wal and -shm
+            // files as it closes, leaving one self-contained file.
             try DatabaseQueue(path: self.path).close()
         } catch {
             throw .storageFailure("closing \(self.path) failed: \(StorageFailures.describe(error, path: self.path))")
         }
+    }
+
+    /// The version of the SQLite library the store runs on (`sqlite3_libversion()`).
+    public static var sqliteVersion: String {
+        String(cString: sqlite3_libversion())
     }
 
     /// Where the integrity check of the database file stands in this run.
@@ -547,11 +574,20 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    /// Checks, on a plain connection that only reads, that the database is mentoryd's and not from
-    /// a newer mentoryd, and, unless the last run closed it cleanly, that it is sound.
-    ///
-    /// Returns whether the clean-shutdown marker is set (and so the integrity check was skipped).
-    private static func inspect(_ configuration: Configuration) throws(MentoryError) -> Bool {
+    /// What ``inspect(_:)`` found.
+    private struct Inspection {
+        /// Whether the clean-shutdown marker is set (and so the integrity check was skipped).
+        var closedCleanly: Bool
+        /// Whether the file had no `application_id` yet (new, or left half made by a first start
+        /// that crashed) and now has mentoryd's, durably.
+        var claimed: Bool
+    }
+
+    /// Checks, on a plain connection of its own, that the database is mentoryd's and not from a
+    /// newer mentoryd, and, unless the last run closed it cleanly, that it is sound; then claims a
+    /// new or half-made file for mentoryd (``SQLiteSchema/applicationID``) before anything else is
+    /// written to it.
+    private static func inspect(_ configuration: Configuration) throws(MentoryError) -> Inspection {
         let path = configuration.path
         var grdb = GRDB.Configuration()
         grdb.label = "mentoryd.inspection"
@@ -572,11 +608,8 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                     }
                 }
                 let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
-                let tableCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master") ?? 0
-                let isMentoryd =
-                    applicationID == SQLiteSchema.applicationID
-                    || (applicationID == 0 && tableCount == 0)
-                guard isMentoryd else {
+                let unclaimed = try applicationID == 0 && Self.isUnclaimed(db)
+                guard applicationID == SQLiteSchema.applicationID || unclaimed else {
                     throw MentoryError.storageFailure(
                         "\(path) is a SQLite database of another program (application_id \(applicationID)), not "
                             + "mentoryd's; move it aside or choose another --state-dir"
@@ -590,13 +623,35 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                             + "upgrade mentoryd, or restore a backup made by this version"
                     )
                 }
-                return closedCleanly
+                if unclaimed {
+                    // The first write to a new file, committed and fsynced on its own (FULL, in the
+                    // file's journal mode: a rollback journal for a new file), so that no later
+                    // crash leaves a file without mentoryd's application_id.
+                    try db.execute(sql: "PRAGMA synchronous = FULL")
+                    try db.execute(sql: "PRAGMA application_id = \(SQLiteSchema.applicationID)")
+                }
+                return Inspection(closedCleanly: closedCleanly, claimed: unclaimed)
             }
         } catch let error as MentoryError {
             throw error
         } catch {
             throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
         }
+    }
+
+    /// Whether a database without an `application_id` is one mentoryd may claim: empty (a new
+    /// file, or a foreign empty one, which holds nothing to lose), or holding nothing but an empty
+    /// `grdb_migrations` table, which is what a first start of a mentoryd before this check left
+    /// when it crashed between GRDB's creating that table and the first migration (which set the
+    /// `application_id`). Anything else is another program's.
+    private static func isUnclaimed(_ db: Database) throws -> Bool {
+        let names = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master")
+        guard !names.isEmpty else { return true }
+        let onlyMigrations = names.allSatisfy {
+            $0 == "grdb_migrations" || $0.hasPrefix("sqlite_autoindex_grdb_migrations_")
+        }
+        guard onlyMigrations, names.contains("grdb_migrations") else { return false }
+        return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM grdb_migrations") == 0
     }
 
     /// Makes the pool's writer durable (synchronous=FULL in WAL mode), clears the clean-shutdown

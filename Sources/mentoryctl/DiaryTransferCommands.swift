@@ -112,6 +112,16 @@ private final class ExportSink {
             try? FileManager.default.removeItem(atPath: temporaryPath)
             throw TransferError("cannot move the export to \(path): \(reason)")
         }
+        // The new name is durable only once its directory is synced (a power cut would take it back).
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0, fsync(directoryDescriptor) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if directoryDescriptor >= 0 { close(directoryDescriptor) }
+            throw TransferError("the export is at \(path), but syncing \(directory) to the disk failed: \(reason)")
+        }
+        close(directoryDescriptor)
     }
 
     func abandon() {

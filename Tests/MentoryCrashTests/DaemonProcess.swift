@@ -34,17 +34,20 @@ final class DaemonProcess {
         self.logPath = logPath
     }
 
-    /// Starts mentoryd; with `waitUntilServing`, returns once a client can connect.
+    /// Starts mentoryd, with `environment` added to the test's (less its `MENTORYD_*` variables);
+    /// with `waitUntilServing`, returns once a client can connect.
     static func start(
         socketPath: String,
         stateDirectory: String,
         logPath: String,
-        waitUntilServing: Bool = true
+        waitUntilServing: Bool = true,
+        environment: [String: String] = [:]
     ) async throws -> DaemonProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try ProductBinaries.path(of: "mentoryd"))
         process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory, "--log-level", "info"]
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("MENTORYD_") }
+            .merging(environment) { _, added in added }
         if !FileManager.default.fileExists(atPath: logPath) {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }

@@ -41,6 +41,9 @@ struct StartupIntegrityTests {
             let first = try await Self.start(directory, "first")
             try await Self.fill(first, count: 20)
             #expect(first.logTail(lines: 200).contains("quick_check=passed before opening"))  // a new database
+            // The store names the SQLite it runs on and how it checkpoints (issue 21: the WAL-reset bug).
+            #expect(first.logTail(lines: 200).contains("sqlite=3."), "\(first.logTail())")
+            #expect(first.logTail(lines: 200).contains("checkpoint=writer only, between batches"), "\(first.logTail())")
             #expect(await first.stop(with: SIGTERM) == 0)
 
             let clean = try await Self.start(directory, "after-sigterm")

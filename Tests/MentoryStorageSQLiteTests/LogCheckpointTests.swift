@@ -4,7 +4,7 @@ import MentoryStorageSQLite
 import MentoryWire
 import Testing
 
-@Suite("SQLite store: checkpoints run beside the writer, and the log stays bounded")
+@Suite("SQLite store: checkpoints run on the writer between batches, and the log stays bounded")
 struct LogCheckpointTests {
     /// The bytes a log of `pages` frames takes: its header, then a frame header and a page each.
     private static func logBytes(pages: Int) -> Int64 {
@@ -31,7 +31,7 @@ struct LogCheckpointTests {
             let statistics = store.commitStatistics
             #expect(statistics.batches == count)
             // The log reached the threshold many times over: checkpoints ran, one way or the other.
-            #expect(statistics.backgroundCheckpoints + statistics.blockingCheckpoints > 0)
+            #expect(statistics.passiveCheckpoints + statistics.restartCheckpoints > 0)
             #expect(statistics.largestLogPages >= 8)
             #expect(statistics.largestLogPages < 2 * maxLogPages + pagesOfOneCommit)
             try await store.close()
@@ -51,8 +51,8 @@ struct LogCheckpointTests {
                 try await store.insert(makeEntry(day(index)))
             }
             let statistics = store.commitStatistics
-            #expect(statistics.backgroundCheckpoints == 0)
-            #expect(statistics.blockingCheckpoints == 0)
+            #expect(statistics.passiveCheckpoints == 0)
+            #expect(statistics.restartCheckpoints == 0)
             // Nothing was copied into the database file: the log holds every commit since opening.
             #expect(statistics.largestLogPages > 1100)
             try await store.close()
@@ -94,14 +94,14 @@ struct LogCheckpointTests {
             }
             // The log grew past the bound while the reader kept it.
             #expect(store.commitStatistics.largestLogPages > 2 * maxLogPages)
-            let blockingBefore = store.commitStatistics.blockingCheckpoints
+            let restartsBefore = store.commitStatistics.restartCheckpoints
             try await reader.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") }
             try reader.close()
             // With the reader gone, the next batches past the limit checkpoint and start the log over.
             for index in 501..<511 {
                 try await store.insert(makeEntry(day(index)))
             }
-            #expect(store.commitStatistics.blockingCheckpoints > blockingBefore)
+            #expect(store.commitStatistics.restartCheckpoints > restartsBefore)
             #expect(try await store.diaryEntryCount() == 511)
             try await store.close()
         }
