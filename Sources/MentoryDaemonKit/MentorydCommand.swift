@@ -327,7 +327,12 @@ struct ConfigurationError: Error, CustomStringConvertible {
     /// What is wrong, with the place in the file when the parser said.
     var reason: String
 
-    var description: String { "the configuration in \(self.file) cannot be used: \(self.reason)" }
+    var description: String {
+        // A problem with a MENTORYD_* variable names the variable, not the file.
+        self.reason.hasPrefix("$")
+            ? "the configuration cannot be used: \(self.reason)"
+            : "the configuration in \(self.file) cannot be used: \(self.reason)"
+    }
 
     /// The parser's own words (e.g. "Invalid value around character 51.") when it gave any, with
     /// the line and column that character is at in `file`.

@@ -121,6 +121,7 @@ package struct JSONParser {
         }
         while true {
             self.skipWhitespace()
+            if self.current == UInt8(ascii: "}") { throw self.error("a trailing comma before '}' (JSON allows none)") }
             guard self.current == UInt8(ascii: "\"") else { throw self.error("expected a member name in quotes") }
             let key = try self.string()
             self.skipWhitespace()
@@ -150,6 +151,7 @@ package struct JSONParser {
         }
         while true {
             self.skipWhitespace()
+            if self.current == UInt8(ascii: "]") { throw self.error("a trailing comma before ']' (JSON allows none)") }
             elements.append(try self.value(depth: depth))
             self.skipWhitespace()
             switch self.current {

@@ -75,6 +75,7 @@ struct ConfigurationValidationTests {
         let comma = self.problem("{\n  \"log\": {\"level\": \"info\",}\n}")
         #expect(comma?.code == "CONFIG_SYNTAX")
         #expect(comma?.description.contains("line 2") == true, "\(String(describing: comma))")
+        #expect(comma?.description.contains("trailing comma") == true, "\(String(describing: comma))")
         #expect(self.problem(#"{"access": {"rules": ["deny any debug.*",]}}"#)?.code == "CONFIG_SYNTAX")
         #expect(self.problem("{\"log\": {} // no\n}")?.code == "CONFIG_SYNTAX")
         #expect(
