@@ -36,8 +36,8 @@ enum ConfigurationProblem: Error, Equatable, CustomStringConvertible {
         switch self {
         case .syntax(let detail):
             detail
-        case .tooLarge(let bytes):
-            "the file has \(bytes) bytes; a configuration may have at most \(ConfigurationValidator.maxFileBytes)"
+        case .tooLarge:
+            "the file is larger than \(ConfigurationValidator.maxFileBytes) bytes, the most a configuration may have"
         case .unknownKey(let path, let suggestion):
             "unknown key \(path)" + (suggestion.map { " (did you mean \($0)?)" } ?? "")
                 + "; the keys are listed in mentoryd --help and man mentoryd"

@@ -287,8 +287,11 @@ struct SettingsSource: Sendable {
         var pluginNames: [String] = []
         do throws(ConfigurationProblem) {
             try validator.validate(environment: self.environment)
-            // A missing file is FileProvider's to report (or to allow, for the default one).
-            if let data = FileManager.default.contents(atPath: file) {
+            // A missing file is FileProvider's to report (or to allow, for the default one). One byte past the
+            // limit is enough to refuse a file as too large.
+            if let handle = FileHandle(forReadingAtPath: file) {
+                defer { try? handle.close() }
+                let data = (try? handle.read(upToCount: ConfigurationValidator.maxFileBytes + 1)) ?? Data()
                 pluginNames = ConfigurationValidator.pluginNames(in: try validator.validate(file: Array(data)))
             }
         } catch {

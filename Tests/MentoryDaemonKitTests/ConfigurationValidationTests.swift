@@ -76,6 +76,10 @@ struct ConfigurationValidationTests {
         #expect(comma?.code == "CONFIG_SYNTAX")
         #expect(comma?.description.contains("line 2") == true, "\(String(describing: comma))")
         #expect(comma?.description.contains("trailing comma") == true, "\(String(describing: comma))")
+        let huge = String(repeating: " ", count: ConfigurationValidator.maxFileBytes) + "{}"
+        #expect(self.problem(huge)?.code == "CONFIG_TOO_LARGE")
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(self.problem(#"{"access": {"rules": \#(deep)}}"#)?.code == "CONFIG_SYNTAX")
         #expect(self.problem(#"{"access": {"rules": ["deny any debug.*",]}}"#)?.code == "CONFIG_SYNTAX")
         #expect(self.problem("{\"log\": {} // no\n}")?.code == "CONFIG_SYNTAX")
         #expect(
