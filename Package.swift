@@ -23,6 +23,8 @@ let package = Package(
         .library(name: "MentoryHandlerKit", targets: ["MentoryHandlerKit"]),
         .library(name: "MentoryHandlerTesting", targets: ["MentoryHandlerTesting"]),
         .library(name: "MentoryDaemonKit", targets: ["MentoryDaemonKit"]),
+        // The journal log handler, for plugins run under systemd (docs/PLUGINS.md).
+        .library(name: "MentorySystemd", targets: ["MentorySystemd"]),
         .executable(name: "protoc-gen-mentory", targets: ["protoc-gen-mentory"]),
     ],
     traits: [
@@ -253,6 +255,8 @@ let package = Package(
                 "MentoryStorageSQLite",
                 "MentoryStorageAdmin",
                 "MentoryMetrics",
+                // The strict JSON parser, for the config file.
+                "MentoryDescriptors",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -291,6 +295,8 @@ let package = Package(
             dependencies: [
                 "MentoryAdvisor",
                 "MentoryClient",
+                // The journal, with priorities, under systemd: the daemon's own log handler.
+                "MentorySystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

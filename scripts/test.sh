@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
-#   0. the generated code is what the schema generates (scripts/generate-protos.sh --check), and the
+#   0. the generated code is what the schema generates (scripts/generate-protos.sh --check), the man
+#      pages are what the commands' help generates (scripts/generate-manuals.sh --check), and the
 #      benchmarks' C load generators compile
 #   1. unit and end-to-end tests (debug build)
 #   2. the Python client's pytest suite against the real daemon, release build, as install.sh ships it
@@ -39,6 +40,7 @@ scripts/install-deps.sh
 
 section "generated code is current"
 scripts/generate-protos.sh --check
+scripts/generate-manuals.sh --check
 
 # Benchmarks are not tests, but their C load generators must keep compiling against the protocol.
 section "benchmark load generators compile"

@@ -5,7 +5,8 @@
 #
 # Usage: sudo scripts/uninstall.sh [--prefix DIR] [--purge]
 #   --prefix DIR   the prefix given to install.sh (default /usr/local)
-#   --purge        also delete /etc/mentoryd, /var/lib/mentoryd and the mentory user and group
+#   --purge        also delete /etc/mentoryd, /var/lib/mentoryd, the plugins' state (/var/lib/mentory-plugins)
+#                  and the mentory user and group
 set -euo pipefail
 
 PREFIX=/usr/local
@@ -14,7 +15,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) PREFIX=$2; shift 2 ;;
     --purge) PURGE=yes; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "uninstall.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -49,9 +50,11 @@ echo "removed the mentoryd binaries, units, man pages, completions and sysusers 
 
 if [ "$PURGE" = yes ]; then
   rm -rf /etc/mentoryd /var/lib/mentoryd /var/lib/private/mentoryd
+  # The plugins' state (StateDirectory=mentory-plugins/NAME), owned by the user deleted below.
+  rm -rf /var/lib/mentory-plugins
   getent passwd mentory >/dev/null && userdel mentory
   getent group mentory >/dev/null && groupdel mentory
-  echo "purged /etc/mentoryd, /var/lib/mentoryd and the mentory user and group"
+  echo "purged /etc/mentoryd, /var/lib/mentoryd, /var/lib/mentory-plugins and the mentory user and group"
 else
   echo "kept /etc/mentoryd, /var/lib/mentoryd and the mentory user (--purge removes them)"
 fi

@@ -411,7 +411,7 @@ struct Daemon {
             )
         }
         effective.config = reloaded.config
-        let needRestart = DaemonSettings.restartOnly.filter { $0.changed(current, reloaded) }.map(\.key)
+        let needRestart = DaemonSettings.changedNeedingRestart(current, reloaded)
         if !needRestart.isEmpty {
             logger.warning(
                 "changed settings take effect only after a restart (systemctl restart mentoryd)",

@@ -38,7 +38,7 @@ struct DaemonSettings: Sendable {
     var requestTimeoutMilliseconds: Int
     /// How long a plugin may take to answer a forwarded call (`limits.pluginCallTimeoutMilliseconds`).
     var pluginCallTimeoutMilliseconds: Int
-    /// The plugins that may register, from `plugins.declared` and each one's `plugins.<name>` section.
+    /// The plugins that may register: one for each `plugins.NAME` section of the config file.
     var plugins: [PluginDeclaration]
     /// The whole configuration, for the handlers' own sections (`handlers.<namespace>`).
     var config: ConfigReader
@@ -48,22 +48,30 @@ struct DaemonSettings: Sendable {
         self.config.scoped(to: ConfigKey(["handlers", namespace]))
     }
 
-    /// Reads the settings from `config`, with embedded defaults for anything it lacks.
-    init(config: ConfigReader, environment: [String: String]) throws(SettingsError) {
-        self.socketPath = config.string(
-            forKey: "socket.path",
-            default: DefaultPaths.daemonSocketPath(environment: environment)
-        )
-        let mode = config.string(forKey: "socket.mode", default: "0660")
+    /// Each setting a reload cannot apply, by its key's path, as it was read: comparing two settings' values
+    /// tells which of them a reload would have to restart for (see ``ConfigurationKey/Reload``).
+    var restartValues: [String: String] = [:]
+
+    /// Reads the settings from `config`, with the defaults and ranges of ``ConfigurationKey/all`` for
+    /// anything it lacks; `pluginNames` are the names of the config file's `plugins.NAME` sections, and
+    /// `handlerNamespaces` the namespaces whose `handlers.NAME` sections a reload compares.
+    init(
+        config: ConfigReader,
+        environment: [String: String],
+        pluginNames: [String] = [],
+        handlerNamespaces: [String] = ConfigurationValidator.builtInHandlerNamespaces
+    ) throws(SettingsError) {
+        var values: [String: String] = [:]
+        self.socketPath = try Self.string(
+            config, "socket.path", default: DefaultPaths.daemonSocketPath(environment: environment), &values)
+        let mode = try Self.string(config, "socket.mode", &values)
         guard let parsedMode = UInt16(mode, radix: 8), parsedMode <= 0o777 else {
             throw .invalid(key: "socket.mode", reason: "'\(mode)' is not an octal permission such as 0660")
         }
         self.socketMode = parsedMode
-        self.stateDirectory = config.string(
-            forKey: "state.directory",
-            default: Self.defaultStateDirectory(environment: environment)
-        )
-        let level = config.string(forKey: "log.level", default: "info")
+        self.stateDirectory = try Self.string(
+            config, "state.directory", default: Self.defaultStateDirectory(environment: environment), &values)
+        let level = try Self.string(config, "log.level", &values)
         guard let parsedLevel = Logger.Level(rawValue: level.lowercased()) else {
             throw .invalid(
                 key: "log.level",
@@ -71,45 +79,49 @@ struct DaemonSettings: Sendable {
             )
         }
         self.logLevel = parsedLevel
-        self.maxFrameLength = try Self.positive(config, "limits.maxFrameLength", WireProtocol.defaultMaxFrameLength)
-        self.subscriberQueueBytes = try Self.positive(config, "limits.subscriberQueueBytes", 1 << 20)
-        self.maxRequestsInFlight = try Self.positive(config, "limits.maxRequestsInFlight", 128)
-        self.maxConnections = try Self.positive(config, "limits.maxConnections", 1024)
-        self.maxConnectionsPerUID = try Self.positive(config, "limits.maxConnectionsPerUID", 256)
-        let rules = config.stringArray(
-            forKey: "access.rules",
-            default: AccessPolicy.default.rules.map(\.description)
-        )
+        self.maxFrameLength = try Self.integer(config, "limits.maxFrameLength", &values)
+        self.subscriberQueueBytes = try Self.integer(config, "limits.subscriberQueueBytes", &values)
+        self.maxRequestsInFlight = try Self.integer(config, "limits.maxRequestsInFlight", &values)
+        self.maxConnections = try Self.integer(config, "limits.maxConnections", &values)
+        self.maxConnectionsPerUID = try Self.integer(config, "limits.maxConnectionsPerUID", &values)
+        let rules = try Self.strings(config, "access.rules", &values)
         do {
             self.accessPolicy = try AccessPolicy(parsing: rules)
         } catch {
             throw .invalid(key: "access.rules", reason: error.message)
         }
-        self.handshakeTimeoutSeconds = try Self.positive(config, "limits.handshakeTimeoutSeconds", 10)
-        self.maxOutboundBytes = try Self.positive(config, "limits.maxOutboundBytes", 4 << 20)
-        self.shutdownDrainSeconds = try Self.positive(config, "limits.shutdownDrainSeconds", 5)
-        self.eventRingCapacity = try Self.positive(config, "events.ringCapacity", 4096)
-        self.faultInjection = config.bool(forKey: "debug.faultInjection", default: false)
-        let backend = config.string(forKey: "storage.backend", default: StorageBackend.sqlite.rawValue)
+        self.handshakeTimeoutSeconds = try Self.integer(config, "limits.handshakeTimeoutSeconds", &values)
+        self.maxOutboundBytes = try Self.integer(config, "limits.maxOutboundBytes", &values)
+        self.shutdownDrainSeconds = try Self.integer(config, "limits.shutdownDrainSeconds", &values)
+        self.eventRingCapacity = try Self.integer(config, "events.ringCapacity", &values)
+        self.faultInjection = try Self.bool(config, "debug.faultInjection", &values)
+        let backend = try Self.string(config, "storage.backend", &values)
         guard let parsedBackend = StorageBackend(rawValue: backend.lowercased()) else {
             throw .invalid(key: "storage.backend", reason: "'\(backend)' is not one of sqlite, memory")
         }
         self.storageBackend = parsedBackend
-        let storeDefaults = SQLiteSessionStore.Configuration(path: "")
-        self.checkpointPages = try Self.positive(config, "storage.checkpointPages", storeDefaults.checkpointPages)
-        self.maxLogPages = try Self.positive(config, "storage.maxLogPages", storeDefaults.maxLogPages)
+        self.checkpointPages = try Self.integer(config, "storage.checkpointPages", &values)
+        self.maxLogPages = try Self.integer(config, "storage.maxLogPages", &values)
         guard self.maxLogPages >= self.checkpointPages else {
             throw .invalid(
                 key: "storage.maxLogPages",
                 reason: "it must be at least storage.checkpointPages (\(self.checkpointPages)), not \(self.maxLogPages)"
             )
         }
-        self.requestTimeoutMilliseconds = try Self.positive(config, "limits.requestTimeoutMilliseconds", 30_000)
-        self.pluginCallTimeoutMilliseconds = try Self.positive(config, "limits.pluginCallTimeoutMilliseconds", 5_000)
-        self.plugins = try Self.plugins(config)
+        self.requestTimeoutMilliseconds = try Self.integer(config, "limits.requestTimeoutMilliseconds", &values)
+        self.pluginCallTimeoutMilliseconds = try Self.integer(config, "limits.pluginCallTimeoutMilliseconds", &values)
+        self.plugins = try Self.plugins(config, names: pluginNames)
+        for plugin in self.plugins {
+            values["plugins.\(plugin.name)"] = "\(plugin.namespace) requires \(plugin.requires)"
+        }
+        for namespace in handlerNamespaces {
+            let section = config.scoped(to: ConfigKey(["handlers", namespace]))
+            values["handlers.\(namespace).enabled"] = "\(section.bool(forKey: "enabled", default: true))"
+            values["handlers.\(namespace).requires"] = "\(section.stringArray(forKey: "requires", default: []))"
+        }
         self.config = config
-        guard self.maxFrameLength <= Int(UInt32.max) else {
-            throw .invalid(key: "limits.maxFrameLength", reason: "it must fit the 4-byte length prefix")
+        self.restartValues = values.filter { path, _ in
+            ConfigurationKey.all.first { $0.path == path }?.reload != .live
         }
     }
 
@@ -118,15 +130,20 @@ struct DaemonSettings: Sendable {
         self.config.scoped(to: ConfigKey(["plugins", name]))
     }
 
-    /// Reads `plugins.declared` (the plugins' names) and, for each, `plugins.<name>.namespace`
-    /// (default: the name) and `plugins.<name>.requires`.
-    private static func plugins(_ config: ConfigReader) throws(SettingsError) -> [PluginDeclaration] {
+    /// Whether `name` may name a plugin: letters, digits, `-` and `_`.
+    static func isPluginName(_ name: String) -> Bool {
+        !name.isEmpty && name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
+    }
+
+    /// The plugins `names` (the config file's `plugins.NAME` sections), each with `plugins.NAME.namespace`
+    /// (default: the name) and `plugins.NAME.requires`.
+    private static func plugins(_ config: ConfigReader, names: [String]) throws(SettingsError) -> [PluginDeclaration] {
         var declarations: [PluginDeclaration] = []
         var namespaces: Set<String> = []
-        for name in config.stringArray(forKey: "plugins.declared", default: []) {
-            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+        for name in names {
+            guard Self.isPluginName(name) else {
                 throw .invalid(
-                    key: "plugins.declared", reason: "'\(name)' is not a plugin name (letters, digits, - and _)")
+                    key: "plugins.\(name)", reason: "'\(name)' is not a plugin name (letters, digits, - and _)")
             }
             let section = config.scoped(to: ConfigKey(["plugins", name]))
             let namespace = section.string(forKey: "namespace", default: name)
@@ -141,11 +158,57 @@ struct DaemonSettings: Sendable {
         return declarations
     }
 
-    private static func positive(_ config: ConfigReader, _ key: String, _ fallback: Int) throws(SettingsError) -> Int {
-        let value = config.int(forKey: ConfigKey(key), default: fallback)
-        guard value > 0 else {
-            throw .invalid(key: key, reason: "it must be a positive number, not \(value)")
+    /// Integer key `path`, its declared default when unset, refused outside its declared range.
+    private static func integer(
+        _ config: ConfigReader, _ path: String, _ values: inout [String: String]
+    ) throws(SettingsError) -> Int {
+        let key = ConfigurationKey.named(path)
+        guard case .integer(let range) = key.type, case .integer(let fallback) = key.defaultValue else {
+            preconditionFailure("\(path) is not declared as an integer")
         }
+        let value = config.int(forKey: ConfigKey(path), default: fallback)
+        guard range.contains(value) else {
+            throw .invalid(
+                key: path, reason: "it must be from \(range.lowerBound) to \(range.upperBound), not \(value)")
+        }
+        values[path] = "\(value)"
+        return value
+    }
+
+    /// String key `path`, `fallback` (else its declared default) when unset.
+    private static func string(
+        _ config: ConfigReader, _ path: String, default fallback: String? = nil, _ values: inout [String: String]
+    ) throws(SettingsError) -> String {
+        let key = ConfigurationKey.named(path)
+        var declaredDefault = ""
+        if case .string(let text) = key.defaultValue { declaredDefault = text }
+        let value = config.string(forKey: ConfigKey(path), default: fallback ?? declaredDefault)
+        guard !value.isEmpty else { throw .invalid(key: path, reason: "it must not be empty") }
+        values[path] = value
+        return value
+    }
+
+    /// Boolean key `path`, its declared default when unset.
+    private static func bool(
+        _ config: ConfigReader, _ path: String, _ values: inout [String: String]
+    ) throws(SettingsError) -> Bool {
+        guard case .bool(let fallback) = ConfigurationKey.named(path).defaultValue else {
+            preconditionFailure("\(path) is not declared as a boolean")
+        }
+        let value = config.bool(forKey: ConfigKey(path), default: fallback)
+        values[path] = "\(value)"
+        return value
+    }
+
+    /// String-array key `path`, its declared default when unset.
+    private static func strings(
+        _ config: ConfigReader, _ path: String, _ values: inout [String: String]
+    ) throws(SettingsError) -> [String] {
+        guard case .strings(let fallback) = ConfigurationKey.named(path).defaultValue else {
+            preconditionFailure("\(path) is not declared as an array of strings")
+        }
+        let value = config.stringArray(forKey: ConfigKey(path), default: fallback)
+        values[path] = "\(value)"
         return value
     }
 
@@ -177,27 +240,10 @@ enum SettingsError: Error, CustomStringConvertible {
 }
 
 extension DaemonSettings {
-    /// The settings a reload cannot apply, each with its config key: a change is logged as needing a restart.
-    static let restartOnly: [(key: String, changed: @Sendable (DaemonSettings, DaemonSettings) -> Bool)] = [
-        ("socket.path", { $0.socketPath != $1.socketPath }),
-        ("socket.mode", { $0.socketMode != $1.socketMode }),
-        ("state.directory", { $0.stateDirectory != $1.stateDirectory }),
-        ("limits.maxFrameLength", { $0.maxFrameLength != $1.maxFrameLength }),
-        ("limits.subscriberQueueBytes", { $0.subscriberQueueBytes != $1.subscriberQueueBytes }),
-        ("limits.maxRequestsInFlight", { $0.maxRequestsInFlight != $1.maxRequestsInFlight }),
-        ("limits.handshakeTimeoutSeconds", { $0.handshakeTimeoutSeconds != $1.handshakeTimeoutSeconds }),
-        ("limits.maxOutboundBytes", { $0.maxOutboundBytes != $1.maxOutboundBytes }),
-        ("limits.shutdownDrainSeconds", { $0.shutdownDrainSeconds != $1.shutdownDrainSeconds }),
-        ("events.ringCapacity", { $0.eventRingCapacity != $1.eventRingCapacity }),
-        ("limits.requestTimeoutMilliseconds", { $0.requestTimeoutMilliseconds != $1.requestTimeoutMilliseconds }),
-        ("debug.faultInjection", { $0.faultInjection != $1.faultInjection }),
-        (
-            "limits.pluginCallTimeoutMilliseconds",
-            { $0.pluginCallTimeoutMilliseconds != $1.pluginCallTimeoutMilliseconds }
-        ),
-        ("plugins", { $0.plugins != $1.plugins }),
-        ("storage.backend", { $0.storageBackend != $1.storageBackend }),
-        ("storage.checkpointPages", { $0.checkpointPages != $1.checkpointPages }),
-        ("storage.maxLogPages", { $0.maxLogPages != $1.maxLogPages }),
-    ]
+    /// The settings a reload cannot apply that differ between `current` and `reloaded`, by key path.
+    static func changedNeedingRestart(_ current: DaemonSettings, _ reloaded: DaemonSettings) -> [String] {
+        Set(current.restartValues.keys).union(reloaded.restartValues.keys).sorted().filter {
+            current.restartValues[$0] != reloaded.restartValues[$0]
+        }
+    }
 }

@@ -26,12 +26,17 @@ struct MentorydCommand: AsyncParsableCommand {
             Under systemd it reports readiness, status and reloads with sd_notify, pings the \
             watchdog, adopts a socket passed by socket activation (exit status 66 if that socket \
             is not a listening Unix stream socket) and logs to the journal when stderr is the journal. \
-            SIGHUP reloads the config file: the log level changes live; other changes are logged \
-            and need a restart.
+            A configuration it cannot use stops start-up with exit status 78; under socket activation \
+            it stays up instead and tells every client why (STARTUP_FAILED). SIGHUP (systemctl reload) \
+            reloads the config file: \(ConfigurationReference.liveKeys) and the handlers' own keys \
+            change live; other changes are logged and need a restart; a configuration it cannot use \
+            fails the reload and the previous one stays.
 
             The diary database is checked (PRAGMA quick_check) before READY=1 when the last run \
             did not stop cleanly, and in the background after READY=1 when it did; damage found \
             in the background stops mentoryd with exit status 1, and the restart refuses the file.
+
+            \(ConfigurationReference.helpText)
             """,
         version: version
     )
@@ -53,6 +58,10 @@ struct MentorydCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("max-frame-length"), help: "The largest frame payload accepted, in bytes.")
     var maxFrameLength: Int?
+
+    /// For scripts/generate-manuals.sh: print the README's table of configuration keys and exit.
+    @Flag(name: .customLong("print-config-reference"), help: ArgumentHelp(visibility: .private))
+    var printConfigReference = false
 
     func run() async throws {
         try await self.run(adding: [])
@@ -113,6 +122,10 @@ struct MentorydCommand: AsyncParsableCommand {
 
     /// Runs the daemon with the built-in handlers and `extraHandlers`.
     func run(adding extraHandlers: [any MentoryHandler]) async throws {
+        if self.printConfigReference {
+            FileHandle.standardOutput.write(Data(ConfigurationReference.markdownTable.utf8))
+            return
+        }
         try await Self.run(self.options, adding: extraHandlers)
     }
 
@@ -146,7 +159,8 @@ struct MentorydCommand: AsyncParsableCommand {
         let source = SettingsSource(
             flags: options.flagValues,
             configFile: options.configFile ?? environment["MENTORYD_CONFIG"],
-            environment: environment
+            environment: environment,
+            addedNamespaces: extraHandlers.map { Daemon.namespace(of: $0) }
         )
         let settings: DaemonSettings
         do {
@@ -257,12 +271,32 @@ struct SettingsSource: Sendable {
     /// The config file read when none is named.
     static let defaultConfigFile = "/etc/mentoryd/mentoryd.json"
 
-    /// Flags over environment over config file; embedded defaults live in ``DaemonSettings``.
+    /// The namespaces of the handlers an embedding package adds, whose `handlers.NAME` sections may hold
+    /// keys of their own.
+    var addedNamespaces: [String] = []
+
+    /// Flags over environment over config file; embedded defaults live in ``ConfigurationKey/all``.
     ///
-    /// Throws ``ConfigurationError``, which names the config file and, for a JSON syntax error,
-    /// where in the file it is.
+    /// The config file is parsed as strict JSON and checked against ``ConfigurationKey/all`` first, and
+    /// the `MENTORYD_*` variables of the declared keys too. Throws ``ConfigurationError``, which names
+    /// the config file and the key (with the nearest declared one for an unknown key) or, for a JSON
+    /// syntax error, where in the file it is.
     func load() async throws(ConfigurationError) -> DaemonSettings {
         let file = self.configFile ?? Self.defaultConfigFile
+        let validator = ConfigurationValidator(addedNamespaces: self.addedNamespaces)
+        var pluginNames: [String] = []
+        do throws(ConfigurationProblem) {
+            try validator.validate(environment: self.environment)
+            // A missing file is FileProvider's to report (or to allow, for the default one). One byte past the
+            // limit is enough to refuse a file as too large.
+            if let handle = FileHandle(forReadingAtPath: file) {
+                defer { try? handle.close() }
+                let data = (try? handle.read(upToCount: ConfigurationValidator.maxFileBytes + 1)) ?? Data()
+                pluginNames = ConfigurationValidator.pluginNames(in: try validator.validate(file: Array(data)))
+            }
+        } catch {
+            throw ConfigurationError(file: file, code: error.code, reason: error.description)
+        }
         var providers: [any ConfigProvider] = [
             InMemoryProvider(name: "flags", values: self.flags),
             EnvironmentVariablesProvider(environmentVariables: self.environment).prefixKeys(with: "mentoryd"),
@@ -275,7 +309,12 @@ struct SettingsSource: Sendable {
             throw ConfigurationError(file: file, reason: ConfigurationError.describe(error, in: file))
         }
         do {
-            return try DaemonSettings(config: ConfigReader(providers: providers), environment: self.environment)
+            return try DaemonSettings(
+                config: ConfigReader(providers: providers),
+                environment: self.environment,
+                pluginNames: pluginNames,
+                handlerNamespaces: ConfigurationValidator.builtInHandlerNamespaces + self.addedNamespaces
+            )
         } catch {
             throw ConfigurationError(file: file, reason: error.description)
         }
@@ -286,10 +325,17 @@ struct SettingsSource: Sendable {
 struct ConfigurationError: Error, CustomStringConvertible {
     /// The config file in use (which may be missing when it is the default one).
     var file: String
+    /// A stable identifier of the kind of problem (``ConfigurationProblem/code``).
+    var code = "CONFIG_INVALID"
     /// What is wrong, with the place in the file when the parser said.
     var reason: String
 
-    var description: String { "the configuration in \(self.file) cannot be used: \(self.reason)" }
+    var description: String {
+        // A problem with a MENTORYD_* variable names the variable, not the file.
+        self.reason.hasPrefix("$")
+            ? "the configuration cannot be used: \(self.reason)"
+            : "the configuration in \(self.file) cannot be used: \(self.reason)"
+    }
 
     /// The parser's own words (e.g. "Invalid value around character 51.") when it gave any, with
     /// the line and column that character is at in `file`.

@@ -92,8 +92,9 @@ struct StartupFailureServer {
                 }
                 .withBoundSocket(self.server.socket.descriptor)
                 .get()
+            // The cause in the message itself: `journalctl` and `systemctl status` show MESSAGE only.
             self.server.logger.critical(
-                "mentoryd cannot start; it keeps the socket and tells every client why until it is restarted",
+                "mentoryd cannot start: \(self.server.cause); it keeps the socket and tells every client why until it is restarted",
                 metadata: ["cause": "\(self.server.cause)", "socket": "\(self.server.socket.path ?? "(unnamed)")"]
             )
             self.server.send([.ready, .status("Failed to start: \(self.server.cause)")])

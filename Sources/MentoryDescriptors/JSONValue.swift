@@ -2,7 +2,7 @@ import Foundation
 
 /// A parsed JSON value. Numbers keep their text, so 64-bit integers lose no precision; objects keep
 /// their members in order, duplicates included, for the transcoder to judge.
-enum JSONValue: Sendable, Equatable {
+package enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case number(String)
@@ -10,7 +10,7 @@ enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([(key: String, value: JSONValue)])
 
-    static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
@@ -24,7 +24,7 @@ enum JSONValue: Sendable, Equatable {
     }
 
     /// A short description of the value for error messages, e.g. `"HAPPY"` or `an object`.
-    var summary: String {
+    package var summary: String {
         switch self {
         case .null: "null"
         case .bool(let value): "\(value)"
@@ -38,12 +38,14 @@ enum JSONValue: Sendable, Equatable {
 }
 
 /// A strict RFC 8259 JSON parser with a nesting limit.
-struct JSONParser {
+package struct JSONParser {
     private let bytes: [UInt8]
     private var position = 0
     private let maxDepth: Int
 
-    static func parse(_ bytes: [UInt8], maxDepth: Int) throws(DescriptorError) -> JSONValue {
+    /// Parses `bytes` as one JSON value (RFC 8259: no trailing commas, no comments), nested at most
+    /// `maxDepth` levels.
+    package static func parse(_ bytes: [UInt8], maxDepth: Int) throws(DescriptorError) -> JSONValue {
         var parser = JSONParser(bytes: bytes, maxDepth: maxDepth)
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
@@ -119,6 +121,7 @@ struct JSONParser {
         }
         while true {
             self.skipWhitespace()
+            if self.current == UInt8(ascii: "}") { throw self.error("a trailing comma before '}' (JSON allows none)") }
             guard self.current == UInt8(ascii: "\"") else { throw self.error("expected a member name in quotes") }
             let key = try self.string()
             self.skipWhitespace()
@@ -148,6 +151,7 @@ struct JSONParser {
         }
         while true {
             self.skipWhitespace()
+            if self.current == UInt8(ascii: "]") { throw self.error("a trailing comma before ']' (JSON allows none)") }
             elements.append(try self.value(depth: depth))
             self.skipWhitespace()
             switch self.current {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MentoryAdvisor
 import MentoryClient
+import MentorySystemd
 import MentoryWire
 
 /// The reference mentoryd plugin: serves namespace `advisor` (docs/PLUGINS.md).
@@ -26,11 +27,17 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
     var stateFile: String?
 
     func run() async throws {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = .info
-            return handler
-        }
+        // Under systemd (stderr is the journal) each line goes to the journal with its priority, as the
+        // daemon's do; else to stderr.
+        let environment = ProcessInfo.processInfo.environment
+        LoggingSystem.bootstrap(
+            SystemdLogging.handlerFactory(
+                syslogIdentifier: "mentory-advisor",
+                level: DynamicLogLevel(.info),
+                destination: SystemdLogging.destination(environment: environment)
+            ),
+            metadataProvider: nil
+        )
         let logger = Logger(label: "mentory-advisor")
         let character: Mentory_V1_MentorCharacter
         switch self.character.lowercased() {
@@ -44,7 +51,6 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
                 logger.notice("answered with the fallback message", metadata: ["reason": "\(reason)"])
             }
         )
-        let environment = ProcessInfo.processInfo.environment
         let socketPath = self.socket ?? environment["MENTORY_SOCKET"] ?? DefaultPaths.systemSocketPath
         let plugin = try MentoryPlugin(socketPath: socketPath, clientName: "mentory-advisor", routes: routes)
         let states = Task {

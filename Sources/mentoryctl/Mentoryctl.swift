@@ -1,5 +1,11 @@
 import ArgumentParser
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// The `mentoryctl` command tree.
 @main
 struct Mentoryctl: AsyncParsableCommand {
@@ -38,6 +44,11 @@ struct Mentoryctl: AsyncParsableCommand {
     /// over a ``BlockingMentoryConnection``, so the process starts no thread at all. Only the commands that
     /// stream (`AsyncParsableCommand`s: watch, monitor, export...) await, and start the event loop.
     static func main() async {
+        // libdispatch renices its worker threads after their QoS class, which an ordinary user may not
+        // do, and says so through syslog into the journal ("Failed to set thread priority for worker
+        // thread"). It reads LIBDISPATCH_LOG at its first log line, not at start, so this comes in time.
+        // The unit files set the same for the daemon and the plugins.
+        setenv("LIBDISPATCH_LOG", "NO", 0)
         let arguments = GlobalOptions.reorder(Array(CommandLine.arguments.dropFirst()))
         do {
             if let (run, settings) = FastPath.match(arguments) {

@@ -23,8 +23,11 @@ struct StorageSettingsTests {
         let settings = try self.settings(["storage.checkpointPages": 200, "storage.maxLogPages": 800])
         #expect(settings.checkpointPages == 200)
         #expect(settings.maxLogPages == 800)
-        let restartOnly = Set(DaemonSettings.restartOnly.map(\.key))
-        #expect(restartOnly.isSuperset(of: ["storage.checkpointPages", "storage.maxLogPages"]))
+        let defaults = try self.settings([:])
+        #expect(
+            DaemonSettings.changedNeedingRestart(defaults, settings) == [
+                "storage.checkpointPages", "storage.maxLogPages",
+            ])
     }
 
     @Test(

@@ -65,9 +65,8 @@ struct AdvisorEndToEndTests {
 
     @Test("suggest through the daemon; kill -9 of the advisor leaves its namespace UNAVAILABLE, no hang")
     func suggestAndKill() async throws {
-        let daemon = try await DaemonProcess(environment: [
-            "MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_PLUGINS_DECLARED": "advisor",
-        ])
+        let daemon = try await DaemonProcess(
+            environment: ["MENTORYD_STORAGE_BACKEND": "memory"], config: #"{"plugins": {"advisor": {}}}"#)
         defer { daemon.removeFiles() }
         let client = try await daemon.client()
         let advisor = try await Self.startAdvisor(socketPath: daemon.socketPath)
@@ -108,9 +107,8 @@ struct AdvisorEndToEndTests {
 
     @Test("an entry added today gets the advice as today's mentor message; a message set today is never overwritten")
     func diaryAdvice() async throws {
-        let daemon = try await DaemonProcess(environment: [
-            "MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_PLUGINS_DECLARED": "advisor",
-        ])
+        let daemon = try await DaemonProcess(
+            environment: ["MENTORYD_STORAGE_BACKEND": "memory"], config: #"{"plugins": {"advisor": {}}}"#)
         defer { daemon.removeFiles() }
         let stateFile = daemon.directory + "/advisor-position"
         let client = try await daemon.client()

@@ -14,14 +14,15 @@ struct BackupEndToEndTests {
 
     @Test("the copy lands where the caller asked, owned by the caller, complete; an existing file is refused")
     func backupWritesCallersFile() async throws {
-        // A small frame limit makes the snapshot travel in many pieces.
-        let daemon = try await DaemonProcess(arguments: ["--max-frame-length", "4096"])
+        // The smallest frame limit (every reply must still fit a frame) and long entries make the
+        // snapshot travel in several pieces.
+        let daemon = try await DaemonProcess(arguments: ["--max-frame-length", "262144"])
         defer { daemon.removeFiles() }
-        let entries = 12
+        let entries = 16
         for day in 1...entries {
             let added = try await daemon.ctl([
                 "diary", "add", "--emotion", "neutral", "--title", "Day \(day)",
-                "--text", String(repeating: "A long quiet day. ", count: 40),
+                "--text", String(repeating: "A long quiet day. ", count: 3300),
                 "--date", String(format: "2026-10-%02d", day),
             ])
             #expect(added.status == 0, "\(added.stderr)")
@@ -37,7 +38,7 @@ struct BackupEndToEndTests {
         var info = stat()
         #expect(stat(destination, &info) == 0)
         #expect(reply["bytes"] as? Int == Int(info.st_size))
-        #expect(info.st_size > 4096 * 3, "the copy took several pieces")
+        #expect(info.st_size > 262_144 * 3, "the copy took several pieces")
         #expect(info.st_uid == getuid(), "mentoryctl wrote it, with the caller's uid")
         #expect(info.st_mode & 0o777 == 0o600)
         let data = try Data(contentsOf: URL(fileURLWithPath: destination))

@@ -14,10 +14,19 @@ final class DaemonProcess: Sendable {
         ProductBinaries.url(of: name)
     }
 
-    /// Starts the daemon and waits until its socket accepts connections.
-    init(socketPath: String? = nil, arguments: [String] = [], environment: [String: String] = [:]) async throws {
+    /// Starts the daemon and waits until its socket accepts connections; `config`, when given, is the
+    /// text of its config file (written into the daemon's directory and passed with `--config`).
+    init(
+        socketPath: String? = nil, arguments: [String] = [], environment: [String: String] = [:],
+        config: String? = nil
+    ) async throws {
         let directory = "/tmp/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var arguments = arguments
+        if let config {
+            try config.write(toFile: directory + "/mentoryd.json", atomically: true, encoding: .utf8)
+            arguments += ["--config", directory + "/mentoryd.json"]
+        }
         self.directory = directory
         self.socketPath = socketPath ?? directory + "/d.sock"
         self.logPath = directory + "/mentoryd.log"

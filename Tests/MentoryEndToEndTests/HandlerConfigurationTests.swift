@@ -53,17 +53,22 @@ struct HandlerConfigurationTests {
         #expect(disabled.stderr.contains("'mentor', which is disabled"), "\(disabled.stderr)")
     }
 
-    /// Starts mentoryd (in-memory store) expecting it to fail start-up, and returns how it exited.
-    static func runDaemonToExit(environment: [String: String]) async throws -> CommandResult {
+    /// Starts mentoryd (in-memory store) expecting it to fail start-up, and returns how it exited;
+    /// `config`, when given, is the text of its config file.
+    static func runDaemonToExit(
+        environment: [String: String] = [:], config: String? = nil, arguments: [String] = []
+    ) async throws -> CommandResult {
         let directory = "/tmp/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var processEnvironment = environment
         processEnvironment["MENTORYD_STORAGE_BACKEND"] = "memory"
+        var arguments = ["--socket", directory + "/d.sock", "--state-dir", directory + "/state"] + arguments
+        if let config {
+            try config.write(toFile: directory + "/mentoryd.json", atomically: true, encoding: .utf8)
+            arguments += ["--config", directory + "/mentoryd.json"]
+        }
         return try await CommandResult.run(
-            DaemonProcess.binary("mentoryd"),
-            ["--socket", directory + "/d.sock", "--state-dir", directory + "/state"],
-            environment: processEnvironment
-        )
+            DaemonProcess.binary("mentoryd"), arguments, environment: processEnvironment)
     }
 }

@@ -71,7 +71,9 @@ struct RunningPlugin {
 
 @Suite("Plugins against the real daemon", .timeLimit(.minutes(10)))
 struct PluginEndToEndTests {
-    static let environment = ["MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_PLUGINS_DECLARED": "echo"]
+    static let environment = ["MENTORYD_STORAGE_BACKEND": "memory"]
+    /// Declares plugin `echo`: its `plugins.echo` section.
+    static let config = #"{"plugins": {"echo": {}}}"#
 
     static func code(of call: () async throws -> Void) async -> (Mentory_V1_ErrorCode?, String) {
         do {
@@ -94,7 +96,7 @@ struct PluginEndToEndTests {
         "absent, then registered: calls fail UNAVAILABLE until it registers, then reach it; status shows it"
     )
     func registerAndCall() async throws {
-        let daemon = try await DaemonProcess(environment: Self.environment)
+        let daemon = try await DaemonProcess(environment: Self.environment, config: Self.config)
         defer { daemon.removeFiles() }
         let client = try await daemon.client()
         let (absent, message) = await Self.code { _ = try await Self.say(client, "hi") }
@@ -133,7 +135,7 @@ struct PluginEndToEndTests {
     func tooSlow() async throws {
         var environment = Self.environment
         environment["MENTORYD_LIMITS_PLUGIN_CALL_TIMEOUT_MILLISECONDS"] = "300"
-        let daemon = try await DaemonProcess(environment: environment)
+        let daemon = try await DaemonProcess(environment: environment, config: Self.config)
         defer { daemon.removeFiles() }
         let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
         await plugin.registered()
@@ -152,7 +154,7 @@ struct PluginEndToEndTests {
 
     @Test("a plugin gone mid-call: UNAVAILABLE at once; it re-registers by itself and subscribers get a reset")
     func goneAndRestarted() async throws {
-        let daemon = try await DaemonProcess(environment: Self.environment)
+        let daemon = try await DaemonProcess(environment: Self.environment, config: Self.config)
         defer { daemon.removeFiles() }
         let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
         await plugin.registered()
@@ -187,13 +189,13 @@ struct PluginEndToEndTests {
 
     @Test("across a daemon restart the plugin re-registers by itself")
     func daemonRestart() async throws {
-        let first = try await DaemonProcess(environment: Self.environment)
+        let first = try await DaemonProcess(environment: Self.environment, config: Self.config)
         defer { first.removeFiles() }
         let socketPath = first.socketPath
         let plugin = try RunningPlugin.start(socketPath: socketPath)
         await plugin.registered()
         #expect(await first.stop() == 0)
-        let second = try await DaemonProcess(socketPath: socketPath, environment: Self.environment)
+        let second = try await DaemonProcess(socketPath: socketPath, environment: Self.environment, config: Self.config)
         defer { second.removeFiles() }
         await plugin.registered()
         let client = try await second.client()
@@ -220,7 +222,7 @@ struct PluginEndToEndTests {
 
     @Test("a registration refused for the plugin's own fault: mentoryctl status shows it failed, with the reason")
     func failedRegistration() async throws {
-        let daemon = try await DaemonProcess(environment: Self.environment)
+        let daemon = try await DaemonProcess(environment: Self.environment, config: Self.config)
         defer { daemon.removeFiles() }
         let client = try await daemon.client()
         var request = Mentory_V1_PluginRegisterRequest()
@@ -238,11 +240,9 @@ struct PluginEndToEndTests {
 
     @Test("a dependency cycle through a plugin fails start-up with exit status 78, naming the chain")
     func cycle() async throws {
-        let result = try await HandlerConfigurationTests.runDaemonToExit(environment: [
-            "MENTORYD_PLUGINS_DECLARED": "echo",
-            "MENTORYD_PLUGINS_ECHO_REQUIRES": "diary",
-            "MENTORYD_HANDLERS_DIARY_REQUIRES": "echo",
-        ])
+        let result = try await HandlerConfigurationTests.runDaemonToExit(
+            environment: ["MENTORYD_PLUGINS_ECHO_REQUIRES": "diary", "MENTORYD_HANDLERS_DIARY_REQUIRES": "echo"],
+            config: Self.config)
         #expect(result.status == 78)
         #expect(result.stderr.contains("diary -> echo -> diary"), "\(result.stderr)")
     }

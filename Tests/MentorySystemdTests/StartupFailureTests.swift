@@ -75,6 +75,36 @@ struct StartupFailureTests {
         #expect(try await waitForExit(process) == 0)
     }
 
+    @Test(
+        "socket-activated with a misspelled key, mentoryd stays up and tells clients the key and the nearest known one",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-socket-activate"))
+    )
+    func misspelledKeyIsServedAsStartupFailure() async throws {
+        let fixture = try ActivationFixture()
+        try #"{"limits": {"maxConections": 5}}"#.write(toFile: fixture.configPath, atomically: true, encoding: .utf8)
+        let process = try await fixture.launch()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+        let connection = try RawConnection(path: fixture.socketPath)
+        var envelope = Mentory_V1_Envelope()
+        envelope.hello.protocolVersion = WireProtocol.version
+        envelope.hello.clientName = "misspelled-key"
+        try connection.send(envelope)
+        let reply = try connection.receiveEnvelope()
+        guard case .connectionError(let error) = reply.kind else {
+            Issue.record("expected a ConnectionError, got \(reply)")
+            return
+        }
+        #expect(error.error.code == UInt32(Mentory_V1_ErrorCode.startupFailed.rawValue))
+        #expect(error.error.message.contains(fixture.configPath), "\(error.error.message)")
+        #expect(
+            error.error.message.contains("unknown key limits.maxConections (did you mean limits.maxConnections?)"),
+            "\(error.error.message)")
+        #expect(process.isRunning)
+        kill(process.processIdentifier, SIGTERM)
+        #expect(try await waitForExit(process) == 0)
+    }
+
     @Test("started by hand with a broken config, mentoryd names the file and exits 78")
     func brokenConfigByHandExits78() async throws {
         let directory = "/tmp/mentory-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"

@@ -66,13 +66,14 @@ def test_invalid_enum_names_are_refused_locally(client: mentory.Client) -> None:
 
 
 def test_frame_above_welcome_limit_is_not_sent(make_daemon) -> None:  # type: ignore[no-untyped-def]
-    daemon = make_daemon(arguments=["--max-frame-length", "1024"])
+    # The smallest limit the daemon accepts (every reply must still fit a frame).
+    daemon = make_daemon(arguments=["--max-frame-length", "262144"])
     with daemon.connect() as client:
-        assert client.max_frame_length == 1024
+        assert client.max_frame_length == 262144
         with pytest.raises(mentory.ProtocolError) as raised:
-            client.diary.add("2026-01-01", "t", "x" * 2000, "neutral")
+            client.diary.add("2026-01-01", "t", "x" * 300000, "neutral")
         assert raised.value.code == ErrorCode.FRAME_TOO_LARGE
-        assert "1024" in str(raised.value)
+        assert "262144" in str(raised.value)
         # Nothing was sent, so the connection is intact and nothing was stored.
         assert len(client.diary.list().entries) == 0
         client.diary.add("2026-01-01", "t", "x" * 500, "neutral")

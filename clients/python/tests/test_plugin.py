@@ -32,7 +32,7 @@ import kudos_plugin  # noqa: E402
 SERVICE = kudos_pb2.DESCRIPTOR.services_by_name["KudosService"]
 #: Declares the example's namespace; calls may take long (the machine may be busy).
 KUDOS_CONFIG: Dict[str, Any] = {
-    "plugins": {"declared": ["kudos"]},
+    "plugins": {"kudos": {}},
     "limits": {"pluginCallTimeoutMilliseconds": 60000},
 }
 #: Retries come fast, so that a restart is noticed soon.
@@ -295,7 +295,7 @@ def test_calls_beyond_max_in_flight_are_refused(kudos_daemon) -> None:  # type: 
 
 
 def test_a_handler_past_its_deadline_is_cancelled(make_daemon) -> None:  # type: ignore[no-untyped-def]
-    daemon = make_daemon(config={"plugins": {"declared": ["kudos"]}, "limits": {"pluginCallTimeoutMilliseconds": 500}})
+    daemon = make_daemon(config={"plugins": {"kudos": {}}, "limits": {"pluginCallTimeoutMilliseconds": 500}})
     plugin = empty_plugin(daemon.socket_path)
     cancelled = threading.Event()
     deadlines: List[Optional[float]] = []

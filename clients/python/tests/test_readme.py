@@ -62,7 +62,7 @@ def test_readme_example_runs(index: int, daemon, tmp_path: Path) -> None:  # typ
 
 
 def test_readme_plugin_example_runs(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    daemon = make_daemon(config={"plugins": {"declared": ["kudos"]}})
+    daemon = make_daemon(config={"plugins": {"kudos": {}}})
     for attempt in range(2):  # a second plugin process registers the namespace again
         result = _run(_plugin_examples()[0], daemon.socket_path, tmp_path, PYTHONPATH=str(KUDOS_EXAMPLE))
         assert result.returncode == 0, f"the plugin example failed:\n{result.stdout}\n{result.stderr}"

@@ -2,7 +2,7 @@
 
     python kudos_plugin.py [--socket PATH] [--max-kudos N]
 
-mentoryd must declare it: ``{"plugins": {"declared": ["kudos"]}}`` in its configuration. Then
+mentoryd must declare it: ``{"plugins": {"kudos": {}}}`` in its configuration. Then
 ``kudos.give`` stores praise (the newest ``--max-kudos`` are kept, in memory) and publishes it on
 topic ``kudos``; ``kudos.list`` returns what is kept, which is also the topic's snapshot. Runs until
 SIGINT or SIGTERM, reconnecting whenever the daemon restarts; exits 77 when the daemon refuses the
