@@ -243,15 +243,22 @@ extension MentoryEngine {
     /// Keeps `request` as `plugin`'s last registration, for the next start; a failure to write it
     /// is logged and costs only that: the namespace is unknown after a restart until it registers.
     ///
-    /// Written while the engine waits (a small file, flushed): registrations are rare.
+    /// Written in a task of its own, never on the engine's executor (the event loop, which an
+    /// `fsync` must not block), after the registration written before it.
     private func saveRegistration(_ request: Mentory_V1_PluginRegisterRequest, of plugin: PluginHostedHandler) {
         guard let files = self.configuration.pluginRegistrations else { return }
-        do {
-            try files.save(request, for: plugin.declaration.name)
-        } catch {
-            self.logger.warning(
-                "the plugin's registration cannot be saved; after a restart its topics are unknown until it registers",
-                metadata: ["plugin": "\(plugin.declaration.name)", "error": "\(error)"])
+        let name = plugin.declaration.name
+        let logger = self.logger
+        let previous = self.lastRegistrationSave
+        self.lastRegistrationSave = Task.detached {
+            await previous?.value
+            do {
+                try files.save(request, for: name)
+            } catch {
+                logger.warning(
+                    "the plugin's registration cannot be saved; after a restart its topics are unknown until it registers",
+                    metadata: ["plugin": "\(name)", "error": "\(error)"])
+            }
         }
     }
 

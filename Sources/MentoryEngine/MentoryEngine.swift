@@ -114,6 +114,9 @@ public actor MentoryEngine {
     var methodRoutes: [String: [String: MethodRoute]] = [:]
     /// The namespace each registered plugin's connection serves.
     var pluginConnections: [ConnectionID: String] = [:]
+    /// The newest write of a plugin's registration (``Configuration/pluginRegistrations``); each write
+    /// waits for the one before, so they land in order, and shut-down waits for the last.
+    var lastRegistrationSave: Task<Void, Never>?
     var logs: [String: EventLog] = [:]
     /// Every subscription, indexed both by connection and by topic.
     var subscriptions = Subscriptions()
@@ -236,9 +239,11 @@ public actor MentoryEngine {
         try await self.register(handler, config: ConfigReader(provider: InMemoryProvider(values: [:])))
     }
 
-    /// Closes every handler, last registered first. Requests after this get ``MentoryError/shuttingDown``.
+    /// Closes every handler, last registered first, after the last plugin registration write. Requests after
+    /// this get ``MentoryError/shuttingDown``.
     package func closeHandlers() async {
         self.isShuttingDown = true
+        await self.lastRegistrationSave?.value
         for namespace in self.registrationOrder.reversed() {
             guard let handler = self.handlers[namespace] else { continue }
             await handler.close()

@@ -23,7 +23,13 @@ struct HeldSubscriptionTests {
             try await first.engine.declarePlugin(PluginTests.declaration)
             let plugin = try await PluginTests.connectPlugin(first)
             await first.engine.detach(plugin.id)
-            #expect(FileManager.default.fileExists(atPath: directory + "/plugins/advisor.registration"))
+            // Written off the engine's executor: wait (bounded) for the file.
+            let path = directory + "/plugins/advisor.registration"
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !FileManager.default.fileExists(atPath: path), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(FileManager.default.fileExists(atPath: path))
 
             // A new engine (a daemon restart): the namespace is known before the plugin returns.
             let second = try await EngineFixture(pluginRegistrations: files)
