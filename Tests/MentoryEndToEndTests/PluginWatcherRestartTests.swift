@@ -156,9 +156,16 @@ struct PluginWatcherRestartTests {
         let client = try await daemon.client()
         await Self.kill(advisor)
         try await AdvisorEndToEndTests.waitFor(.waiting, client)
-        // While it is away, a new subscriber is accepted too (no UNAVAILABLE).
+        // While it is away, a new subscriber is accepted too (no UNAVAILABLE), and plain mentoryctl
+        // watch (every described topic, `advice` included) streams the built-in topics' snapshots.
         let other = try await daemon.client("other")
         _ = try await other.subscribe(topics: ["advice"])
+        let watched = try await daemon.ctl(["watch", "--count", "3", "--json"])
+        #expect(watched.status == 0, "\(watched.stderr)")
+        let topics = watched.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["topic"] as? String
+        }
+        #expect(Set(topics) == ["mentor", "reachability", "diary"], "\(watched.stdout)")
         let again = try await AdvisorEndToEndTests.startAdvisor(socketPath: daemon.socketPath)
         defer { Glibc.kill(again.processIdentifier, SIGKILL) }
         try await AdvisorEndToEndTests.waitFor(.connected, client)
