@@ -5,7 +5,9 @@
 #   Sources/MentoryWire/Generated/mentory.pb.swift       messages (protoc-gen-swift)
 #   Sources/MentoryWire/Generated/mentory.schema.swift   MentorySchema: typed namespaces (protoc-gen-mentory)
 #   clients/python/src/mentory/_proto/mentory_pb2.py(i)  the Python client's messages (protoc's own)
-#   docs/PROTOCOL.md, between the `BEGIN/END GENERATED: namespaces` markers: the method and topic tables
+#   docs/PROTOCOL.md, between the `BEGIN/END GENERATED: namespaces` markers: the method and topic tables,
+#                    and between each `BEGIN GENERATED: messages A B` and `END GENERATED: messages`: the
+#                    listings of messages (or enums) A and B
 #   Tests/MentorySchemaGeneratorTests/Generated/          greeter.proto, a third-party namespace
 #   Examples/gratitude/Sources/GratitudeHandler/Generated/ the example handler package (docs/HANDLERS.md)
 #   Sources/MentoryAdvisor/Generated/                     the reference plugin mentory-advisor (docs/PLUGINS.md)
@@ -110,7 +112,34 @@ awk -v begin="$begin" -v end="$end" -v block="$work/mentory.namespaces.md" '
   $0 == begin { print; while ((getline line < block) > 0) print line; skipping = 1; next }
   $0 == end { skipping = 0 }
   !skipping { print }
-' docs/PROTOCOL.md >"$work/PROTOCOL.md"
+' docs/PROTOCOL.md >"$work/PROTOCOL.namespaces.md"
+# The message listings: each block `<!-- BEGIN GENERATED: messages A B -->` ... `<!-- END GENERATED: messages -->`
+# gets the listings of messages (or enums) A and B, as mentory.proto declares them.
+awk -v listings="$work/mentory.messages.txt" '
+  BEGIN {
+    while ((getline line < listings) > 0) {
+      if (line ~ /^@@ /) { name = substr(line, 4); continue }
+      text[name] = text[name] line "\n"
+    }
+  }
+  index($0, "<!-- BEGIN GENERATED: messages ") == 1 {
+    print
+    names = substr($0, length("<!-- BEGIN GENERATED: messages ") + 1)
+    sub(/ *-->$/, "", names)
+    count = split(names, wanted, " ")
+    print "```proto"
+    for (i = 1; i <= count; i++) {
+      if (!(wanted[i] in text)) { print "generate-protos: docs/PROTOCOL.md names unknown message " wanted[i] > "/dev/stderr"; failed = 1; exit 1 }
+      if (i > 1) print ""
+      printf "%s", text[wanted[i]]
+    }
+    print "```"
+    skipping = 1
+    next
+  }
+  $0 == "<!-- END GENERATED: messages -->" { skipping = 0 }
+  !skipping { print }
+' "$work/PROTOCOL.namespaces.md" >"$work/PROTOCOL.md"
 cp "$work/PROTOCOL.md" "$out/docs/PROTOCOL.md"
 
 # The third-party example: greeter.proto imports mentory.proto from the MentoryWire module.
@@ -185,7 +214,7 @@ if [ $check -eq 1 ]; then
   done
   if ! diff -u docs/PROTOCOL.md "$out/docs/PROTOCOL.md" >"$work/diff"; then
     status=1
-    echo "generate-protos: docs/PROTOCOL.md's generated namespace tables are out of date:" >&2
+    echo "generate-protos: docs/PROTOCOL.md's generated namespace tables or message listings are out of date:" >&2
     head -40 "$work/diff" >&2
   fi
   if [ $status -ne 0 ]; then

@@ -1,5 +1,6 @@
 import MentoryClient
 import MentoryWire
+import Synchronization
 
 /// The advisor's rules: a mentor message from a diary entry's emotion and text, derived offline
 /// and deterministically (the same entry always gets the same advice).
@@ -87,25 +88,53 @@ public enum AdvisorRules {
 
     /// The advisor's routes: `suggest` answers by the rules, falling back to the emotion's default
     /// message when the analysis fails or exceeds `budget`; `onFallback` records each fallback.
+    ///
+    /// Each advice given is recorded in `latest`, whose newest advice is the `advice` topic's snapshot
+    /// (the caller publishes ``LatestAdvice/given`` on the topic).
     public static func routes(
         character: Mentory_V1_MentorCharacter,
         budget: Duration = .milliseconds(500),
+        latest: LatestAdvice = LatestAdvice(),
         onFallback: @escaping @Sendable (String) -> Void = { _ in }
     ) -> PluginRoutes<MentoryAdvisorSchema.Advisor> {
         var routes = PluginRoutes<MentoryAdvisorSchema.Advisor>()
         routes.on(MentoryAdvisorSchema.Advisor.suggest) { request, _ in
             let started = ContinuousClock.now
-            let advice = Self.advise(emotion: request.emotion, text: request.text, character: character)
+            var advice = Self.advise(emotion: request.emotion, text: request.text, character: character)
             if advice.fallback {
                 onFallback("the text is longer than \(Self.maxAnalysedCharacters) characters")
-                return advice
-            }
-            if ContinuousClock.now - started > budget {
+            } else if ContinuousClock.now - started > budget {
                 onFallback("the analysis exceeded its budget of \(budget)")
-                return Self.fallback(emotion: request.emotion, character: character)
+                advice = Self.fallback(emotion: request.emotion, character: character)
             }
+            latest.record(advice)
             return advice
         }
+        routes.snapshot(MentoryAdvisorSchema.Advisor.adviceTopic) { latest.newest }
         return routes
+    }
+}
+
+/// The advice the advisor gave, newest last: the `advice` topic's snapshot, and the changes to publish.
+public final class LatestAdvice: Sendable {
+    private let state = Mutex(Mentory_Advisor_V1_Advice())
+    private let continuation: AsyncStream<Mentory_Advisor_V1_Advice>.Continuation
+    /// Each advice as it is given, for publishing on the `advice` topic; the oldest of more than 64
+    /// unpublished ones are dropped (the snapshot still has the newest).
+    public let given: AsyncStream<Mentory_Advisor_V1_Advice>
+
+    /// No advice given yet: the snapshot is an empty `Advice`.
+    public init() {
+        (self.given, self.continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
+    }
+
+    /// The newest advice given; empty before the first.
+    public var newest: Mentory_Advisor_V1_Advice {
+        self.state.withLock { $0 }
+    }
+
+    func record(_ advice: Mentory_Advisor_V1_Advice) {
+        self.state.withLock { $0 = advice }
+        self.continuation.yield(advice)
     }
 }

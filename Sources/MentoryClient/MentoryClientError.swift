@@ -4,8 +4,9 @@ import MentoryWire
 public enum MentoryClientError: Error, Sendable, Equatable {
     /// No daemon accepted the connection at `path`.
     case cannotConnect(path: String, reason: String)
-    /// The daemon answered with an error; `code` is one of `Mentory_V1_ErrorCode`.
-    case remote(code: UInt32, message: String)
+    /// The daemon answered with an error; `code` is one of `Mentory_V1_ErrorCode`, and `reason` the
+    /// namespace's own stable code for the failure (e.g. `diary.entry_conflict`), empty when it has none.
+    case remote(code: UInt32, message: String, reason: String = "")
     /// The connection closed before the answer arrived.
     case connectionClosed(reason: String)
     /// The daemon sent something this client cannot read.
@@ -24,12 +25,22 @@ public enum MentoryClientError: Error, Sendable, Equatable {
 
     /// The daemon's error code, when the daemon reported one.
     public var remoteCode: Mentory_V1_ErrorCode? {
-        guard case .remote(let code, _) = self else { return nil }
+        guard case .remote(let code, _, _) = self else { return nil }
         return Mentory_V1_ErrorCode(rawValue: Int(code))
     }
 
     init(_ error: Mentory_V1_Error) {
-        self = .remote(code: error.code, message: error.message)
+        self = .remote(code: error.code, message: error.message, reason: error.reason)
+    }
+
+    /// The daemon's error as it sent it, when it reported one.
+    public var remoteError: Mentory_V1_Error? {
+        guard case .remote(let code, let message, let reason) = self else { return nil }
+        var error = Mentory_V1_Error()
+        error.code = code
+        error.message = message
+        error.reason = reason
+        return error
     }
 }
 
@@ -38,8 +49,8 @@ extension MentoryClientError: CustomStringConvertible {
         switch self {
         case .cannotConnect(let path, let reason):
             "cannot connect to mentoryd at \(path): \(reason). Is the daemon running? Pass --socket or set MENTORY_SOCKET."
-        case .remote(let code, let message):
-            "\(message) (error \(code))"
+        case .remote(let code, let message, let reason):
+            reason.isEmpty ? "\(message) (error \(code))" : "\(message) (error \(code), reason \(reason))"
         case .connectionClosed(let reason):
             "the connection to mentoryd closed: \(reason)"
         case .malformedReply(let reason):

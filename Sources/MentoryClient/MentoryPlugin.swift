@@ -18,9 +18,47 @@ public struct PluginCallContext: Sendable {
     public let caller: Mentory_V1_PluginCaller
     /// When the daemon stops waiting: the caller then gets DEADLINE_EXCEEDED and the answer is dropped.
     public let deadline: ContinuousClock.Instant
+    /// The connection the call came on, for ``call(_:_:)``.
+    let client: MentoryClient?
+
+    init(
+        callID: UInt64, method: String, caller: Mentory_V1_PluginCaller, deadline: ContinuousClock.Instant,
+        client: MentoryClient?
+    ) {
+        self.callID = callID
+        self.method = method
+        self.caller = caller
+        self.deadline = deadline
+        self.client = client
+    }
 
     /// Whether the deadline has passed.
     public var isExpired: Bool { ContinuousClock.now >= self.deadline }
+
+    /// Calls `method` of another namespace on behalf of this call's caller (`plugin.call`), while this
+    /// call is in flight, and returns its reply.
+    ///
+    /// The daemon checks the caller's access to `method`, not the plugin's (a caller denied `diary.*`
+    /// gets `PERMISSION_DENIED`), the call shares this call's deadline, and a call back into a
+    /// namespace already on the way is refused (`INTERNAL`, naming the chain). Use it, never
+    /// ``MentoryPlugin/client``, to fetch anything for a caller.
+    public func call<Target, Request, Reply>(
+        _ method: MethodSchema<Target, Request, Reply>,
+        _ request: Request
+    ) async throws(MentoryClientError) -> Reply {
+        guard let client = self.client else {
+            throw .connectionClosed(reason: "this call context has no connection to the daemon (made by hand)")
+        }
+        var message = Mentory_V1_PluginCallRequest()
+        message.callID = self.callID
+        message.namespace = method.namespace
+        message.method = method.name
+        message.body = try CallCoding.body(of: request)
+        let reply = try await client.call(
+            MentorySchema.Plugin.call, message,
+            timeout: max(.milliseconds(1), self.deadline - ContinuousClock.now))
+        return try CallCoding.reply(reply.body, as: Reply.self)
+    }
 }
 
 /// A failure a plugin answers a call with: a stable code, a message a person can act on, and a
@@ -223,7 +261,7 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
         await withDiscardingTaskGroup { group in
             for await call in client.pluginCalls {
                 group.addTask {
-                    client.reply(await Self.answer(call, routes: routes))
+                    client.reply(await Self.answer(call, routes: routes, client: client))
                 }
             }
             // The connection is gone, and with it every caller: stop the calls still running.
@@ -232,12 +270,14 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
     }
 
     /// The answer to one call.
-    static func answer(_ call: Mentory_V1_PluginCall, routes: PluginRoutes<Namespace>) async -> Mentory_V1_PluginReply {
+    static func answer(
+        _ call: Mentory_V1_PluginCall, routes: PluginRoutes<Namespace>, client: MentoryClient? = nil
+    ) async -> Mentory_V1_PluginReply {
         var reply = Mentory_V1_PluginReply()
         reply.callID = call.callID
         let context = PluginCallContext(
             callID: call.callID, method: call.method, caller: call.caller,
-            deadline: .now + .milliseconds(Int64(call.timeoutMs)))
+            deadline: .now + .milliseconds(Int64(call.timeoutMs)), client: client)
         do {
             if !call.snapshotTopic.isEmpty {
                 guard let take = routes.snapshots[call.snapshotTopic] else {

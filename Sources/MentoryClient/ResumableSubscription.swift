@@ -172,7 +172,9 @@ public struct ResumableSubscription: AsyncSequence, Sendable {
             } catch {
                 // Whatever went wrong, this connection is done with: never leave it open.
                 await client.close()
-                if error.remoteCode != nil {
+                // A daemon shutting down, or a namespace that cannot serve now, is waited for like a
+                // lost connection; any other refusal (an unknown topic, no permission) is for good.
+                if let code = error.remoteCode, code != .shuttingDown, code != .unavailable {
                     self.phase = .finished
                     throw error
                 }

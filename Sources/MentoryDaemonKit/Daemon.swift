@@ -99,7 +99,10 @@ struct Daemon {
                 accessPolicy: self.settings.accessPolicy,
                 requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds),
                 maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength),
-                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds)
+                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds),
+                pluginRegistrations: PluginRegistrationFiles(
+                    directory: (self.settings.stateDirectory.hasSuffix("/")
+                        ? self.settings.stateDirectory : self.settings.stateDirectory + "/") + "plugins")
             ),
             executor: eventLoop.executor,
             logger: self.logger,
@@ -130,10 +133,13 @@ struct Daemon {
             switch entry {
             case .handler(let handler):
                 let namespace = Self.namespace(of: handler)
-                do {
+                do throws(MentoryError) {
                     try await engine.register(handler, config: self.settings.handlerConfig(namespace))
                 } catch {
-                    throw StartupFailure(cause: "the \(namespace) handler cannot start: \(error)")
+                    // A handler's configuration it cannot use is a configuration error, like the daemon's own.
+                    throw StartupFailure(
+                        cause: "the \(namespace) handler cannot start: \(error.message)",
+                        exitStatus: error.code == .invalidArgument ? MentorydCommand.configurationExitStatus : 1)
                 }
             case .plugin(let declaration):
                 do {

@@ -19,10 +19,51 @@ extension MentoryEngine {
         guard namespace != WireNames.session, namespace != WireNames.plugin, self.handlers[namespace] == nil else {
             throw .internal("plugin '\(declaration.name)' declares namespace '\(namespace)', which is already served")
         }
-        self.handlers[namespace] = PluginHostedHandler(declaration, since: self.clock.now(), engine: self)
+        let plugin = PluginHostedHandler(declaration, since: self.clock.now(), engine: self)
+        self.handlers[namespace] = plugin
         self.registrationOrder.append(namespace)
+        self.restoreRegistration(of: plugin)
         self.refreshDescriptors()
         self.logger.debug("declared plugin", metadata: ["plugin": "\(declaration.name)", "namespace": "\(namespace)"])
+    }
+
+    /// Makes the namespace `plugin` registered last (before this daemon started) known while it is
+    /// absent: its methods and descriptors are described, and its topics accept subscriptions, held
+    /// until it registers. A saved registration that cannot be read or no longer validates is ignored.
+    private func restoreRegistration(of plugin: PluginHostedHandler) {
+        guard let files = self.configuration.pluginRegistrations else { return }
+        let name = plugin.declaration.name
+        let request: Mentory_V1_PluginRegisterRequest
+        do {
+            guard let saved = try files.load(name) else { return }
+            request = saved
+        } catch {
+            self.logger.warning(
+                "the plugin's saved registration cannot be read; its namespace is unknown until it registers",
+                metadata: ["plugin": "\(name)", "path": "\(files.path(of: name))", "error": "\(error)"])
+            return
+        }
+        do throws(MentoryError) {
+            guard request.namespace == plugin.namespace else {
+                throw .invalidArgument(
+                    "it is for namespace '\(request.namespace)', but the plugin now declares '\(plugin.namespace)'")
+            }
+            let (info, encoded) = try self.checkRegistration(request)
+            plugin.update(info: info, descriptors: SchemaDescriptors(base64Files: encoded))
+            for topic in info.topics {
+                self.topicOwners[topic.name] = plugin.namespace
+                if self.logs[topic.name] == nil {
+                    self.logs[topic.name] = EventLog(capacity: self.configuration.eventRingCapacity)
+                }
+            }
+            self.logger.debug(
+                "restored the plugin's last registration",
+                metadata: ["plugin": "\(name)", "methods": "\(info.methods.count)", "topics": "\(info.topics.count)"])
+        } catch {
+            self.logger.warning(
+                "the plugin's saved registration no longer applies; its namespace is unknown until it registers",
+                metadata: ["plugin": "\(name)", "path": "\(files.path(of: name))", "reason": "\(error.message)"])
+        }
     }
 
     /// The declared plugins, in declaration order.
@@ -61,10 +102,13 @@ extension MentoryEngine {
 
     // MARK: The `plugin` namespace
 
-    /// Answers a method of the built-in `plugin` namespace, declared by `service Plugin` in mentory.proto.
-    func handlePlugin(_ body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer {
+    /// Answers a method of the built-in `plugin` namespace, declared by `service Plugin` in mentory.proto;
+    /// `nil` for `plugin.call`, which suspends (``callForPlugin(_:call:)``).
+    func handlePlugin(_ body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
         typealias Plugin = MentorySchema.Plugin
         switch call.method {
+        case Plugin.call.name:
+            return nil
         case Plugin.register.name:
             let request = try Self.decodePluginRequest(Mentory_V1_PluginRegisterRequest.self, body, method: call.method)
             return try self.registerPlugin(request, call: call).replyBody()
@@ -90,6 +134,31 @@ extension MentoryEngine {
         }
     }
 
+    /// `plugin.call`: calls another namespace on behalf of the caller of a call forwarded to the
+    /// calling plugin and still in flight, with that caller's access, deadline and call chain.
+    func callForPlugin(_ body: ByteBuffer, call: RequestContext) async throws -> ProtobufBuffer {
+        let request = try Self.decodePluginRequest(Mentory_V1_PluginCallRequest.self, body, method: call.method)
+        guard let namespace = self.pluginConnections[call.connection.id],
+            let plugin = self.handlers[namespace] as? PluginHostedHandler
+        else {
+            throw MentoryError.invalidArgument("register with plugin.register before calling on a caller's behalf")
+        }
+        guard let pending = plugin.pending[request.callID] else {
+            throw MentoryError.invalidArgument(
+                "call \(request.callID) is not in flight: plugin.call acts for the caller of a call the daemon"
+                    + " forwarded to you, until you answer it or its deadline passes")
+        }
+        guard let caller = pending.caller else {
+            throw MentoryError.invalidArgument(
+                "call \(request.callID) asks for a snapshot, which has no caller to call on behalf of")
+        }
+        let reply = try await self.call(
+            request.namespace, request.method, body: ByteBuffer(bytes: request.body), for: caller, from: namespace)
+        var message = Mentory_V1_PluginCallReply()
+        message.body = Data(reply.buffer.readableBytesView)
+        return message.replyBody()
+    }
+
     /// Registers the calling connection as the plugin serving `request.namespace`.
     func registerPlugin(
         _ request: Mentory_V1_PluginRegisterRequest,
@@ -103,7 +172,13 @@ extension MentoryEngine {
                 daemonUID: self.configuration.daemonUID)
         else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
-            throw .permissionDenied(namespace: WireNames.plugin, method: "register")
+            let who = connection.credentials.map { "uid=\($0.uid)" } ?? "uid=N"
+            throw .permissionDenied(
+                namespace: WireNames.plugin,
+                method:
+                    "register: only root and the daemon's user may register unless access.rules says"
+                    + " \"allow \(who) plugin.*\"; access.rules replaces the defaults, so keep"
+                    + " \"deny any debug.* storage.* session.monitor\" in it too")
         }
         guard let plugin = self.handlers[namespace] as? PluginHostedHandler else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
@@ -146,6 +221,7 @@ extension MentoryEngine {
             }
         }
         self.refreshDescriptors()
+        self.saveRegistration(request, of: plugin)
         self.logger.notice(
             "plugin registered",
             metadata: [
@@ -162,6 +238,28 @@ extension MentoryEngine {
         reply.epoch = self.epoch
         reply.callTimeoutMs = Self.milliseconds(self.configuration.pluginCallTimeout)
         return reply
+    }
+
+    /// Keeps `request` as `plugin`'s last registration, for the next start; a failure to write it
+    /// is logged and costs only that: the namespace is unknown after a restart until it registers.
+    ///
+    /// Written in a task of its own, never on the engine's executor (the event loop, which an
+    /// `fsync` must not block), after the registration written before it.
+    private func saveRegistration(_ request: Mentory_V1_PluginRegisterRequest, of plugin: PluginHostedHandler) {
+        guard let files = self.configuration.pluginRegistrations else { return }
+        let name = plugin.declaration.name
+        let logger = self.logger
+        let previous = self.lastRegistrationSave
+        self.lastRegistrationSave = Task.detached {
+            await previous?.value
+            do {
+                try files.save(request, for: name)
+            } catch {
+                logger.warning(
+                    "the plugin's registration cannot be saved; after a restart its topics are unknown until it registers",
+                    metadata: ["plugin": "\(name)", "error": "\(error)"])
+            }
+        }
     }
 
     /// Checks what a registration declares against this daemon: its plugin protocol version, its
@@ -295,16 +393,19 @@ extension MentoryEngine {
     func resetSubscribers(of topics: [String]) async {
         for topic in topics {
             for id in self.subscriptions.subscribers(of: topic).sorted(by: { $0.rawValue < $1.rawValue }) {
-                if self.subscriptions.entry(id, topic)?.delivery == .live {
+                let delivery = self.subscriptions.entry(id, topic)?.delivery
+                if delivery == .live || delivery == .held {
                     self.subscriptions.setDelivery(.overflowed, id, topic)
                 }
                 guard let generation = self.subscriptions.beginReset(id, topic) else { continue }
                 do throws(MentoryError) {
                     try await self.sendState(of: topic, to: id, kind: .reset, generation: generation)
                 } catch {
-                    // Logged by sendState; the subscriber's next drain tries again.
+                    // Logged by sendState. Held again if the plugin went away meanwhile; otherwise
+                    // the subscriber's next drain tries again.
                     if self.subscriptions.entry(id, topic)?.generation == generation {
-                        self.subscriptions.setDelivery(.overflowed, id, topic)
+                        let absent = self.absentPlugin(publishing: topic) != nil
+                        self.subscriptions.setDelivery(absent ? .held : .overflowed, id, topic)
                     }
                 }
             }
@@ -418,7 +519,7 @@ extension MentoryEngine {
                 self.expirePluginCall(namespace, callID: callID, milliseconds: Int(timeout))
             }
             plugin.pending[callID] = PluginHostedHandler.PendingCall(
-                continuation: continuation, timer: timer, label: label)
+                continuation: continuation, timer: timer, label: label, caller: call)
         }
     }
 
@@ -479,6 +580,15 @@ extension MentoryEngine {
             let plugin = self.handlers[namespace] as? PluginHostedHandler
         else { return }
         plugin.state = .waiting(since: self.clock.now())
+        // Its subscribers stay subscribed, held until it registers again (and resets them).
+        for topic in plugin.info.topics.map(\.name) {
+            for id in self.subscriptions.subscribers(of: topic) {
+                let delivery = self.subscriptions.entry(id, topic)?.delivery
+                if delivery == .live || delivery == .overflowed {
+                    self.subscriptions.setDelivery(.held, id, topic)
+                }
+            }
+        }
         let inFlight = plugin.pending.count
         plugin.failPending(
             .unavailable(

@@ -27,7 +27,9 @@ extension MentoryEngine {
     /// events are replayed (none when it is the newest sequence); otherwise a reset event carries
     /// the current state. Live events follow in every case. All of this is queued on the
     /// connection before the reply is returned, so the reply follows the snapshots, unless the
-    /// connection's queue is full, in which case a reset follows later.
+    /// connection's queue is full, in which case a reset follows later. A topic of a declared plugin
+    /// that is not registered now is held: nothing is sent until the plugin registers, and then a
+    /// reset carries its state.
     ///
     /// The reply lists, per requested topic, the newest sequence number once everything above was
     /// queued, and the epoch. Taking a snapshot may suspend; should the connection detach
@@ -60,6 +62,11 @@ extension MentoryEngine {
             // the connection detached, and a detached connection must not be subscribed again.
             guard self.connections[id] != nil else { throw .handshakeRequired }
             let topic = subscription.topic
+            if self.absentPlugin(publishing: topic) != nil {
+                // Held until the plugin registers; its registration resets every subscriber of its topics.
+                _ = self.subscriptions.insert(id, topic, delivery: .held, sink: sink)
+                continue
+            }
             let canResume =
                 subscription.hasResumeAfter && subscription.epoch == self.epoch
                 && self.logs[topic]?.events(after: subscription.resumeAfter) != nil
@@ -74,6 +81,11 @@ extension MentoryEngine {
                         generation: generation)
                 } catch {
                     if self.subscriptions.entry(id, topic)?.generation == generation {
+                        if error.code == .unavailable, self.absentPlugin(publishing: topic) != nil {
+                            // Its plugin went away while the snapshot was asked for: held like any other.
+                            self.subscriptions.setDelivery(.held, id, topic)
+                            continue
+                        }
                         self.subscriptions.remove(id, topic)
                     }
                     throw error
@@ -90,6 +102,15 @@ extension MentoryEngine {
         }
         reply.epoch = self.epoch
         return reply
+    }
+
+    /// The plugin that publishes `topic`, when it is not registered now; `nil` for a topic of a
+    /// built-in handler or of a registered plugin.
+    func absentPlugin(publishing topic: String) -> PluginHostedHandler? {
+        guard let owner = self.topicOwners[topic], let plugin = self.handlers[owner] as? PluginHostedHandler,
+            !plugin.isConnected
+        else { return nil }
+        return plugin
     }
 
     /// Ends a connection's subscriptions to `topics`; an empty list ends them all.

@@ -43,6 +43,9 @@ public actor MentoryEngine {
         /// How long a plugin may take to answer a forwarded call, at most
         /// (`limits.pluginCallTimeoutMilliseconds`); a request's shorter deadline wins.
         public var pluginCallTimeout: Duration
+        /// Where each declared plugin's last registration is kept across restarts, so that its namespace
+        /// is known while it is absent; `nil` keeps none (a plugin's topics are unknown until it registers).
+        public var pluginRegistrations: PluginRegistrationFiles?
 
         public init(
             serverVersion: String,
@@ -51,7 +54,8 @@ public actor MentoryEngine {
             daemonUID: UInt32? = geteuid(),
             requestTimeout: Duration = .seconds(30),
             maxReplyBytes: Int = ReplyBudget.defaultBodyBytes,
-            pluginCallTimeout: Duration = .seconds(5)
+            pluginCallTimeout: Duration = .seconds(5),
+            pluginRegistrations: PluginRegistrationFiles? = nil
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
@@ -60,6 +64,7 @@ public actor MentoryEngine {
             self.requestTimeout = requestTimeout
             self.maxReplyBytes = maxReplyBytes
             self.pluginCallTimeout = pluginCallTimeout
+            self.pluginRegistrations = pluginRegistrations
         }
     }
 
@@ -109,6 +114,9 @@ public actor MentoryEngine {
     var methodRoutes: [String: [String: MethodRoute]] = [:]
     /// The namespace each registered plugin's connection serves.
     var pluginConnections: [ConnectionID: String] = [:]
+    /// The newest write of a plugin's registration (``Configuration/pluginRegistrations``); each write
+    /// waits for the one before, so they land in order, and shut-down waits for the last.
+    var lastRegistrationSave: Task<Void, Never>?
     var logs: [String: EventLog] = [:]
     /// Every subscription, indexed both by connection and by topic.
     var subscriptions = Subscriptions()
@@ -174,7 +182,8 @@ public actor MentoryEngine {
     ///
     /// `config` is the handler's own section, `handlers.<namespace>`. Throws when the namespace or
     /// one of its topics is taken, when the handler's routes do not match its schema, or when it
-    /// fails to open; nothing of it is registered then.
+    /// fails to open; nothing of it is registered then. A ``HandlerConfigurationError`` from `open`
+    /// is thrown as INVALID_ARGUMENT naming the key; anything else as INTERNAL.
     package func register<Handler: MentoryHandler>(
         _ handler: Handler,
         config: ConfigReader
@@ -194,13 +203,18 @@ public actor MentoryEngine {
         let state: Handler.State
         do {
             state = try await handler.open(setup)
+        } catch let error as HandlerConfigurationError {
+            throw .invalidArgument("handlers.\(namespace).\(error.key): \(error.message)")
         } catch {
             throw .internal("\(Self.describe(error))")
         }
         let hosted = try Hosted(
             handler, state: state, config: config, logger: logger, clock: self.clock,
             // Unowned: the engine owns its hosted handlers, so a strong capture would be a cycle.
-            publisher: { [unowned self] topic, body in self.publish(body, on: topic) })
+            publisher: { [unowned self] topic, body in self.publish(body, on: topic) },
+            caller: { [unowned self] target, method, body, call in
+                try await self.call(target, method, body: body, for: call, from: namespace)
+            })
         self.handlers[namespace] = hosted
         self.registrationOrder.append(namespace)
         for topic in Handler.Namespace.topics {
@@ -225,9 +239,11 @@ public actor MentoryEngine {
         try await self.register(handler, config: ConfigReader(provider: InMemoryProvider(values: [:])))
     }
 
-    /// Closes every handler, last registered first. Requests after this get ``MentoryError/shuttingDown``.
+    /// Closes every handler, last registered first, after the last plugin registration write. Requests after
+    /// this get ``MentoryError/shuttingDown``.
     package func closeHandlers() async {
         self.isShuttingDown = true
+        await self.lastRegistrationSave?.value
         for namespace in self.registrationOrder.reversed() {
             guard let handler = self.handlers[namespace] else { continue }
             await handler.close()
@@ -448,6 +464,56 @@ public actor MentoryEngine {
         return MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
     }
 
+    /// Calls `namespace.method` for handler `caller`, on behalf of the client whose call `call` is
+    /// (``HandlerContext/call(_:_:for:)``).
+    ///
+    /// The client's access to the target is checked as if it called it itself, the call shares
+    /// `call`'s deadline, and a call into a namespace already on the call's way is refused (INTERNAL,
+    /// naming the chain), so handlers calling each other cannot loop.
+    package func call(
+        _ namespace: String,
+        _ method: String,
+        body: ByteBuffer,
+        for call: RequestContext,
+        from caller: String
+    ) async throws -> ProtobufBuffer {
+        guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
+        let chain = call.chain.last == caller ? call.chain : call.chain + [caller]
+        guard !chain.contains(namespace) else {
+            throw MentoryError.internal(
+                "a call cycle was refused: \((chain + [namespace]).joined(separator: " -> ")) (\(namespace).\(method));"
+                    + " a handler may call only namespaces that do not call it back")
+        }
+        guard namespace != MentorySchema.Session.name, namespace != WireNames.plugin,
+            let handler = self.handlers[namespace]
+        else {
+            throw MentoryError.internal(
+                "\(caller) called \(namespace).\(method), which no handler or plugin serves;"
+                    + " only handler and plugin namespaces can be called on a caller's behalf")
+        }
+        let connection = call.connection
+        guard
+            self.accessPolicy.allowsCall(
+                connection.credentials, namespace: namespace, method: method, daemonUID: self.configuration.daemonUID)
+        else {
+            self.logDenial(
+                "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection)
+            throw MentoryError.permissionDenied(namespace: namespace, method: method)
+        }
+        guard ContinuousClock.now < call.deadline else { throw HandlerFailure.deadlineExceeded }
+        let nested = RequestContext(
+            requestID: call.requestID, method: method, connection: connection, deadline: call.deadline,
+            logger: self.logger, chain: chain + [namespace])
+        do {
+            return try await handler.respond(method: method, body: body, call: nested)
+        } catch let error as any HandlerError {
+            // Sent on as the called namespace reported it, its reason under its own namespace.
+            var wire = Mentory_V1_Error(code: error.code, message: error.message)
+            wire.reason = "\(namespace).\(error.reason)"
+            throw PluginCallError(wire: wire)
+        }
+    }
+
     /// ``dispatchImmediately(_:from:)`` for a request as a generated message (tests); the bodies are copied.
     package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
         self.dispatchImmediately(InboundRequest(request), from: id)?.wireResponse
@@ -459,7 +525,8 @@ public actor MentoryEngine {
             return try await self.handleSession(request.body, call: call)
         }
         if request.namespace == WireNames.plugin {
-            return try self.handlePlugin(request.body, call: call)
+            if let body = try self.handlePlugin(request.body, call: call) { return body }
+            return try await self.callForPlugin(request.body, call: call)
         }
         guard let handler = self.handlers[request.namespace] else {
             throw MentoryError.unknownNamespace(request.namespace)
@@ -597,8 +664,10 @@ public actor MentoryEngine {
             do throws(MentoryError) {
                 try await self.sendState(of: topic, to: id, kind: .reset, generation: generation)
             } catch {
-                // Logged by sendState; the next drain tries again.
-                self.subscriptions.setDelivery(.overflowed, id, topic)
+                // Logged by sendState; the next drain tries again, or, when the topic's plugin went
+                // away meanwhile, its next registration.
+                let absent = self.absentPlugin(publishing: topic) != nil
+                self.subscriptions.setDelivery(absent ? .held : .overflowed, id, topic)
             }
         }
     }

@@ -49,6 +49,8 @@ final class PluginHostedHandler: HostedHandler {
         var timer: Task<Void, Never>
         /// `method`, or `snapshot(topic)`, for messages.
         var label: String
+        /// The call it forwards, for the plugin's calls on that caller's behalf (`plugin.call`); `nil` for a snapshot.
+        var caller: RequestContext?
     }
 
     let declaration: PluginDeclaration
@@ -125,7 +127,8 @@ final class PluginHostedHandler: HostedHandler {
     }
 }
 
-/// An error a plugin answered a call with; sent to the caller as the plugin wrote it.
+/// An error a plugin answered a call with, or a handler's error from a call made on a caller's
+/// behalf (``MentoryEngine/call(_:_:body:for:from:)``); sent to the caller as it is written.
 struct PluginCallError: Error {
     var wire: Mentory_V1_Error
 }

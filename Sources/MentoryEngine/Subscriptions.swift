@@ -20,6 +20,9 @@ struct Subscriptions {
         /// A snapshot or reset is being taken; changes are held back until it is sent. At most one
         /// is in flight per subscription: the one whose ``Entry/generation`` matches.
         case resetting
+        /// The topic's plugin is not registered: the subscription is kept, and nothing is sent until
+        /// the plugin registers and a reset carries its state.
+        case held
     }
 
     struct Entry: Equatable {

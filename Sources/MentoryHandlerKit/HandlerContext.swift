@@ -1,10 +1,17 @@
 import Configuration
 import Logging
 import MentoryWire
+import NIOCore
 import SwiftProtobuf
 
+/// The host's side of ``HandlerContext/call(_:_:for:)``: calls `namespace.method` with `body` on behalf of
+/// the caller of `call`, checking that caller's access, and returns the reply body.
+package typealias NamespaceCaller =
+    nonisolated(nonsending) (_ namespace: String, _ method: String, _ body: ByteBuffer, _ call: RequestContext)
+    async throws -> ProtobufBuffer
+
 /// What a handler sees of the daemon between calls: its own state, its own configuration
-/// section, and the right to publish on its own topics.
+/// section, the right to publish on its own topics, and calls to other namespaces on a caller's behalf.
 ///
 /// A context lives on the engine's executor for the duration of one call; it is not `Sendable`, so
 /// it cannot leak into another task. Publishing is typed by the handler's ``MentoryHandler/Namespace``:
@@ -19,10 +26,12 @@ public struct HandlerContext<Handler: MentoryHandler> {
     /// The source of wall-clock time.
     public let clock: any SessionClock
     private let publisher: (_ topic: String, _ body: Data) -> Void
+    private let caller: NamespaceCaller?
 
     /// Creates a context; the host does this, and so does the SDK's test support.
     ///
-    /// `publisher` is called synchronously, on the caller's executor, for every publish.
+    /// `publisher` is called synchronously, on the caller's executor, for every publish. A context
+    /// made here cannot call other namespaces (``call(_:_:for:)`` fails INTERNAL).
     public init(
         state: Handler.State,
         config: ConfigReader,
@@ -30,11 +39,52 @@ public struct HandlerContext<Handler: MentoryHandler> {
         clock: any SessionClock,
         publisher: @escaping (_ topic: String, _ body: Data) -> Void
     ) {
+        self.init(state: state, config: config, logger: logger, clock: clock, publisher: publisher, caller: nil)
+    }
+
+    /// Creates a context whose ``call(_:_:for:)`` goes through `caller`.
+    package init(
+        state: Handler.State,
+        config: ConfigReader,
+        logger: Logger,
+        clock: any SessionClock,
+        publisher: @escaping (_ topic: String, _ body: Data) -> Void,
+        caller: NamespaceCaller?
+    ) {
         self.state = state
         self.config = config
         self.logger = logger
         self.clock = clock
         self.publisher = publisher
+        self.caller = caller
+    }
+
+    /// Calls `method` of another namespace on behalf of the client whose call `call` is, and returns its reply.
+    ///
+    /// The daemon checks that client's access to `method` (a client denied `diary.*` gets
+    /// `PERMISSION_DENIED` however it reaches diary), the call shares `call`'s deadline, and a call
+    /// back into a namespace already on the way (`moods -> diary -> moods`) is refused with
+    /// `INTERNAL`, naming the chain. List the namespaces a handler calls in its ``MentoryHandler/requires``,
+    /// so that they open before it. Errors of the called namespace are thrown as they are; thrown on,
+    /// they reach the client unchanged.
+    nonisolated(nonsending) public func call<Target, Request, Reply>(
+        _ method: MethodSchema<Target, Request, Reply>,
+        _ request: Request,
+        for call: RequestContext
+    ) async throws -> Reply {
+        guard let caller = self.caller else {
+            throw MentoryError.internal(
+                "\(Handler.Namespace.name) cannot call \(method.namespace).\(method.name): this context has no host"
+                    + " to call through (a test context; use the daemon or the engine)")
+        }
+        let reply = try await caller(method.namespace, method.name, request.replyBody().buffer, call)
+        do {
+            return try Reply(serializedBytes: reply)
+        } catch {
+            throw MentoryError.internal(
+                "\(method.namespace).\(method.name) answered with a body that is not a valid"
+                    + " \(Reply.protoMessageName): \(error)")
+        }
     }
 
     /// Publishes `change` on `topic` to every subscriber, and keeps it in the topic's ring for

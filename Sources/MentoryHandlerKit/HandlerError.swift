@@ -22,3 +22,21 @@ public protocol HandlerError: Error, Sendable {
 extension HandlerError {
     public var underlyingError: (any Error)? { nil }
 }
+
+/// A handler's configuration section cannot be used: thrown from ``MentoryHandler/open(_:)``, it stops
+/// start-up as a configuration error (exit status 78, or `STARTUP_FAILED` under socket activation),
+/// naming the key; from ``MentoryHandler/reload(context:)`` it refuses the reload, naming the key.
+public struct HandlerConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// The key within the handler's section, e.g. `maxNotes` (the daemon prefixes `handlers.<namespace>.`).
+    public var key: String
+    /// What is wrong with its value and what to write instead.
+    public var message: String
+
+    /// A problem with `key`: `message` says what is wrong and what to write instead.
+    public init(key: String, message: String) {
+        self.key = key
+        self.message = message
+    }
+
+    public var description: String { "\(self.key): \(self.message)" }
+}

@@ -74,6 +74,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     private let logger: Logger
     private let clock: any SessionClock
     private let publisher: (String, Data) -> Void
+    private let caller: NamespaceCaller?
     private let routes: [String: HandlerRoutes<Handler>.Route]
     private let snapshots: [String: HandlerRoutes<Handler>.TakeSnapshot<Data>]
 
@@ -87,7 +88,8 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         config: ConfigReader,
         logger: Logger,
         clock: any SessionClock,
-        publisher: @escaping (String, Data) -> Void
+        publisher: @escaping (String, Data) -> Void,
+        caller: NamespaceCaller? = nil
     ) throws(MentoryError) {
         var routes = HandlerRoutes<Handler>()
         handler.routes(&routes)
@@ -102,6 +104,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         self.logger = logger
         self.clock = clock
         self.publisher = publisher
+        self.caller = caller
         self.routes = routes.routes
         self.snapshots = routes.snapshots
     }
@@ -114,7 +117,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package var context: HandlerContext<Handler> {
         HandlerContext(
             state: self.state, config: self.config, logger: self.logger, clock: self.clock,
-            publisher: self.publisher)
+            publisher: self.publisher, caller: self.caller)
     }
 
     package func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {

@@ -11,6 +11,9 @@ public struct RequestContext: Sendable {
     public let connection: ConnectionContext
     /// When the client stops waiting; work past it is wasted.
     public let deadline: ContinuousClock.Instant
+    /// The namespaces this call passed through on the caller's behalf, outermost first, ending with
+    /// the one answering it; empty for a call straight from a client (``HandlerContext/call(_:_:for:)``).
+    package let chain: [String]
     private let baseLogger: Logger
 
     /// Creates a request context; the host does this, and so does the SDK's test support.
@@ -21,10 +24,25 @@ public struct RequestContext: Sendable {
         deadline: ContinuousClock.Instant,
         logger: Logger
     ) {
+        self.init(
+            requestID: requestID, method: method, connection: connection, deadline: deadline, logger: logger,
+            chain: [])
+    }
+
+    /// A context for a call made on the caller's behalf through `chain` (see ``chain``).
+    package init(
+        requestID: UInt64,
+        method: String,
+        connection: ConnectionContext,
+        deadline: ContinuousClock.Instant,
+        logger: Logger,
+        chain: [String]
+    ) {
         self.requestID = requestID
         self.method = method
         self.connection = connection
         self.deadline = deadline
+        self.chain = chain
         self.baseLogger = logger
     }
 

@@ -33,9 +33,8 @@ public enum MetricBuckets {
 ///
 /// A metric created under a name not listed here still works; its help then says so.
 ///
-/// Plugin states belong here too once out-of-process plugins exist: a gauge
-/// `mentoryd_plugins{state}` (one series per state, valued with the number of plugins in it),
-/// set by the plugin supervisor whenever a plugin changes state.
+/// A gauge of the plugins' states (`mentoryd_plugins{state}`) would belong here too; for now
+/// `session.status` reports each declared plugin's state.
 public enum MentoryMetric {
     /// The prefix of every name the daemon exports.
     public static let prefix = "mentoryd_"

@@ -30,6 +30,10 @@ public enum SchemaGenerator {
                 outputs.append(
                     Output(name: options.outputPath(for: file.name, suffix: ".namespaces.md"), contents: writer.write())
                 )
+                outputs.append(
+                    Output(
+                        name: options.outputPath(for: file.name, suffix: ".messages.txt"),
+                        contents: MessageListingWriter(file: file).write()))
             }
         }
         return outputs

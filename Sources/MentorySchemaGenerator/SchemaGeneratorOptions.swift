@@ -5,7 +5,7 @@ import SwiftProtobufPluginLibrary
 ///
 /// | key | values | default |
 /// | --- | --- | --- |
-/// | `Output` | `Swift` (`<file>.schema.swift`), `Markdown` (`<file>.namespaces.md`) | `Swift` |
+/// | `Output` | `Swift` (`<file>.schema.swift`), `Markdown` (`<file>.namespaces.md` and the message listings `<file>.messages.txt`) | `Swift` |
 /// | `Visibility` | `Internal`, `Public`, `Package` (as protoc-gen-swift) | `Internal` |
 /// | `SchemaName` | the name of the container enum | from the package: `mentory.v1` gives `MentorySchema` |
 /// | `ImportMentoryWire` | `true`, `false` | `true` unless the file is in the package `mentory.v1` |

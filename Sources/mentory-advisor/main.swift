@@ -45,8 +45,9 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
         case "cool": character = .cool
         default: throw ValidationError("--character must be warm or cool, not '\(self.character)'")
         }
+        let latest = LatestAdvice()
         let routes = AdvisorRules.routes(
-            character: character, budget: .milliseconds(max(1, self.budgetMilliseconds)),
+            character: character, budget: .milliseconds(max(1, self.budgetMilliseconds)), latest: latest,
             onFallback: { reason in
                 logger.notice("answered with the fallback message", metadata: ["reason": "\(reason)"])
             }
@@ -59,6 +60,14 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
             }
         }
         defer { states.cancel() }
+        // Each advice given goes out on the `advice` topic; one given while not registered is in the
+        // snapshot the daemon asks for when the advisor registers again.
+        let publishing = Task {
+            for await advice in latest.given {
+                try? await plugin.publish(MentoryAdvisorSchema.Advisor.adviceTopic, advice)
+            }
+        }
+        defer { publishing.cancel() }
         let stateFile = self.stateFile ?? environment["STATE_DIRECTORY"].map { $0 + "/diary-position" }
         let watcher = DiaryWatcher(
             socketPath: socketPath, character: character, stateFile: stateFile, logger: logger)

@@ -260,7 +260,7 @@ struct DiaryImport: AsyncParsableCommand {
     }
 
     private static func remoteMessage(_ error: MentoryClientError) -> String {
-        if case .remote(_, let message) = error { return message }
+        if case .remote(_, let message, _) = error { return message }
         return error.description
     }
 

@@ -22,6 +22,11 @@ enum Output {
     }
 
     /// Writes one line to standard output at once, bypassing stdio's buffer.
+    /// A daemon error as `--json` prints it on standard output: `{"error": {"code": …, "message": …, "reason": …}}`.
+    static func errorJSON(_ error: Mentory_V1_Error) -> String {
+        "{\"error\": \(self.json(error))}"
+    }
+
     static func line(_ text: String) {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
@@ -38,14 +43,14 @@ extension ClientSettings {
         do {
             client = try await self.connect()
         } catch {
-            throw ClientOptions.fail(error)
+            throw ClientOptions.fail(error, json: self.json)
         }
         do {
             try await body(client)
             await client.close()
         } catch {
             await client.close()
-            throw ClientOptions.fail(error)
+            throw ClientOptions.fail(error, json: self.json)
         }
     }
 
@@ -56,24 +61,26 @@ extension ClientSettings {
         do {
             connection = try self.connectBlocking(pipelined: pipelined)
         } catch {
-            throw ClientOptions.fail(error)
+            throw ClientOptions.fail(error, json: self.json)
         }
         defer { connection.close() }
         do {
             try body(connection)
         } catch {
-            throw ClientOptions.fail(error)
+            throw ClientOptions.fail(error, json: self.json)
         }
     }
 }
 
 extension ClientOptions {
 
-    /// Prints `error` and returns the exit status to throw for it.
-    static func fail(_ error: any Error) -> any Error {
+    /// Prints `error` and returns the exit status to throw for it; with `json`, a daemon error also
+    /// goes to standard output as ``Output/errorJSON(_:)``, its `reason` included.
+    static func fail(_ error: any Error, json: Bool = false) -> any Error {
         switch error {
         case let error as MentoryClientError:
             Output.error(error.description)
+            if json, let wire = error.remoteError { Output.line(Output.errorJSON(wire)) }
             switch error {
             case .cannotConnect, .untrustedSocket: return ExitCode(69)
             case .connectionClosed, .timedOut: return ExitCode(69)

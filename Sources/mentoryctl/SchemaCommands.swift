@@ -156,7 +156,7 @@ struct Call: ParsableCommand {
         let json = try self.readBody()
         try self.options.withConnection { client in
             // A namespace the daemon does not serve fails here, with the daemon's own error.
-            let schema = try Self.reportingFailure(of: "\(namespace).\(method)") {
+            let schema = try Self.reportingFailure(of: "\(namespace).\(method)", json: self.options.json) {
                 try DaemonSchema.fetch(client, namespace: namespace)
             }
             let reply: Data
@@ -176,8 +176,12 @@ struct Call: ParsableCommand {
                 // Only an empty body can be sent without knowing the request message.
                 guard Self.isEmptyObject(json) else {
                     let known = schema.namespace(namespace).map { described in
-                        "namespace '\(namespace)' has no method '\(method)'; its methods: "
-                            + described.methods.map(\.name).joined(separator: ", ")
+                        described.methods.isEmpty
+                            ? "namespace '\(namespace)' describes no methods yet: it is served by a plugin that has"
+                                + " not registered with this daemon since its state directory was created, so the"
+                                + " body cannot be encoded (mentoryctl status shows the plugin; start it)"
+                            : "namespace '\(namespace)' has no method '\(method)'; its methods: "
+                                + described.methods.map(\.name).joined(separator: ", ")
                     }
                     Output.error(
                         known ?? "the daemon describes no namespace '\(namespace)', so the body cannot be encoded")
@@ -206,18 +210,24 @@ struct Call: ParsableCommand {
     private func call(_ client: BlockingMentoryConnection, _ namespace: String, _ method: String, _ body: Data) throws
         -> Data
     {
-        try Self.reportingFailure(of: "\(namespace).\(method)") {
+        try Self.reportingFailure(of: "\(namespace).\(method)", json: self.options.json) {
             try client.call(namespace, method, body: body)
         }
     }
 
-    /// Runs `body`, printing a daemon error as `NAMESPACE.METHOD failed: error CODE NAME: message` and exiting 1.
-    private static func reportingFailure<T>(of call: String, _ body: () throws -> T) throws -> T {
+    /// Runs `body`, printing a daemon error as `NAMESPACE.METHOD failed: error CODE NAME: message (reason R)` and
+    /// exiting 1; with `json`, the error also goes to standard output as `{"error": {code, message, reason}}`.
+    private static func reportingFailure<T>(of call: String, json: Bool, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as MentoryClientError {
-            guard case .remote(let code, let message) = error, error.remoteCode != .startupFailed else { throw error }
-            Output.error("\(call) failed: error \(code) \(DaemonSchema.errorName(code)): \(message)")
+            guard case .remote(let code, let message, let reason) = error, error.remoteCode != .startupFailed else {
+                throw error
+            }
+            Output.error(
+                "\(call) failed: error \(code) \(DaemonSchema.errorName(code)): \(message)"
+                    + (reason.isEmpty ? "" : " (reason \(reason))"))
+            if json, let wire = error.remoteError { Output.line(Output.errorJSON(wire)) }
             throw ExitCode.failure
         }
     }

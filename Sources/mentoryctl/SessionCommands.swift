@@ -135,7 +135,7 @@ struct Watch: AsyncParsableCommand {
         } catch let error as MentoryClientError where error.isUnreachable && !self.topics.isEmpty && self.from == nil {
             Output.error("\(error.description); waiting for it")
         } catch {
-            throw ClientOptions.fail(error)
+            throw ClientOptions.fail(error, json: self.options.json)
         }
         let topics = self.topics.isEmpty ? schema.topics.map(\.name) : self.topics
         guard !topics.isEmpty else {

@@ -14,11 +14,12 @@ final class DaemonProcess: Sendable {
         ProductBinaries.url(of: name)
     }
 
-    /// Starts the daemon and waits until its socket accepts connections; `config`, when given, is the
-    /// text of its config file (written into the daemon's directory and passed with `--config`).
+    /// Starts the daemon and waits until its socket accepts connections. `stateDirectory` defaults to a fresh
+    /// one; pass an earlier daemon's to restart it with its state. `config`, when given, is the text of its config
+    /// file (written into the daemon's directory and passed with `--config`).
     init(
-        socketPath: String? = nil, arguments: [String] = [], environment: [String: String] = [:],
-        config: String? = nil
+        socketPath: String? = nil, stateDirectory: String? = nil, arguments: [String] = [],
+        environment: [String: String] = [:], config: String? = nil
     ) async throws {
         let directory = "/tmp/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -33,8 +34,8 @@ final class DaemonProcess: Sendable {
         _ = FileManager.default.createFile(atPath: self.logPath, contents: nil)
         let process = Process()
         process.executableURL = Self.binary("mentoryd")
-        process.arguments =
-            ["--socket", self.socketPath, "--state-dir", directory + "/state", "--log-level", "debug"] + arguments
+        let state = stateDirectory ?? directory + "/state"
+        process.arguments = ["--socket", self.socketPath, "--state-dir", state, "--log-level", "debug"] + arguments
         var processEnvironment = ProcessInfo.processInfo.environment.filter {
             !$0.key.hasPrefix("MENTORYD_") && $0.key != "NOTIFY_SOCKET"
         }

@@ -20,7 +20,7 @@ struct HandlerConfigurationTests {
             _ = try await client.call("reachability", "get", body: Data())
             Issue.record("a disabled namespace answered")
         } catch {
-            guard case .remote(let code, _) = error else {
+            guard case .remote(let code, _, _) = error else {
                 Issue.record("unexpected \(error)")
                 return
             }

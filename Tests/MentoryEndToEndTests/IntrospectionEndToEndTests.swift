@@ -157,6 +157,7 @@ struct IntrospectionEndToEndTests {
             // No plugin is declared in this daemon's configuration, and this connection registered nothing.
             .init(method: "plugin.register", body: "{}", outcome: .error("11 PERMISSION_DENIED")),
             .init(method: "plugin.publish", body: "{}", outcome: .error("8 INVALID_ARGUMENT")),
+            .init(method: "plugin.call", body: "{}", outcome: .error("8 INVALID_ARGUMENT")),
         ]
         let covered = Set(expectations.map(\.method) + ["mentor.set", "diary.add"])
         let declared = Set(
@@ -172,7 +173,11 @@ struct IntrospectionEndToEndTests {
                 #expect(reply.map(check) == true, "\(expectation.method): \(result.stdout)")
             case .error(let error):
                 #expect(result.status == 1, "\(expectation.method): \(result.stdout)")
-                #expect(result.stdout.isEmpty)
+                // With --json the error is also on stdout, as {"error": {"code": …, "message": …}}.
+                let wire = (try? Self.json(result.stdout))?["error"] as? [String: Any]
+                #expect(
+                    (wire?["code"] as? Int).map(String.init) == error.split(separator: " ").first.map(String.init),
+                    "\(expectation.method): \(result.stdout)")
                 #expect(
                     result.stderr.contains("\(expectation.method) failed: error \(error): "),
                     "\(expectation.method): \(result.stderr)")

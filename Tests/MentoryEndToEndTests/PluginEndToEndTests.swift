@@ -20,6 +20,8 @@ enum EchoPluginSchema: NamespaceSchema {
 /// Whether the test plugin's `say` answers at once or stalls until cancelled.
 final class EchoBehaviour: Sendable {
     let stalls = Atomic<Bool>(false)
+    /// `say` fails CONFLICT with reason `echo.refused`.
+    let refuses = Atomic<Bool>(false)
     let calls = Atomic<Int>(0)
     let snapshots = Atomic<Int>(0)
 }
@@ -34,6 +36,9 @@ struct RunningPlugin {
         var routes = PluginRoutes<EchoPluginSchema>()
         routes.on(EchoPluginSchema.say) { request, _ in
             behaviour.calls.add(1, ordering: .relaxed)
+            if behaviour.refuses.load(ordering: .relaxed) {
+                throw PluginError(code: .conflict, message: "echo refuses today", reason: "echo.refused")
+            }
             if behaviour.stalls.load(ordering: .relaxed) {
                 try await Task.sleep(for: .seconds(3600))
             }
@@ -80,7 +85,7 @@ struct PluginEndToEndTests {
             try await call()
             return (nil, "")
         } catch let error as MentoryClientError {
-            if case .remote(_, let message) = error { return (error.remoteCode, message) }
+            if case .remote(_, let message, _) = error { return (error.remoteCode, message) }
             return (nil, "\(error)")
         } catch {
             return (nil, "\(error)")
@@ -129,6 +134,25 @@ struct PluginEndToEndTests {
         await client.close()
         #expect(await daemon.stop() == 0)
         #expect(daemon.log.contains("plugin registered"))
+    }
+
+    @Test("an error's reason reaches mentoryctl: after the message, and in --json on stdout")
+    func reasonInCtl() async throws {
+        let daemon = try await DaemonProcess(environment: Self.environment)
+        defer { daemon.removeFiles() }
+        let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
+        await plugin.registered()
+        plugin.behaviour.refuses.store(true, ordering: .relaxed)
+        let plain = try await daemon.ctl(["call", "echo.say", #"{"content": "hi"}"#])
+        #expect(plain.status == 1)
+        #expect(plain.stderr.contains("echo refuses today (reason echo.refused)"), "\(plain.stderr)")
+        let json = try await daemon.ctl(["--json", "call", "echo.say", #"{"content": "hi"}"#])
+        #expect(json.status == 1)
+        let error = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: [String: Any]]
+        #expect(error?["error"]?["reason"] as? String == "echo.refused", "\(json.stdout)")
+        #expect(error?["error"]?["code"] as? Int == Int(Mentory_V1_ErrorCode.conflict.rawValue))
+        await plugin.stop()
+        #expect(await daemon.stop() == 0)
     }
 
     @Test("a plugin that does not answer: DEADLINE_EXCEEDED at limits.pluginCallTimeoutMilliseconds; others go on")

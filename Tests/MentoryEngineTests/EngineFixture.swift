@@ -56,13 +56,14 @@ final class EngineFixture: Sendable {
         ringCapacity: Int = 16,
         accessPolicy: AccessPolicy = .default,
         daemonUID: UInt32? = nil,
-        pluginCallTimeout: Duration = .seconds(5)
+        pluginCallTimeout: Duration = .seconds(5),
+        pluginRegistrations: PluginRegistrationFiles? = nil
     ) async throws {
         self.store = InMemorySessionStore()
         self.engine = MentoryEngine(
             configuration: .init(
                 serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
-                daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout),
+                daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout, pluginRegistrations: pluginRegistrations),
             executor: MultiThreadedEventLoopGroup.singleton.next().executor,
             clock: FixedClock()
         )

@@ -111,6 +111,17 @@ struct SchemaGeneratorTests {
         #expect(output.contents.contains("| `diary` | `diary` | `DiaryChange` | `DiarySnapshot` |"))
     }
 
+    @Test("Markdown output also lists every message and enum as .proto source, for docs/PROTOCOL.md")
+    func messageListings() throws {
+        let outputs = try Self.generate(Self.files, [("Output", "Markdown")])
+        let listings = try #require(outputs.first { $0.name == "mentory.messages.txt" })
+        #expect(listings.contents.contains("@@ Request\nmessage Request {\n"))
+        #expect(listings.contents.contains("  uint32 timeout_ms = 5;\n"))
+        #expect(listings.contents.contains("  oneof result {\n    bytes body = 2;\n"))
+        #expect(listings.contents.contains("  optional string analysis = 7;\n"))
+        #expect(listings.contents.contains("@@ ErrorCode\nenum ErrorCode {\n"))
+    }
+
     @Test("a service without (namespace) beside ones with it fails, naming it")
     func missingNamespace() throws {
         let protos = Self.mentoryChanged { $0.service[1].options = Google_Protobuf_ServiceOptions() }

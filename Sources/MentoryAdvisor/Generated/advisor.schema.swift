@@ -11,15 +11,19 @@ extension MentoryAdvisorSchema {
     /// Namespace `advisor`: service `Advisor` in advisor.proto.
     ///
     /// Emotion advice, derived offline by fixed rules from the emotion and
-    /// keywords in the text.
+    /// keywords in the text. Topic `advice` carries each advice given; its
+    /// snapshot is the latest one (empty before the first).
     public enum Advisor: NamespaceSchema {
         public static let name = "advisor"
         public static let version: UInt32 = 1
         /// `advisor.suggest`: `mentory.advisor.v1.SuggestRequest` → `mentory.advisor.v1.Advice`.
         public static let suggest =
             MethodSchema<Advisor, Mentory_Advisor_V1_SuggestRequest, Mentory_Advisor_V1_Advice>(name: "suggest")
+        /// Topic `advice`: changes `mentory.advisor.v1.Advice`, snapshots `mentory.advisor.v1.Advice`.
+        public static let adviceTopic =
+            TopicSchema<Advisor, Mentory_Advisor_V1_Advice, Mentory_Advisor_V1_Advice>(name: "advice")
         public static let methods: [MethodInfo] = [suggest.info]
-        public static let topics: [TopicInfo] = []
+        public static let topics: [TopicInfo] = [adviceTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentoryAdvisorSchema.fileDescriptors }
     }
 }
@@ -36,9 +40,9 @@ extension MentoryAdvisorSchema {
             Cg1hZHZpc29yLnByb3RvEhJtZW50b3J5LmFkdmlzb3IudjEaDW1lbnRvcnkucHJvdG8iUwoOU3VnZ2VzdFJlcXVlc3QSLQoHZW1vdGlvbhg\
             BIAEoDjITLm1lbnRvcnkudjEuRW1vdGlvblIHZW1vdGlvbhISCgR0ZXh0GAIgASgJUgR0ZXh0IpwBCgZBZHZpY2USGAoHY29udGVudBgBIA\
             EoCVIHY29udGVudBI5CgljaGFyYWN0ZXIYAiABKA4yGy5tZW50b3J5LnYxLk1lbnRvckNoYXJhY3RlclIJY2hhcmFjdGVyEiEKDGFjdGlvb\
-            l9pdGVtcxgDIAMoCVILYWN0aW9uSXRlbXMSGgoIZmFsbGJhY2sYBCABKAhSCGZhbGxiYWNrMmUKB0Fkdmlzb3ISSQoHc3VnZ2VzdBIiLm1l\
-            bnRvcnkuYWR2aXNvci52MS5TdWdnZXN0UmVxdWVzdBoaLm1lbnRvcnkuYWR2aXNvci52MS5BZHZpY2UaD8rzGAdhZHZpc29y0PMYAWIGcHJ\
-            vdG8z
+            l9pdGVtcxgDIAMoCVILYWN0aW9uSXRlbXMSGgoIZmFsbGJhY2sYBCABKAhSCGZhbGxiYWNrMqcBCgdBZHZpc29yEkkKB3N1Z2dlc3QSIi5t\
+            ZW50b3J5LmFkdmlzb3IudjEuU3VnZ2VzdFJlcXVlc3QaGi5tZW50b3J5LmFkdmlzb3IudjEuQWR2aWNlGlHK8xgHYWR2aXNvctDzGAHa8xg\
+            +CgZhZHZpY2USGW1lbnRvcnkuYWR2aXNvci52MS5BZHZpY2UaGW1lbnRvcnkuYWR2aXNvci52MS5BZHZpY2ViBnByb3RvMw==
             """,
         ])
 }

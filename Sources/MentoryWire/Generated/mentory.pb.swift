@@ -433,6 +433,7 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
 
   public var kind: Mentory_V1_Envelope.OneOf_Kind? = nil
 
+  /// Client to server, the first message.
   public var hello: Mentory_V1_Hello {
     get {
       if case .hello(let v)? = kind {return v}
@@ -441,6 +442,7 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
     set {kind = .hello(newValue)}
   }
 
+  /// Server to client.
   public var welcome: Mentory_V1_Welcome {
     get {
       if case .welcome(let v)? = kind {return v}
@@ -449,6 +451,7 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
     set {kind = .welcome(newValue)}
   }
 
+  /// Client to server.
   public var request: Mentory_V1_Request {
     get {
       if case .request(let v)? = kind {return v}
@@ -457,6 +460,7 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
     set {kind = .request(newValue)}
   }
 
+  /// Server to client.
   public var response: Mentory_V1_Response {
     get {
       if case .response(let v)? = kind {return v}
@@ -465,6 +469,7 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
     set {kind = .response(newValue)}
   }
 
+  /// Server to client.
   public var event: Mentory_V1_Event {
     get {
       if case .event(let v)? = kind {return v}
@@ -473,6 +478,7 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
     set {kind = .event(newValue)}
   }
 
+  /// Server to client.
   public var connectionError: Mentory_V1_ConnectionError {
     get {
       if case .connectionError(let v)? = kind {return v}
@@ -502,11 +508,17 @@ public nonisolated struct Mentory_V1_Envelope: Sendable {
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
+    /// Client to server, the first message.
     case hello(Mentory_V1_Hello)
+    /// Server to client.
     case welcome(Mentory_V1_Welcome)
+    /// Client to server.
     case request(Mentory_V1_Request)
+    /// Server to client.
     case response(Mentory_V1_Response)
+    /// Server to client.
     case event(Mentory_V1_Event)
+    /// Server to client.
     case connectionError(Mentory_V1_ConnectionError)
     /// Daemon to plugin: answer this call (see "Plugins" below).
     case pluginCall(Mentory_V1_PluginCall)
@@ -687,12 +699,15 @@ public nonisolated struct Mentory_V1_Event: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
+  /// A built-in topic ("mentor", "reachability", "diary") or a plugin's.
   public var topic: String = String()
 
   public var sequence: UInt64 = 0
 
   public var kind: Mentory_V1_EventKind = .change
 
+  /// The topic's change message (CHANGE) or its snapshot message (SNAPSHOT,
+  /// RESET), serialized.
   public var body: Data = Data()
 
   public var epoch: UInt64 = 0
@@ -1792,6 +1807,44 @@ public nonisolated struct Mentory_V1_PluginReply: Sendable {
     case error(Mentory_V1_Error)
 
   }
+
+  public init() {}
+}
+
+/// Plugin to daemon, `plugin.call`: call `namespace.method` on behalf of the
+/// caller of the forwarded call `call_id`, which must still be in flight. The
+/// daemon checks that caller's access to the method (not the plugin's), the
+/// call shares that caller's deadline, and a call back into a namespace
+/// already on the way is refused with INTERNAL, naming the chain.
+public nonisolated struct Mentory_V1_PluginCallRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var callID: UInt64 = 0
+
+  public var namespace: String = String()
+
+  public var method: String = String()
+
+  /// The method's request message, serialized.
+  public var body: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The answer to `plugin.call`: the called method's reply message, serialized.
+/// Its errors come as the request's error, as the called namespace sent them.
+public nonisolated struct Mentory_V1_PluginCallReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var body: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 }
@@ -4609,6 +4662,81 @@ nonisolated extension Mentory_V1_PluginReply: SwiftProtobuf.Message, SwiftProtob
   public static func ==(lhs: Mentory_V1_PluginReply, rhs: Mentory_V1_PluginReply) -> Bool {
     if lhs.callID != rhs.callID {return false}
     if lhs.result != rhs.result {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginCallRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginCallRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}call_id\0\u{1}namespace\0\u{1}method\0\u{1}body\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.callID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.namespace) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.method) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.body) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.callID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.callID, fieldNumber: 1)
+    }
+    if !self.namespace.isEmpty {
+      try visitor.visitSingularStringField(value: self.namespace, fieldNumber: 2)
+    }
+    if !self.method.isEmpty {
+      try visitor.visitSingularStringField(value: self.method, fieldNumber: 3)
+    }
+    if !self.body.isEmpty {
+      try visitor.visitSingularBytesField(value: self.body, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginCallRequest, rhs: Mentory_V1_PluginCallRequest) -> Bool {
+    if lhs.callID != rhs.callID {return false}
+    if lhs.namespace != rhs.namespace {return false}
+    if lhs.method != rhs.method {return false}
+    if lhs.body != rhs.body {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_PluginCallReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PluginCallReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}body\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.body) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.body.isEmpty {
+      try visitor.visitSingularBytesField(value: self.body, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_PluginCallReply, rhs: Mentory_V1_PluginCallReply) -> Bool {
+    if lhs.body != rhs.body {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

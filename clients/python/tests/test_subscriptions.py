@@ -127,6 +127,28 @@ def test_resume_across_a_daemon_restart_gets_a_reset(make_daemon) -> None:  # ty
         assert subscriber.closed
 
 
+def test_short_get_timeouts_do_not_stop_the_reconnection(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    # Each get(timeout=0.2) gives up long before the reconnection's back-off (at least 1 s) ends;
+    # the reconnection goes on regardless, and a later get returns the RESET.
+    daemon = make_daemon(backend="sqlite")
+    with daemon.connect() as subscriber:
+        subscription = subscriber.subscribe(["mentor"])
+        assert _next(subscription).kind == EventKind.SNAPSHOT
+        daemon.restart()
+        received: List[mentory.Event] = []
+
+        def reset_arrived() -> bool:
+            try:
+                received.append(subscription.get(timeout=0.2))
+            except mentory.Timeout:
+                return False
+            return True
+
+        wait_until(reset_arrived, "the RESET after the restart")
+        assert received[0].kind == EventKind.RESET
+        assert subscription.reconnects == 1
+
+
 def test_async_subscription_reconnects_after_a_restart(make_daemon) -> None:  # type: ignore[no-untyped-def]
     daemon = make_daemon(backend="sqlite")
 

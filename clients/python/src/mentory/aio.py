@@ -444,12 +444,19 @@ _RETRYABLE_CODES = frozenset(
         ErrorCode.UNSPECIFIED,
         ErrorCode.TRUNCATED_FRAME,
         ErrorCode.SHUTTING_DOWN,
+        ErrorCode.UNAVAILABLE,
         ErrorCode.TOO_MANY_CONNECTIONS,
         ErrorCode.TOO_MANY_REQUESTS,
         ErrorCode.STORAGE_FAILURE,
         ErrorCode.HANDSHAKE_TIMEOUT,
     )
 )
+
+
+def _consume_result(task: "asyncio.Future[None]") -> None:
+    # The failure is kept in AsyncSubscription._failure and raised to the consumer from there.
+    if not task.cancelled():
+        task.exception()
 
 
 def _retryable(error: BaseException) -> bool:
@@ -480,7 +487,9 @@ class AsyncSubscription:
       position, so the daemon replays the rest or sends a ``RESET``. Memory stays bounded and a
       slow consumer never loses events silently.
     - Errors that retrying cannot fix (an unknown topic, permission denied, an untrusted socket)
-      are raised from the iteration.
+      are raised from the iteration; ``SHUTTING_DOWN`` and ``UNAVAILABLE`` are retried like a lost
+      connection. A wait that times out (``Subscription.get(timeout=...)``) never interrupts a
+      reconnection in progress.
     """
 
     def __init__(
@@ -515,6 +524,9 @@ class AsyncSubscription:
         self._failure: Optional[BaseException] = None
         self._lost_error: Optional[MentoryError] = None
         self._lock: Optional[asyncio.Lock] = None
+        # Reconnects run as their own task, so that a consumer's wait that times out (``get(timeout=1)``)
+        # cancels only its wait, never the reconnection and its back-off.
+        self._reconnecting: Optional["asyncio.Future[None]"] = None
         #: How many times the subscription reconnected (after a loss or an overflow).
         self.reconnects = 0
         #: How many times the buffer overflowed.
@@ -628,7 +640,10 @@ class AsyncSubscription:
                 raise self._failure
             connection = self._connection
             if connection is None or connection.closed:
-                await self._reconnect()
+                if self._reconnecting is None or self._reconnecting.done():
+                    self._reconnecting = asyncio.ensure_future(self._reconnect())
+                    self._reconnecting.add_done_callback(_consume_result)
+                await asyncio.shield(self._reconnecting)
                 continue
             self._wakeup.clear()
             await self._wakeup.wait()
@@ -672,6 +687,8 @@ class AsyncSubscription:
         """Ends the subscription: its connection closes and iteration stops."""
         self._closed = True
         self._wake()
+        if self._reconnecting is not None and not self._reconnecting.done():
+            self._reconnecting.cancel()
         connection = self._connection
         self._connection = None
         self._generation += 1

@@ -603,6 +603,9 @@ class Plugin:
         """Starts answering a forwarded call (on the reader's callback: never blocks)."""
         if not session.registered and session is not self._session:
             return  # the session is ending
+        # The daemon forwards calls only to a registered connection, and this one may come before the
+        # reply to plugin.register is read: its handler may publish already.
+        session.registered = True
         if len(session.tasks) >= self.max_in_flight:
             what = call.method or f"snapshot of {call.snapshot_topic}"
             logger.warning("the %s plugin refused %s: %d calls in flight already", self.namespace, what, len(session.tasks))

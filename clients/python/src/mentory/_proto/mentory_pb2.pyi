@@ -457,6 +457,24 @@ class PluginCall(_message.Message):
     timeout_ms: int
     def __init__(self, call_id: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., body: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ..., caller: _Optional[_Union[PluginCaller, _Mapping]] = ..., snapshot_topic: _Optional[str] = ...) -> None: ...
 
+class PluginCallReply(_message.Message):
+    __slots__ = ["body"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    def __init__(self, body: _Optional[bytes] = ...) -> None: ...
+
+class PluginCallRequest(_message.Message):
+    __slots__ = ["body", "call_id", "method", "namespace"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    call_id: int
+    method: str
+    namespace: str
+    def __init__(self, call_id: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
+
 class PluginCaller(_message.Message):
     __slots__ = ["client_name", "connection", "gid", "known", "pid", "uid"]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
