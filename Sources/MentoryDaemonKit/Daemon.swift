@@ -99,7 +99,8 @@ struct Daemon {
                 accessPolicy: self.settings.accessPolicy,
                 requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds),
                 maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength),
-                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds)
+                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds),
+                instance: DaemonInstance.current().wire
             ),
             executor: eventLoop.executor,
             logger: self.logger,

@@ -44,7 +44,11 @@ struct MentorydCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("config"),
-        help: "A JSON config file (default: $MENTORYD_CONFIG, else /etc/mentoryd/mentoryd.json if it exists)."
+        help: """
+            A JSON config file (default: $MENTORYD_CONFIG, else, if it exists, $CONFIGURATION_DIRECTORY/mentoryd.json \
+            under systemd, /etc/mentoryd/mentoryd.json for the system instance (root or the mentory user), \
+            $XDG_CONFIG_HOME/mentoryd/mentoryd.json for a user instance).
+            """
     )
     var configFile: String?
 
@@ -249,20 +253,21 @@ struct MentorydOptions: Sendable, Equatable {
 struct SettingsSource: Sendable {
     /// Values given as flags.
     var flags: [AbsoluteConfigKey: ConfigValue]
-    /// An explicit config file, which must exist; without one, `/etc/mentoryd/mentoryd.json` if it exists.
+    /// An explicit config file, which must exist; without one, ``defaultConfigFile`` if it exists.
     var configFile: String?
     /// The process environment, for `MENTORYD_*` and systemd's directories.
     var environment: [String: String]
 
-    /// The config file read when none is named.
-    static let defaultConfigFile = "/etc/mentoryd/mentoryd.json"
+    /// The config file read when none is named: the system instance's in `/etc`, a user instance's
+    /// in its own config directory (``DaemonInstance/defaultConfigFile(environment:)``).
+    var defaultConfigFile: String { DaemonInstance.current().defaultConfigFile(environment: self.environment) }
 
     /// Flags over environment over config file; embedded defaults live in ``DaemonSettings``.
     ///
     /// Throws ``ConfigurationError``, which names the config file and, for a JSON syntax error,
     /// where in the file it is.
     func load() async throws(ConfigurationError) -> DaemonSettings {
-        let file = self.configFile ?? Self.defaultConfigFile
+        let file = self.configFile ?? self.defaultConfigFile
         var providers: [any ConfigProvider] = [
             InMemoryProvider(name: "flags", values: self.flags),
             EnvironmentVariablesProvider(environmentVariables: self.environment).prefixKeys(with: "mentoryd"),

@@ -43,6 +43,8 @@ public actor MentoryEngine {
         /// How long a plugin may take to answer a forwarded call, at most
         /// (`limits.pluginCallTimeoutMilliseconds`); a request's shorter deadline wins.
         public var pluginCallTimeout: Duration
+        /// Which mentoryd this is (a user or the system instance, and its uid), as `session.status` reports it.
+        public var instance: Mentory_V1_DaemonInstance
 
         public init(
             serverVersion: String,
@@ -51,7 +53,8 @@ public actor MentoryEngine {
             daemonUID: UInt32? = geteuid(),
             requestTimeout: Duration = .seconds(30),
             maxReplyBytes: Int = ReplyBudget.defaultBodyBytes,
-            pluginCallTimeout: Duration = .seconds(5)
+            pluginCallTimeout: Duration = .seconds(5),
+            instance: Mentory_V1_DaemonInstance = .init()
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
@@ -60,6 +63,7 @@ public actor MentoryEngine {
             self.requestTimeout = requestTimeout
             self.maxReplyBytes = maxReplyBytes
             self.pluginCallTimeout = pluginCallTimeout
+            self.instance = instance
         }
     }
 
