@@ -530,17 +530,21 @@ echo "== 13. user instances"
 in_ns install -d -o alice -g alice -m 0700 /home/alice/.config /home/alice/.config/mentoryd
 printf '{ "plugins": { "declared": ["advisor"], "advisor": { "namespace": "advisor" } } }\n' \
   | in_ns sh -c 'cat > /home/alice/.config/mentoryd/mentoryd.json; chown alice:alice /home/alice/.config/mentoryd/mentoryd.json'
-in_ns timeout 60 systemctl start "user@$ALICE.service" "user@$BOB.service"
+# carol is not in the mentory group: the system socket refuses her, and her own instance answers.
+in_ns useradd -m carol; CAROL=$(in_ns id -u carol)
+in_ns timeout 60 systemctl start "user@$ALICE.service" "user@$BOB.service" "user@$CAROL.service"
 # install.sh enabled mentoryd.socket for every user (systemctl --global): their managers start it.
 user_socket_active() { as "$1" systemctl --user is-active -q mentoryd.socket; }
 wait_for 30 user_socket_active alice; ALICE_SOCKET=$?
 wait_for 30 user_socket_active bob; BOB_SOCKET=$?
+wait_for 30 user_socket_active carol; CAROL_SOCKET=$?
 ALICE_SOCK=/run/user/$ALICE/mentoryd/mentoryd.sock; BOB_SOCK=/run/user/$BOB/mentoryd/mentoryd.sock
 MODES="$(in_ns stat -c '%a %U' "$ALICE_SOCK" "/run/user/$ALICE/mentoryd" "/run/user/$ALICE" 2>&1 | tr '\n' ' ')"
 # Both are in the mentory group and the system socket is up: each still reaches their own instance.
 ALICE_ADD=$(as alice timeout 30 mentoryctl diary add --emotion pleasant --title "alice's" --text "private" --json 2>&1); ALICE_ADD_STATUS=$?
 ALICE_STATUS_OUT=$(as alice timeout 30 mentoryctl status 2>&1)
 BOB_STATUS_OUT=$(as bob timeout 30 mentoryctl status 2>&1)
+CAROL_STATUS_OUT=$(as carol timeout 30 mentoryctl status 2>&1)
 BOB_DIARY=$(as bob timeout 30 mentoryctl diary list --json 2>&1); BOB_DIARY_STATUS=$?
 ROOT_STATUS_OUT=$(in_ns env -u XDG_RUNTIME_DIR timeout 30 mentoryctl status 2>&1)
 # Neither can connect to the other's socket (0600 in a 0700 directory).
@@ -559,14 +563,15 @@ USER_SECURITY=$(as alice systemd-analyze --user security mentoryd.service --no-p
 if [ $ALICE_SOCKET -eq 0 ] && [ $BOB_SOCKET -eq 0 ] && [[ "$MODES" == "600 alice 700 alice 700 alice " ]] \
    && [ $ALICE_ADD_STATUS -eq 0 ] && grep -q "instance:    user instance of alice (uid $ALICE)" <<<"$ALICE_STATUS_OUT" \
    && grep -q "instance:    user instance of bob (uid $BOB)" <<<"$BOB_STATUS_OUT" \
+   && [ $CAROL_SOCKET -eq 0 ] && grep -q "instance:    user instance of carol (uid $CAROL)" <<<"$CAROL_STATUS_OUT" \
    && grep -q "instance:    system instance, shared" <<<"$ROOT_STATUS_OUT" \
    && [ $BOB_DIARY_STATUS -eq 0 ] && ! grep -q "alice's" <<<"$BOB_DIARY" \
    && [ $BOB_TO_ALICE_STATUS -eq 69 ] && [ $ALICE_TO_BOB_STATUS -eq 69 ] && [ "$STATE" = "700 alice" ] && [ "$STATE_DB" = yes ] \
    && [ $ALICE_PLUGIN -eq 0 ] && [ $USER_RELOAD -eq 0 ] && grep -q "WatchdogUSec=10s" <<<"$USER_PROPS" \
    && grep -q "ActiveState=active" <<<"$USER_PROPS"; then
-  pass "13 user instances: alice's and bob's managers started their own mentoryd.socket (globally enabled); $ALICE_SOCK and its directories: $MODES; mentoryctl (no --socket) found each one's own: '$(grep instance: <<<"$ALICE_STATUS_OUT" | sed 's/^ *//')', '$(grep instance: <<<"$BOB_STATUS_OUT" | sed 's/^ *//')', root: '$(grep instance: <<<"$ROOT_STATUS_OUT" | sed 's/^ *//')'; bob's diary lacks alice's entry; bob -> alice's socket: $(tail -1 <<<"$BOB_TO_ALICE"); alice -> bob's: exit $ALICE_TO_BOB_STATUS; state ~alice/.local/state/mentoryd $STATE; alice's mentoryd-plugin@advisor connected (declared in ~/.config/mentoryd/mentoryd.json); systemctl --user reload: exit 0; $USER_PROPS; $USER_SECURITY"
+  pass "13 user instances: alice's and bob's managers started their own mentoryd.socket (globally enabled); $ALICE_SOCK and its directories: $MODES; mentoryctl (no --socket) found each one's own: '$(grep instance: <<<"$ALICE_STATUS_OUT" | sed 's/^ *//')', '$(grep instance: <<<"$BOB_STATUS_OUT" | sed 's/^ *//')', root: '$(grep instance: <<<"$ROOT_STATUS_OUT" | sed 's/^ *//')', carol (not in the mentory group): '$(grep instance: <<<"$CAROL_STATUS_OUT" | sed 's/^ *//')'; bob's diary lacks alice's entry; bob -> alice's socket: $(tail -1 <<<"$BOB_TO_ALICE"); alice -> bob's: exit $ALICE_TO_BOB_STATUS; state ~alice/.local/state/mentoryd $STATE; alice's mentoryd-plugin@advisor connected (declared in ~/.config/mentoryd/mentoryd.json); systemctl --user reload: exit 0; $USER_PROPS; $USER_SECURITY"
 else
-  fail "13 user instances: sockets $ALICE_SOCKET/$BOB_SOCKET; modes '$MODES'; alice add $ALICE_ADD_STATUS: $ALICE_ADD; alice status: $ALICE_STATUS_OUT; bob status: $BOB_STATUS_OUT; root status: $ROOT_STATUS_OUT; bob diary $BOB_DIARY_STATUS: $BOB_DIARY; bob->alice $BOB_TO_ALICE_STATUS: $BOB_TO_ALICE; alice->bob $ALICE_TO_BOB_STATUS: $ALICE_TO_BOB; state '$STATE' db '$STATE_DB'; plugin $ALICE_PLUGIN; reload $USER_RELOAD; $USER_PROPS"
+  fail "13 user instances: sockets $ALICE_SOCKET/$BOB_SOCKET; modes '$MODES'; alice add $ALICE_ADD_STATUS: $ALICE_ADD; alice status: $ALICE_STATUS_OUT; bob status: $BOB_STATUS_OUT; carol socket $CAROL_SOCKET, status: $CAROL_STATUS_OUT; root status: $ROOT_STATUS_OUT; bob diary $BOB_DIARY_STATUS: $BOB_DIARY; bob->alice $BOB_TO_ALICE_STATUS: $BOB_TO_ALICE; alice->bob $ALICE_TO_BOB_STATUS: $ALICE_TO_BOB; state '$STATE' db '$STATE_DB'; plugin $ALICE_PLUGIN; reload $USER_RELOAD; $USER_PROPS"
   in_ns systemctl status mentoryd.socket --no-pager -l 2>&1 | tail -12
   as alice systemctl --user status mentoryd.socket mentoryd.service mentoryd-plugin@advisor.service --no-pager -l 2>&1 | tail -40
   in_ns journalctl --no-pager -n 40 "_UID=$ALICE" 2>&1 | tail -40

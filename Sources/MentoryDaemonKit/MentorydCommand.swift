@@ -260,14 +260,16 @@ struct SettingsSource: Sendable {
 
     /// The config file read when none is named: the system instance's in `/etc`, a user instance's
     /// in its own config directory (``DaemonInstance/defaultConfigFile(environment:)``).
-    var defaultConfigFile: String { DaemonInstance.current().defaultConfigFile(environment: self.environment) }
+    static var defaultConfigFile: String {
+        DaemonInstance.current().defaultConfigFile(environment: ProcessInfo.processInfo.environment)
+    }
 
     /// Flags over environment over config file; embedded defaults live in ``DaemonSettings``.
     ///
     /// Throws ``ConfigurationError``, which names the config file and, for a JSON syntax error,
     /// where in the file it is.
     func load() async throws(ConfigurationError) -> DaemonSettings {
-        let file = self.configFile ?? self.defaultConfigFile
+        let file = self.configFile ?? Self.defaultConfigFile
         var providers: [any ConfigProvider] = [
             InMemoryProvider(name: "flags", values: self.flags),
             EnvironmentVariablesProvider(environmentVariables: self.environment).prefixKeys(with: "mentoryd"),
