@@ -42,14 +42,14 @@ struct Status: ParsableCommand {
         try Self.run(self.options)
     }
 
-    /// Whose daemon answered: `user instance of alice (uid 1001)`, or `system instance, shared (runs as mentory, uid 998)`.
+    /// Whose daemon answered: `user instance of alice (uid 1001)`, or `system instance, shared; runs as mentory (uid 998)`.
     static func describe(_ instance: Mentory_V1_DaemonInstance) -> String {
         let account =
             instance.userName.isEmpty ? "uid \(instance.uid)" : "\(instance.userName) (uid \(instance.uid))"
         switch instance.kind {
         case .user: return "user instance of \(account)"
-        case .system: return "system instance, shared (runs as \(account))"
-        default: return "unknown kind \(instance.kind.rawValue) (runs as \(account))"
+        case .system: return "system instance, shared; runs as \(account)"
+        default: return "instance of unknown kind \(instance.kind.rawValue); runs as \(account)"
         }
     }
 
