@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     --prefix) PREFIX=$2; shift 2 ;;
     --bin-dir) BIN_DIR=$2; shift 2 ;;
     --no-start) START=no; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
   esac
 done

@@ -15,7 +15,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) PREFIX=$2; shift 2 ;;
     --purge) PURGE=yes; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "uninstall.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
   esac
 done
