@@ -5,7 +5,7 @@
 # that it enters the overlay with pivot_root instead of chroot, so PrivateUsers= works.
 #
 # Usage (as root):  scripts/systemd-test.sh [--bin-dir DIR]
-#   --bin-dir DIR   take mentoryd and mentoryctl from DIR instead of building them
+#   --bin-dir DIR   take mentoryd, mentoryctl and mentory-advisor from DIR instead of building them
 #                   (also: MENTORYD_BIN_DIR=DIR; the build honours SWIFT_BUILD_FLAGS)
 #   MENTORYD_TEST_STORAGE_BACKEND=memory|sqlite  sets storage.backend in the sandbox's config
 #                   (default: the daemon's own default)
@@ -41,9 +41,11 @@ if [ -z "$BIN_DIR" ]; then
   # shellcheck disable=SC2086
   swift build ${SWIFT_BUILD_FLAGS:-} --product mentoryctl >/dev/null || { echo "FAIL build mentoryctl"; exit 1; }
   # shellcheck disable=SC2086
+  swift build ${SWIFT_BUILD_FLAGS:-} --product mentory-advisor >/dev/null || { echo "FAIL build mentory-advisor"; exit 1; }
+  # shellcheck disable=SC2086
   BIN_DIR=$(swift build ${SWIFT_BUILD_FLAGS:-} --show-bin-path)
 fi
-for binary in mentoryd mentoryctl; do
+for binary in mentoryd mentoryctl mentory-advisor; do
   [ -x "$BIN_DIR/$binary" ] || { echo "no $binary in $BIN_DIR" >&2; exit 66; }
 done
 
@@ -125,18 +127,20 @@ in_ns systemctl log-level debug
 SRC=/run/mentoryd-src
 in_ns mkdir -p "$SRC/bin"
 tar -C "$REPO" -cf - scripts/install.sh scripts/uninstall.sh systemd config docs/man | in_ns tar -C "$SRC" -xf -
-for binary in mentoryd mentoryctl; do
+for binary in mentoryd mentoryctl mentory-advisor; do
   in_ns sh -c "cat > $SRC/bin/$binary && chmod 0755 $SRC/bin/$binary" < "$BIN_DIR/$binary"
 done
 if in_ns "$SRC/scripts/install.sh" --bin-dir "$SRC/bin" --no-start > "$WORK/install.log" 2>&1 \
    && in_ns test -x /usr/local/bin/mentoryd && in_ns test -x /usr/local/bin/mentoryctl \
    && in_ns test -f /etc/systemd/system/mentoryd.service && in_ns test -f /etc/systemd/system/mentoryd.socket \
+   && in_ns test -f /etc/systemd/user/mentoryd.service && in_ns test -f /etc/systemd/user/mentoryd-plugin@.service \
+   && in_ns test -L /etc/systemd/user/sockets.target.wants/mentoryd.socket && in_ns test -x /usr/local/bin/mentory-advisor \
    && in_ns getent passwd mentory >/dev/null && in_ns test -f /etc/mentoryd/mentoryd.json \
    && in_ns test -f /usr/local/share/man/man1/mentoryctl.1 && in_ns test -f /usr/local/share/man/man8/mentoryd.8 \
    && in_ns grep -q _mentoryctl /usr/local/share/bash-completion/completions/mentoryctl \
    && in_ns test -s /usr/local/share/zsh/site-functions/_mentoryctl \
    && in_ns test -s /usr/local/share/fish/vendor_completions.d/mentoryctl.fish; then
-  pass "install: scripts/install.sh installed binaries, units, the mentory user, /etc/mentoryd/mentoryd.json, man pages and completions"
+  pass "install: scripts/install.sh installed binaries, units (system, and user units enabled globally), the mentory user, /etc/mentoryd/mentoryd.json, man pages and completions"
 else
   fail "install: scripts/install.sh"; cat "$WORK/install.log"
 fi
@@ -469,6 +473,110 @@ else
   in_ns journalctl -u mentoryd.service --no-pager -o cat | grep -m3 "Failed to set thread priority"
 fi
 
+# ---- 12. Per-uid access rules under the shipped system unit: peers' real uids reach the policy ------
+echo "== 12. per-uid access rules"
+# Two people in the mentory group (both may use the shared socket), and a plugin for alice.
+in_ns useradd -m -G mentory alice; in_ns useradd -m -G mentory bob
+ALICE=$(in_ns id -u alice); BOB=$(in_ns id -u bob)
+as() {  # as USER CMD...: runs CMD as USER (with their groups) in their own session's environment
+  local user=$1 uid; shift; uid=$(in_ns id -u "$user")
+  in_ns setpriv --reuid="$uid" --regid="$(in_ns id -g "$user")" --init-groups env -u MENTORY_SOCKET HOME="/home/$user" \
+    XDG_RUNTIME_DIR="/run/user/$uid" DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" "$@"
+}
+python3 - "$WORK/mentoryd.json" "$BOB" "$ALICE" > "$WORK/mentoryd-rules.json" <<'EOF'
+import json, sys
+config = json.load(open(sys.argv[1]))
+bob, alice = sys.argv[2], sys.argv[3]
+config["access"] = {"rules": [f"deny uid={bob} diary.*", f"allow uid={alice} plugin.*",
+                              "deny any debug.* storage.* session.monitor"]}
+config["plugins"] = {"declared": ["advisor"], "advisor": {"namespace": "advisor"}}
+print(json.dumps(config, indent=2))
+EOF
+in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd-rules.json"
+# Access rules are live on reload; a newly declared plugin needs a restart. Rows 10 and 10b started
+# the service several times in the last seconds: clear its start-limit counter first.
+in_ns systemctl reset-failed mentoryd.service mentoryd.socket 2>/dev/null
+in_ns timeout 60 systemctl restart mentoryd.service; RULES_RELOAD=$?
+SYS=/run/mentoryd/mentoryd.sock
+BOB_LIST=$(as bob timeout 30 mentoryctl --socket $SYS diary list 2>&1); BOB_STATUS=$?
+ALICE_LIST=$(as alice timeout 30 mentoryctl --socket $SYS diary list 2>&1); ALICE_STATUS=$?
+ROOT_LIST=$(in_ns timeout 30 mentoryctl --socket $SYS diary list 2>&1); ROOT_STATUS=$?
+BOB_PING=$(as bob timeout 30 mentoryctl --socket $SYS ping 2>&1); BOB_PING_STATUS=$?
+# alice's advisor registers (allow uid=ALICE plugin.*); bob's is refused and exits 77 for good.
+in_ns systemd-run --quiet --unit=systemd-test-advisor-alice --uid=alice --gid=alice \
+  /usr/local/bin/mentory-advisor --socket $SYS --state-file /home/alice/advisor-position >/dev/null 2>&1
+advisor_connected() { in_ns timeout 10 mentoryctl --socket $SYS status | grep -q "advisor (advisor): connected"; }
+wait_for 30 advisor_connected; ADVISOR_ALICE=$?
+SUGGEST=$(as alice timeout 30 mentoryctl --socket $SYS call advisor.suggest '{"emotion": "EMOTION_NEUTRAL", "text": "a walk"}' --json 2>&1)
+SUGGEST_STATUS=$?
+in_ns systemctl stop systemd-test-advisor-alice.service 2>/dev/null
+BOB_ADVISOR=$(in_ns timeout 60 systemd-run --quiet --wait --pipe --uid=bob --gid=bob \
+  /usr/local/bin/mentory-advisor --socket $SYS --state-file /home/bob/advisor-position </dev/null 2>&1)
+BOB_ADVISOR_STATUS=$?
+in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd.json"
+in_ns timeout 30 systemctl reload mentoryd.service   # the rules go; the declared plugin stays until a restart
+if [ $RULES_RELOAD -eq 0 ] && [ $BOB_STATUS -eq 1 ] && grep -qi "permission denied" <<<"$BOB_LIST" && [ $BOB_PING_STATUS -eq 0 ] \
+   && [ $ALICE_STATUS -eq 0 ] && [ $ROOT_STATUS -eq 0 ] && [ $ADVISOR_ALICE -eq 0 ] && [ $SUGGEST_STATUS -eq 0 ] \
+   && grep -q content <<<"$SUGGEST" && [ $BOB_ADVISOR_STATUS -eq 77 ]; then
+  pass "12 per-uid rules: 'deny uid=$BOB diary.*' refuses bob (uid $BOB) diary list: $(tail -1 <<<"$BOB_LIST"), while bob may still ping and alice (uid $ALICE) and root list; 'allow uid=$ALICE plugin.*' admits alice's mentory-advisor (connected, advisor.suggest answers), bob's registration is refused (exit $BOB_ADVISOR_STATUS)"
+else
+  fail "12 per-uid rules: restart $RULES_RELOAD; bob list $BOB_STATUS: $BOB_LIST; bob ping $BOB_PING_STATUS; alice list $ALICE_STATUS: $ALICE_LIST; root $ROOT_STATUS; alice's advisor connected: $ADVISOR_ALICE; suggest $SUGGEST_STATUS: $SUGGEST; bob's advisor exit $BOB_ADVISOR_STATUS: $(tail -3 <<<"$BOB_ADVISOR")"
+  show_diagnostics
+fi
+
+# ---- 13. A user instance each: alice and bob under their own user managers ---------------------------
+echo "== 13. user instances"
+# alice's own configuration (never /etc): her instance declares the advisor, run by her plugin unit.
+in_ns install -d -o alice -g alice -m 0700 /home/alice/.config /home/alice/.config/mentoryd
+printf '{ "plugins": { "declared": ["advisor"], "advisor": { "namespace": "advisor" } } }\n' \
+  | in_ns sh -c 'cat > /home/alice/.config/mentoryd/mentoryd.json; chown alice:alice /home/alice/.config/mentoryd/mentoryd.json'
+# carol is not in the mentory group: the system socket refuses her, and her own instance answers.
+in_ns useradd -m carol; CAROL=$(in_ns id -u carol)
+in_ns timeout 60 systemctl start "user@$ALICE.service" "user@$BOB.service" "user@$CAROL.service"
+# install.sh enabled mentoryd.socket for every user (systemctl --global): their managers start it.
+user_socket_active() { as "$1" systemctl --user is-active -q mentoryd.socket; }
+wait_for 30 user_socket_active alice; ALICE_SOCKET=$?
+wait_for 30 user_socket_active bob; BOB_SOCKET=$?
+wait_for 30 user_socket_active carol; CAROL_SOCKET=$?
+ALICE_SOCK=/run/user/$ALICE/mentoryd/mentoryd.sock; BOB_SOCK=/run/user/$BOB/mentoryd/mentoryd.sock
+MODES="$(in_ns stat -c '%a %U' "$ALICE_SOCK" "/run/user/$ALICE/mentoryd" "/run/user/$ALICE" 2>&1 | tr '\n' ' ')"
+# Both are in the mentory group and the system socket is up: each still reaches their own instance.
+ALICE_ADD=$(as alice timeout 30 mentoryctl diary add --emotion pleasant --title "alice's" --text "private" --json 2>&1); ALICE_ADD_STATUS=$?
+ALICE_STATUS_OUT=$(as alice timeout 30 mentoryctl status 2>&1)
+BOB_STATUS_OUT=$(as bob timeout 30 mentoryctl status 2>&1)
+CAROL_STATUS_OUT=$(as carol timeout 30 mentoryctl status 2>&1)
+BOB_DIARY=$(as bob timeout 30 mentoryctl diary list --json 2>&1); BOB_DIARY_STATUS=$?
+ROOT_STATUS_OUT=$(in_ns env -u XDG_RUNTIME_DIR timeout 30 mentoryctl status 2>&1)
+# Neither can connect to the other's socket (0600 in a 0700 directory).
+BOB_TO_ALICE=$(as bob timeout 30 mentoryctl --socket "$ALICE_SOCK" ping 2>&1); BOB_TO_ALICE_STATUS=$?
+ALICE_TO_BOB=$(as alice timeout 30 mentoryctl --socket "$BOB_SOCK" ping 2>&1); ALICE_TO_BOB_STATUS=$?
+STATE=$(in_ns stat -c '%a %U' /home/alice/.local/state/mentoryd 2>&1)
+STATE_DB=$(in_ns test -f /home/alice/.local/state/mentoryd/mentoryd.sqlite && echo yes)
+# alice's plugin unit under her manager; her config declared it.
+as alice timeout 30 systemctl --user start mentoryd-plugin@advisor.service
+alice_advisor() { as alice timeout 10 mentoryctl status | grep -q "advisor (advisor): connected"; }
+wait_for 30 alice_advisor; ALICE_PLUGIN=$?
+# Notify, watchdog, reload under the user manager.
+as alice timeout 30 systemctl --user reload mentoryd.service; USER_RELOAD=$?
+USER_PROPS=$(as alice systemctl --user show -p Type -p WatchdogUSec -p StatusText -p ActiveState mentoryd.service | tr '\n' ' ')
+USER_SECURITY=$(as alice systemd-analyze --user security mentoryd.service --no-pager 2>&1 | tail -1)
+if [ $ALICE_SOCKET -eq 0 ] && [ $BOB_SOCKET -eq 0 ] && [[ "$MODES" == "600 alice 700 alice 700 alice " ]] \
+   && [ $ALICE_ADD_STATUS -eq 0 ] && grep -q "instance:    user instance of alice (uid $ALICE)" <<<"$ALICE_STATUS_OUT" \
+   && grep -q "instance:    user instance of bob (uid $BOB)" <<<"$BOB_STATUS_OUT" \
+   && [ $CAROL_SOCKET -eq 0 ] && grep -q "instance:    user instance of carol (uid $CAROL)" <<<"$CAROL_STATUS_OUT" \
+   && grep -q "instance:    system instance, shared" <<<"$ROOT_STATUS_OUT" \
+   && [ $BOB_DIARY_STATUS -eq 0 ] && ! grep -q "alice's" <<<"$BOB_DIARY" \
+   && [ $BOB_TO_ALICE_STATUS -eq 69 ] && [ $ALICE_TO_BOB_STATUS -eq 69 ] && [ "$STATE" = "700 alice" ] && [ "$STATE_DB" = yes ] \
+   && [ $ALICE_PLUGIN -eq 0 ] && [ $USER_RELOAD -eq 0 ] && grep -q "WatchdogUSec=10s" <<<"$USER_PROPS" \
+   && grep -q "ActiveState=active" <<<"$USER_PROPS"; then
+  pass "13 user instances: alice's and bob's managers started their own mentoryd.socket (globally enabled); $ALICE_SOCK and its directories: $MODES; mentoryctl (no --socket) found each one's own: '$(grep instance: <<<"$ALICE_STATUS_OUT" | sed 's/^ *//')', '$(grep instance: <<<"$BOB_STATUS_OUT" | sed 's/^ *//')', root: '$(grep instance: <<<"$ROOT_STATUS_OUT" | sed 's/^ *//')', carol (not in the mentory group): '$(grep instance: <<<"$CAROL_STATUS_OUT" | sed 's/^ *//')'; bob's diary lacks alice's entry; bob -> alice's socket: $(tail -1 <<<"$BOB_TO_ALICE"); alice -> bob's: exit $ALICE_TO_BOB_STATUS; state ~alice/.local/state/mentoryd $STATE; alice's mentoryd-plugin@advisor connected (declared in ~/.config/mentoryd/mentoryd.json); systemctl --user reload: exit 0; $USER_PROPS; $USER_SECURITY"
+else
+  fail "13 user instances: sockets $ALICE_SOCKET/$BOB_SOCKET; modes '$MODES'; alice add $ALICE_ADD_STATUS: $ALICE_ADD; alice status: $ALICE_STATUS_OUT; bob status: $BOB_STATUS_OUT; carol socket $CAROL_SOCKET, status: $CAROL_STATUS_OUT; root status: $ROOT_STATUS_OUT; bob diary $BOB_DIARY_STATUS: $BOB_DIARY; bob->alice $BOB_TO_ALICE_STATUS: $BOB_TO_ALICE; alice->bob $ALICE_TO_BOB_STATUS: $ALICE_TO_BOB; state '$STATE' db '$STATE_DB'; plugin $ALICE_PLUGIN; reload $USER_RELOAD; $USER_PROPS"
+  in_ns systemctl status mentoryd.socket --no-pager -l 2>&1 | tail -12
+  as alice systemctl --user status mentoryd.socket mentoryd.service mentoryd-plugin@advisor.service --no-pager -l 2>&1 | tail -40
+  in_ns journalctl --no-pager -n 40 "_UID=$ALICE" 2>&1 | tail -40
+fi
+
 if [ -n "${MENTORYD_TEST_JOURNAL:-}" ]; then
   in_ns journalctl -u mentoryd.service -u mentoryd.socket --no-pager > "$MENTORYD_TEST_JOURNAL" 2>&1
   echo "   the sandbox's mentoryd journal is in $MENTORYD_TEST_JOURNAL"
@@ -479,9 +587,11 @@ echo "== uninstall"
 if in_ns "$SRC/scripts/uninstall.sh" > "$WORK/uninstall.log" 2>&1 \
    && ! in_ns test -e /usr/local/bin/mentoryd && ! in_ns test -e /etc/systemd/system/mentoryd.service \
    && ! in_ns test -e /etc/systemd/system/mentoryd.socket && [ "$(prop LoadState mentoryd.service)" = "not-found" ] \
+   && ! in_ns test -e /etc/systemd/user/mentoryd.socket && ! in_ns test -e /etc/systemd/user/sockets.target.wants/mentoryd.socket \
+   && ! in_ns test -e "/run/user/$ALICE/mentoryd/mentoryd.sock" && ! as alice systemctl --user is-active -q mentoryd.service \
    && ! in_ns test -e /run/mentoryd/mentoryd.sock && ! in_ns test -e /usr/local/share/man/man1/mentoryctl.1 \
    && ! in_ns test -e /usr/local/share/bash-completion/completions/mentoryctl; then
-  pass "uninstall: scripts/uninstall.sh stopped the units and removed binaries, units, man pages and completions (config and data kept)"
+  pass "uninstall: scripts/uninstall.sh stopped the units (alice's own instance too) and removed binaries, system and user units, man pages and completions (config and data kept)"
 else
   fail "uninstall: scripts/uninstall.sh"; cat "$WORK/uninstall.log"
 fi

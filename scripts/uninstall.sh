@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Removes what scripts/install.sh installed: stops and disables the units, removes the binaries,
+# Removes what scripts/install.sh installed: stops and disables the units (the system instance's,
+# and every running user manager's own mentoryd), removes the binaries,
 # units, sysusers entry, docs, man pages and completions. Keeps the config (/etc/mentoryd), the
 # data (/var/lib/mentoryd) and the mentory user unless --purge is given.
 #
@@ -25,6 +26,19 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 UNIT_DIR=/etc/systemd/system
+USER_UNIT_DIR=/etc/systemd/user
+if [ -d /run/systemd/system ]; then
+  # Each running user manager's own instance: its plugins, the daemon and the socket (bounded waits).
+  for manager in $(systemctl list-units --plain --no-legend --state=active 'user@*.service' 2>/dev/null | awk '{print $1}'); do
+    uid=${manager#user@}; uid=${uid%.service}
+    case "$uid" in ''|*[!0-9]*) continue ;; esac
+    setpriv --reuid="$uid" --regid="$(id -g "$uid" 2>/dev/null || echo "$uid")" --init-groups \
+      env XDG_RUNTIME_DIR="/run/user/$uid" DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" \
+      timeout 30 systemctl --user stop 'mentoryd-plugin@*.service' mentoryd.service mentoryd.socket 2>/dev/null || true
+  done
+fi
+systemctl --global disable mentoryd.socket 2>/dev/null || true
+rm -f "$USER_UNIT_DIR/mentoryd.service" "$USER_UNIT_DIR/mentoryd.socket" "$USER_UNIT_DIR/mentoryd-plugin@.service"
 if [ -d /run/systemd/system ]; then
   # Every plugin instance first (they are PartOf mentoryd.service, and would stop with it anyway).
   for unit in $(systemctl list-units --all --plain --no-legend 'mentoryd-plugin@*' 2>/dev/null | awk '{print $1}'); do

@@ -203,13 +203,19 @@ public enum SocketLocator {
     /// The environment variable that names the socket explicitly.
     public static let socketEnvironmentKey = "MENTORY_SOCKET"
 
-    /// The sockets tried, in order: the system socket `/run/mentoryd/mentoryd.sock` first, then
-    /// `$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`, then `/tmp/mentoryd-UID/mentoryd.sock`.
+    /// The sockets tried, in order: the caller's own instance `$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`
+    /// (a user instance, `systemctl --user`) first, then the shared system instance
+    /// `/run/mentoryd/mentoryd.sock`, then `/tmp/mentoryd-UID/mentoryd.sock` (a daemon started by hand).
+    ///
+    /// The caller's own instance comes first so that a member of the `mentory` group reaches their own
+    /// diary while it runs, not the shared one; `$XDG_RUNTIME_DIR` is the caller's own directory (mode
+    /// 0700), and the trust checks apply to it as to every candidate.
     public static func candidates(environment: [String: String], uid: UInt32 = getuid()) -> [String] {
-        var candidates = [DefaultPaths.systemSocketPath]
+        var candidates: [String] = []
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty {
             candidates.append(xdg + "/mentoryd/" + DefaultPaths.socketFileName)
         }
+        candidates.append(DefaultPaths.systemSocketPath)
         if uid != 0 {
             candidates.append("/tmp/mentoryd-\(uid)/" + DefaultPaths.socketFileName)
         }
@@ -217,13 +223,15 @@ public enum SocketLocator {
     }
 
     /// The socket to use: `explicit` (from `--socket`), else `$MENTORY_SOCKET`, else the first
-    /// candidate that exists and passes `trust`'s directory check.
+    /// candidate that exists, that the caller may connect to and that passes `trust`'s directory check.
     ///
     /// An explicit socket is returned as given (`MentoryClient.connect`
     /// checks it). Candidates that exist but fail the check are skipped; when none passes and
     /// some were skipped, this throws ``MentoryClientError/untrustedSocket(path:reason:)`` for
-    /// the first one. When none exists it returns the first candidate, so the connection
-    /// failure names the system socket.
+    /// the first one. A candidate the caller may not connect to (no write permission on the socket
+    /// file, e.g. the system socket for someone outside the `mentory` group) is skipped too, and
+    /// returned only when no other candidate is usable, so that the connection failure says why.
+    /// When none exists it returns the first candidate, so the connection failure names it.
     public static func locate(
         explicit: String? = nil,
         environment: [String: String],
@@ -241,6 +249,7 @@ public enum SocketLocator {
         -> String
     {
         var refused: MentoryClientError?
+        var forbidden: String?
         for candidate in candidates {
             var info = stat()
             guard lstat(candidate, &info) == 0 else { continue }
@@ -248,9 +257,14 @@ public enum SocketLocator {
                 refused = refused ?? .untrustedSocket(path: candidate, reason: reason)
                 continue
             }
+            // connect(2) needs write permission on the socket file (and search on its directories).
+            guard access(candidate, W_OK) == 0 else {
+                forbidden = forbidden ?? candidate
+                continue
+            }
             return candidate
         }
         if let refused { throw refused }
-        return candidates.first ?? DefaultPaths.systemSocketPath
+        return forbidden ?? candidates.first ?? DefaultPaths.systemSocketPath
     }
 }

@@ -102,7 +102,8 @@ struct Daemon {
                 pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds),
                 pluginRegistrations: PluginRegistrationFiles(
                     directory: (self.settings.stateDirectory.hasSuffix("/")
-                        ? self.settings.stateDirectory : self.settings.stateDirectory + "/") + "plugins")
+                        ? self.settings.stateDirectory : self.settings.stateDirectory + "/") + "plugins"),
+                instance: DaemonInstance.current().wire
             ),
             executor: eventLoop.executor,
             logger: self.logger,

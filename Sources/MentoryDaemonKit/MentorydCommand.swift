@@ -49,7 +49,11 @@ struct MentorydCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("config"),
-        help: "A JSON config file (default: $MENTORYD_CONFIG, else /etc/mentoryd/mentoryd.json if it exists)."
+        help: """
+            A JSON config file (default: $MENTORYD_CONFIG, else, if it exists, $CONFIGURATION_DIRECTORY/mentoryd.json \
+            under systemd, /etc/mentoryd/mentoryd.json for the system instance (root or the mentory user), \
+            $XDG_CONFIG_HOME/mentoryd/mentoryd.json for a user instance).
+            """
     )
     var configFile: String?
 
@@ -263,13 +267,16 @@ struct MentorydOptions: Sendable, Equatable {
 struct SettingsSource: Sendable {
     /// Values given as flags.
     var flags: [AbsoluteConfigKey: ConfigValue]
-    /// An explicit config file, which must exist; without one, `/etc/mentoryd/mentoryd.json` if it exists.
+    /// An explicit config file, which must exist; without one, ``defaultConfigFile`` if it exists.
     var configFile: String?
     /// The process environment, for `MENTORYD_*` and systemd's directories.
     var environment: [String: String]
 
-    /// The config file read when none is named.
-    static let defaultConfigFile = "/etc/mentoryd/mentoryd.json"
+    /// The config file read when none is named: the system instance's in `/etc`, a user instance's
+    /// in its own config directory (``DaemonInstance/defaultConfigFile(environment:)``).
+    static var defaultConfigFile: String {
+        DaemonInstance.current().defaultConfigFile(environment: ProcessInfo.processInfo.environment)
+    }
 
     /// The namespaces of the handlers an embedding package adds, whose `handlers.NAME` sections may hold
     /// keys of their own.

@@ -74,6 +74,7 @@ extension MentoryEngine {
         reply.topics = self.topicPositions
         reply.epoch = self.epoch
         reply.plugins = self.pluginStatuses
+        reply.instance = self.configuration.instance
         return reply
     }
 

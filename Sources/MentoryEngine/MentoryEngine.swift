@@ -46,6 +46,8 @@ public actor MentoryEngine {
         /// Where each declared plugin's last registration is kept across restarts, so that its namespace
         /// is known while it is absent; `nil` keeps none (a plugin's topics are unknown until it registers).
         public var pluginRegistrations: PluginRegistrationFiles?
+        /// Which mentoryd this is (a user or the system instance, and its uid), as `session.status` reports it.
+        public var instance: Mentory_V1_DaemonInstance
 
         public init(
             serverVersion: String,
@@ -55,7 +57,8 @@ public actor MentoryEngine {
             requestTimeout: Duration = .seconds(30),
             maxReplyBytes: Int = ReplyBudget.defaultBodyBytes,
             pluginCallTimeout: Duration = .seconds(5),
-            pluginRegistrations: PluginRegistrationFiles? = nil
+            pluginRegistrations: PluginRegistrationFiles? = nil,
+            instance: Mentory_V1_DaemonInstance = .init()
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
@@ -65,6 +68,7 @@ public actor MentoryEngine {
             self.maxReplyBytes = maxReplyBytes
             self.pluginCallTimeout = pluginCallTimeout
             self.pluginRegistrations = pluginRegistrations
+            self.instance = instance
         }
     }
 

@@ -26,7 +26,7 @@ public enum DefaultPaths {
     }
 
     /// The daemon's own defaults for this user, most specific first. Clients search in their own
-    /// order, with `/run/mentoryd` first (`SocketLocator` in MentoryClient).
+    /// order: the caller's `$XDG_RUNTIME_DIR` first, then `/run/mentoryd` (`SocketLocator` in MentoryClient).
     private static func userSocketCandidates(environment: [String: String]) -> [String] {
         var candidates: [String] = []
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty {

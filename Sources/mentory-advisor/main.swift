@@ -14,7 +14,11 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
         abstract: "Serve mentoryd's `advisor` namespace: emotion advice with a fallback, offline."
     )
 
-    @Option(help: "The daemon's socket (default: $MENTORY_SOCKET, else \(DefaultPaths.systemSocketPath)).")
+    @Option(
+        help: """
+            The daemon's socket (default: $MENTORY_SOCKET, else the first trusted one of \
+            $XDG_RUNTIME_DIR/mentoryd/mentoryd.sock, \(DefaultPaths.systemSocketPath), as mentoryctl finds it).
+            """)
     var socket: String?
 
     @Option(help: "The mentor's character: warm or cool.")
@@ -52,7 +56,7 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
                 logger.notice("answered with the fallback message", metadata: ["reason": "\(reason)"])
             }
         )
-        let socketPath = self.socket ?? environment["MENTORY_SOCKET"] ?? DefaultPaths.systemSocketPath
+        let socketPath = try SocketLocator.locate(explicit: self.socket, environment: environment)
         let plugin = try MentoryPlugin(socketPath: socketPath, clientName: "mentory-advisor", routes: routes)
         let states = Task {
             for await state in plugin.states {

@@ -13,9 +13,10 @@ struct Mentoryctl: AsyncParsableCommand {
         commandName: "mentoryctl",
         abstract: "Talk to mentoryd: mentor messages, reachability, diary entries and live events.",
         discussion: """
-            The daemon's socket is found without configuration (/run/mentoryd/mentoryd.sock, then \
-            $XDG_RUNTIME_DIR/mentoryd/mentoryd.sock, then /tmp/mentoryd-UID/mentoryd.sock); --socket or \
-            MENTORY_SOCKET override it. A socket is used only if its directory is owned by you, root or the \
+            The daemon's socket is found without configuration: your own instance \
+            ($XDG_RUNTIME_DIR/mentoryd/mentoryd.sock), then the shared system instance \
+            (/run/mentoryd/mentoryd.sock), then /tmp/mentoryd-UID/mentoryd.sock, skipping one you may not \
+            connect to while another exists; --socket or MENTORY_SOCKET override it. A socket is used only if its directory is owned by you, root or the \
             daemon user (mentory, or $MENTORY_DAEMON_USER) and not writable by others, and the process \
             serving it runs as one of them. --socket, --json and --timeout may come before or after the \
             subcommand. Exit status: 0 on success, 1 when the daemon answers with an error, 69 when it \

@@ -42,6 +42,17 @@ struct Status: ParsableCommand {
         try Self.run(self.options)
     }
 
+    /// Whose daemon answered: `user instance of alice (uid 1001)`, or `system instance, shared; runs as mentory (uid 998)`.
+    static func describe(_ instance: Mentory_V1_DaemonInstance) -> String {
+        let account =
+            instance.userName.isEmpty ? "uid \(instance.uid)" : "\(instance.userName) (uid \(instance.uid))"
+        switch instance.kind {
+        case .user: return "user instance of \(account)"
+        case .system: return "system instance, shared; runs as \(account)"
+        default: return "instance of unknown kind \(instance.kind.rawValue); runs as \(account)"
+        }
+    }
+
     /// The command, with its options however they were parsed (see ``FastPath``).
     static func run(_ options: some ClientSettings) throws {
         try options.withConnection { client in
@@ -51,6 +62,7 @@ struct Status: ParsableCommand {
                 return
             }
             print("mentoryd \(status.serverVersion)")
+            if status.hasInstance { print("instance:    \(Self.describe(status.instance))") }
             print("uptime:      \(Int(status.uptimeSeconds)) s")
             print("connections: \(status.connections)")
             print("subscribers: \(status.subscribers)")

@@ -120,12 +120,12 @@ struct SocketTrustRuleTests {
         #expect(SocketTrust.standard().trustedUIDs.isSuperset(of: [0, getuid()]))
     }
 
-    @Test("the system socket is tried first, then XDG_RUNTIME_DIR, then /tmp/mentoryd-UID")
+    @Test("the caller's own instance (XDG_RUNTIME_DIR) is tried first, then the system socket, then /tmp/mentoryd-UID")
     func candidateOrder() {
         let candidates = SocketLocator.candidates(environment: ["XDG_RUNTIME_DIR": "/run/user/1000"], uid: 1000)
         #expect(
             candidates == [
-                "/run/mentoryd/mentoryd.sock", "/run/user/1000/mentoryd/mentoryd.sock",
+                "/run/user/1000/mentoryd/mentoryd.sock", "/run/mentoryd/mentoryd.sock",
                 "/tmp/mentoryd-1000/mentoryd.sock",
             ])
         #expect(SocketLocator.candidates(environment: [:], uid: 0) == ["/run/mentoryd/mentoryd.sock"])
@@ -152,6 +152,16 @@ struct SocketTrustRuleTests {
                 return
             }
             #expect(path == squatted)
+        }
+        // A socket the caller may not connect to (no write permission) is passed over while another is
+        // usable, and chosen when none is, so that the connection failure says why. Root may write anything.
+        if getuid() != 0 {
+            let forbidden = try sandbox.directory("forbidden", mode: 0o700) + "/mentoryd.sock"
+            #expect(
+                FileManager.default.createFile(atPath: forbidden, contents: nil, attributes: [.posixPermissions: 0o400])
+            )
+            #expect(try SocketLocator.firstTrusted(in: [missing, forbidden, good], trust: trust) == good)
+            #expect(try SocketLocator.firstTrusted(in: [missing, forbidden], trust: trust) == forbidden)
         }
         #expect(try SocketLocator.locate(explicit: "/x.sock", environment: ["MENTORY_SOCKET": "/y.sock"]) == "/x.sock")
         #expect(try SocketLocator.locate(environment: ["MENTORY_SOCKET": "/y.sock"]) == "/y.sock")

@@ -208,6 +208,51 @@ public nonisolated enum Mentory_V1_EventKind: SwiftProtobuf.Enum, Swift.CaseIter
 
 }
 
+/// Whose mentoryd this is.
+public nonisolated enum Mentory_V1_InstanceKind: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// A person's own daemon (typically under `systemctl --user`): it runs as that person, and its diary
+  /// is theirs alone.
+  case user // = 1
+
+  /// The system daemon (`mentoryd.service`): it runs as root or as the daemon account, and its diary is
+  /// shared by everyone the socket admits.
+  case system // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .user
+    case 2: self = .system
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .user: return 1
+    case .system: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Mentory_V1_InstanceKind] = [
+    .unspecified,
+    .user,
+    .system,
+  ]
+
+}
+
 /// How a family's samples are to be read, as in Prometheus.
 public nonisolated enum Mentory_V1_MetricType: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
@@ -748,6 +793,37 @@ public nonisolated struct Mentory_V1_StatusReply: Sendable {
 
   /// Every plugin declared under `plugins.<name>` in the configuration.
   public var plugins: [Mentory_V1_PluginStatus] = []
+
+  /// Which mentoryd answered: a person's own or a device's shared one, and as whom it runs.
+  /// (Numbered apart from fields 9-11, which other changes may take.)
+  public var instance: Mentory_V1_DaemonInstance {
+    get {_instance ?? Mentory_V1_DaemonInstance()}
+    set {_instance = newValue}
+  }
+  /// Returns true if `instance` has been explicitly set.
+  public var hasInstance: Bool {self._instance != nil}
+  /// Clears the value of `instance`. Subsequent reads from it will return its default value.
+  public mutating func clearInstance() {self._instance = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _instance: Mentory_V1_DaemonInstance? = nil
+}
+
+public nonisolated struct Mentory_V1_DaemonInstance: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: Mentory_V1_InstanceKind = .unspecified
+
+  /// The uid the daemon runs as (for a user instance: whose it is).
+  public var uid: UInt32 = 0
+
+  /// That uid's account name, when it has one.
+  public var userName: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1973,6 +2049,10 @@ nonisolated extension Mentory_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_CHANGE\0\u{1}EVENT_KIND_SNAPSHOT\0\u{1}EVENT_KIND_RESET\0")
 }
 
+nonisolated extension Mentory_V1_InstanceKind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0INSTANCE_KIND_UNSPECIFIED\0\u{1}INSTANCE_KIND_USER\0\u{1}INSTANCE_KIND_SYSTEM\0")
+}
+
 nonisolated extension Mentory_V1_MetricType: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0METRIC_TYPE_UNSPECIFIED\0\u{1}METRIC_TYPE_COUNTER\0\u{1}METRIC_TYPE_GAUGE\0\u{1}METRIC_TYPE_HISTOGRAM\0")
 }
@@ -2590,7 +2670,7 @@ nonisolated extension Mentory_V1_Empty: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatusReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}server_version\0\u{3}uptime_seconds\0\u{1}connections\0\u{1}handlers\0\u{1}subscribers\0\u{1}topics\0\u{1}epoch\0\u{1}plugins\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}server_version\0\u{3}uptime_seconds\0\u{1}connections\0\u{1}handlers\0\u{1}subscribers\0\u{1}topics\0\u{1}epoch\0\u{1}plugins\0\u{2}\u{4}instance\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2606,12 +2686,17 @@ nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtob
       case 6: try { try decoder.decodeRepeatedMessageField(value: &self.topics) }()
       case 7: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
       case 8: try { try decoder.decodeRepeatedMessageField(value: &self.plugins) }()
+      case 12: try { try decoder.decodeSingularMessageField(value: &self._instance) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.serverVersion.isEmpty {
       try visitor.visitSingularStringField(value: self.serverVersion, fieldNumber: 1)
     }
@@ -2636,6 +2721,9 @@ nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtob
     if !self.plugins.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.plugins, fieldNumber: 8)
     }
+    try { if let v = self._instance {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2648,6 +2736,47 @@ nonisolated extension Mentory_V1_StatusReply: SwiftProtobuf.Message, SwiftProtob
     if lhs.topics != rhs.topics {return false}
     if lhs.epoch != rhs.epoch {return false}
     if lhs.plugins != rhs.plugins {return false}
+    if lhs._instance != rhs._instance {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Mentory_V1_DaemonInstance: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DaemonInstance"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{1}uid\0\u{3}user_name\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.uid) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.userName) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.kind != .unspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 1)
+    }
+    if self.uid != 0 {
+      try visitor.visitSingularUInt32Field(value: self.uid, fieldNumber: 2)
+    }
+    if !self.userName.isEmpty {
+      try visitor.visitSingularStringField(value: self.userName, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Mentory_V1_DaemonInstance, rhs: Mentory_V1_DaemonInstance) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.uid != rhs.uid {return false}
+    if lhs.userName != rhs.userName {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -14,8 +14,8 @@ from mentory import discovery
 def test_discovery_order(tmp_path: Path) -> None:
     environment = {"XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
     assert discovery.candidate_paths(environment, uid=1234) == [
-        "/run/mentoryd/mentoryd.sock",
         str(tmp_path / "xdg" / "mentoryd" / "mentoryd.sock"),
+        "/run/mentoryd/mentoryd.sock",
         "/tmp/mentoryd-1234/mentoryd.sock",
     ]
     assert discovery.candidate_paths({}, uid=1234) == ["/run/mentoryd/mentoryd.sock", "/tmp/mentoryd-1234/mentoryd.sock"]
@@ -24,12 +24,11 @@ def test_discovery_order(tmp_path: Path) -> None:
     assert discovery.resolve_socket_path("/explicit.sock", environment) == "/explicit.sock"
     assert discovery.resolve_socket_path(None, environment) == "/from/env.sock"
     del environment["MENTORY_SOCKET"]
-    # The first default that exists; the system socket, when present, shadows the per-user one.
+    # The first default that exists: the caller's own instance comes before the system socket.
     xdg_socket = tmp_path / "xdg" / "mentoryd" / "mentoryd.sock"
     xdg_socket.parent.mkdir(parents=True)
     xdg_socket.touch()
-    expected = discovery.SYSTEM_SOCKET_PATH if os.path.exists(discovery.SYSTEM_SOCKET_PATH) else str(xdg_socket)
-    assert discovery.resolve_socket_path(None, environment) == expected
+    assert discovery.resolve_socket_path(None, environment) == str(xdg_socket)
 
 
 def test_mentory_socket_environment_variable_is_used(daemon, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

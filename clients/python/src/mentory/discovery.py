@@ -3,9 +3,11 @@
 The rules are mentoryctl's:
 
 1. the ``socket_path`` argument, else ``$MENTORY_SOCKET``;
-2. otherwise the first of these that exists: ``/run/mentoryd/mentoryd.sock`` (the system daemon
-   comes first, so a per-user path cannot shadow it), ``$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock``,
-   ``/tmp/mentoryd-$UID/mentoryd.sock``.
+2. otherwise the first of these that exists and that the caller may connect to:
+   ``$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`` (the caller's own instance, ``systemctl --user``),
+   ``/run/mentoryd/mentoryd.sock`` (the shared system instance), ``/tmp/mentoryd-$UID/mentoryd.sock``
+   (a daemon started by hand). One that exists but may not be connected to (no write permission)
+   is used only when no other is usable, so that the connection error says why.
 
 Whichever path is chosen is used only if its directory is owned by the caller or root and is not
 writable by group or others (otherwise someone else could put their own socket there). After
@@ -31,16 +33,18 @@ def candidate_paths(environment: Optional[Mapping[str, str]] = None, uid: Option
     """The default socket paths, in the order they are tried."""
     env = os.environ if environment is None else environment
     uid = os.getuid() if uid is None else uid
-    paths = [SYSTEM_SOCKET_PATH]
+    paths = []
     xdg = env.get("XDG_RUNTIME_DIR", "")
     if xdg:
         paths.append(os.path.join(xdg, "mentoryd", SOCKET_FILE_NAME))
+    paths.append(SYSTEM_SOCKET_PATH)
     paths.append(f"/tmp/mentoryd-{uid}/{SOCKET_FILE_NAME}")
     return paths
 
 
 def resolve_socket_path(socket_path: Optional[str] = None, environment: Optional[Mapping[str, str]] = None) -> str:
-    """The socket to connect to: ``socket_path``, ``$MENTORY_SOCKET``, else the first default that exists.
+    """The socket to connect to: ``socket_path``, ``$MENTORY_SOCKET``, else the first default that exists
+    and may be connected to (else the first that exists).
 
     When none exists, the first default is returned, so the connection error names it.
     """
@@ -51,10 +55,14 @@ def resolve_socket_path(socket_path: Optional[str] = None, environment: Optional
     if from_env:
         return from_env
     candidates = candidate_paths(env)
+    forbidden = None
     for path in candidates:
         if os.path.exists(path):
-            return path
-    return candidates[0]
+            # connect(2) needs write permission on the socket file.
+            if os.access(path, os.W_OK):
+                return path
+            forbidden = forbidden or path
+    return forbidden or candidates[0]
 
 
 def check_directory(path: str, trusted_uids: Optional[Iterable[int]] = None) -> None:

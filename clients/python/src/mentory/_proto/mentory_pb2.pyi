@@ -41,6 +41,9 @@ ERROR_CODE_UNSUPPORTED_VERSION: ErrorCode
 EVENT_KIND_CHANGE: EventKind
 EVENT_KIND_RESET: EventKind
 EVENT_KIND_SNAPSHOT: EventKind
+INSTANCE_KIND_SYSTEM: InstanceKind
+INSTANCE_KIND_UNSPECIFIED: InstanceKind
+INSTANCE_KIND_USER: InstanceKind
 MENTOR_CHARACTER_COOL: MentorCharacter
 MENTOR_CHARACTER_UNSPECIFIED: MentorCharacter
 MENTOR_CHARACTER_WARM: MentorCharacter
@@ -76,6 +79,16 @@ class ConnectionError(_message.Message):
     closing: bool
     error: Error
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., closing: bool = ...) -> None: ...
+
+class DaemonInstance(_message.Message):
+    __slots__ = ["kind", "uid", "user_name"]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    USER_NAME_FIELD_NUMBER: _ClassVar[int]
+    kind: InstanceKind
+    uid: int
+    user_name: str
+    def __init__(self, kind: _Optional[_Union[InstanceKind, str]] = ..., uid: _Optional[int] = ..., user_name: _Optional[str] = ...) -> None: ...
 
 class DaemonReloadReply(_message.Message):
     __slots__ = []
@@ -582,10 +595,11 @@ class Response(_message.Message):
     def __init__(self, id: _Optional[int] = ..., body: _Optional[bytes] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ["connections", "epoch", "handlers", "plugins", "server_version", "subscribers", "topics", "uptime_seconds"]
+    __slots__ = ["connections", "epoch", "handlers", "instance", "plugins", "server_version", "subscribers", "topics", "uptime_seconds"]
     CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     HANDLERS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
     PLUGINS_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
@@ -594,12 +608,13 @@ class StatusReply(_message.Message):
     connections: int
     epoch: int
     handlers: _containers.RepeatedCompositeFieldContainer[HandlerDescription]
+    instance: DaemonInstance
     plugins: _containers.RepeatedCompositeFieldContainer[PluginStatus]
     server_version: str
     subscribers: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicPosition]
     uptime_seconds: float
-    def __init__(self, server_version: _Optional[str] = ..., uptime_seconds: _Optional[float] = ..., connections: _Optional[int] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., subscribers: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicPosition, _Mapping]]] = ..., epoch: _Optional[int] = ..., plugins: _Optional[_Iterable[_Union[PluginStatus, _Mapping]]] = ...) -> None: ...
+    def __init__(self, server_version: _Optional[str] = ..., uptime_seconds: _Optional[float] = ..., connections: _Optional[int] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., subscribers: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicPosition, _Mapping]]] = ..., epoch: _Optional[int] = ..., plugins: _Optional[_Iterable[_Union[PluginStatus, _Mapping]]] = ..., instance: _Optional[_Union[DaemonInstance, _Mapping]] = ...) -> None: ...
 
 class StorageBackupReadReply(_message.Message):
     __slots__ = ["data", "end"]
@@ -705,6 +720,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class InstanceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MetricType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
