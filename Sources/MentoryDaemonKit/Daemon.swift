@@ -99,7 +99,8 @@ struct Daemon {
                 accessPolicy: self.settings.accessPolicy,
                 requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds),
                 maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength),
-                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds)
+                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds),
+                maxSubscriptionsPerUID: self.settings.uidSubscriptions
             ),
             executor: eventLoop.executor,
             logger: self.logger,
@@ -182,7 +183,10 @@ struct Daemon {
                 maxConnectionsPerUID: self.settings.maxConnectionsPerUID,
                 handshakeTimeoutSeconds: self.settings.handshakeTimeoutSeconds,
                 maxOutboundBytes: self.settings.maxOutboundBytes,
-                shutdownDrainSeconds: self.settings.shutdownDrainSeconds
+                shutdownDrainSeconds: self.settings.shutdownDrainSeconds,
+                uidQueuedBytes: self.settings.uidQueuedBytes,
+                uidRequestsInFlight: self.settings.uidRequestsInFlight,
+                totalQueuedBytes: self.settings.totalQueuedBytes
             ),
             engine: engine,
             eventLoop: eventLoop,

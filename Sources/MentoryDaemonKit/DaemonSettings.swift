@@ -23,6 +23,15 @@ struct DaemonSettings: Sendable {
     /// Seconds a connection has on shutdown to take its last frames before it is closed regardless
     /// (`limits.shutdownDrainSeconds`).
     var shutdownDrainSeconds: Int
+    /// Bytes queued or reserved toward one uid's connections together before none of them is read
+    /// (`limits.uidQueuedBytes`).
+    var uidQueuedBytes: Int
+    /// Requests one uid's connections may have in flight together (`limits.uidRequestsInFlight`).
+    var uidRequestsInFlight: Int
+    /// Bytes queued or reserved toward every connection together (`limits.totalQueuedBytes`).
+    var totalQueuedBytes: Int
+    /// Topic subscriptions one uid's connections may hold together (`limits.uidSubscriptions`).
+    var uidSubscriptions: Int
     var eventRingCapacity: Int
     /// Whether the `debug` fault-injection handler is registered (`debug.faultInjection`; never in production).
     var faultInjection: Bool
@@ -88,6 +97,10 @@ struct DaemonSettings: Sendable {
         self.handshakeTimeoutSeconds = try Self.positive(config, "limits.handshakeTimeoutSeconds", 10)
         self.maxOutboundBytes = try Self.positive(config, "limits.maxOutboundBytes", 4 << 20)
         self.shutdownDrainSeconds = try Self.positive(config, "limits.shutdownDrainSeconds", 5)
+        self.uidQueuedBytes = try Self.positive(config, "limits.uidQueuedBytes", 16 << 20)
+        self.uidRequestsInFlight = try Self.positive(config, "limits.uidRequestsInFlight", 256)
+        self.totalQueuedBytes = try Self.positive(config, "limits.totalQueuedBytes", 64 << 20)
+        self.uidSubscriptions = try Self.positive(config, "limits.uidSubscriptions", 1024)
         self.eventRingCapacity = try Self.positive(config, "events.ringCapacity", 4096)
         self.faultInjection = config.bool(forKey: "debug.faultInjection", default: false)
         let backend = config.string(forKey: "storage.backend", default: StorageBackend.sqlite.rawValue)
@@ -188,6 +201,10 @@ extension DaemonSettings {
         ("limits.handshakeTimeoutSeconds", { $0.handshakeTimeoutSeconds != $1.handshakeTimeoutSeconds }),
         ("limits.maxOutboundBytes", { $0.maxOutboundBytes != $1.maxOutboundBytes }),
         ("limits.shutdownDrainSeconds", { $0.shutdownDrainSeconds != $1.shutdownDrainSeconds }),
+        ("limits.uidQueuedBytes", { $0.uidQueuedBytes != $1.uidQueuedBytes }),
+        ("limits.uidRequestsInFlight", { $0.uidRequestsInFlight != $1.uidRequestsInFlight }),
+        ("limits.totalQueuedBytes", { $0.totalQueuedBytes != $1.totalQueuedBytes }),
+        ("limits.uidSubscriptions", { $0.uidSubscriptions != $1.uidSubscriptions }),
         ("events.ringCapacity", { $0.eventRingCapacity != $1.eventRingCapacity }),
         ("limits.requestTimeoutMilliseconds", { $0.requestTimeoutMilliseconds != $1.requestTimeoutMilliseconds }),
         ("debug.faultInjection", { $0.faultInjection != $1.faultInjection }),

@@ -43,6 +43,9 @@ public actor MentoryEngine {
         /// How long a plugin may take to answer a forwarded call, at most
         /// (`limits.pluginCallTimeoutMilliseconds`); a request's shorter deadline wins.
         public var pluginCallTimeout: Duration
+        /// Topic subscriptions one uid's connections may hold together (`limits.uidSubscriptions`); a
+        /// `subscribe` past it fails UNAVAILABLE and subscribes nothing.
+        public var maxSubscriptionsPerUID: Int
 
         public init(
             serverVersion: String,
@@ -51,7 +54,8 @@ public actor MentoryEngine {
             daemonUID: UInt32? = geteuid(),
             requestTimeout: Duration = .seconds(30),
             maxReplyBytes: Int = ReplyBudget.defaultBodyBytes,
-            pluginCallTimeout: Duration = .seconds(5)
+            pluginCallTimeout: Duration = .seconds(5),
+            maxSubscriptionsPerUID: Int = 1024
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
@@ -60,6 +64,7 @@ public actor MentoryEngine {
             self.requestTimeout = requestTimeout
             self.maxReplyBytes = maxReplyBytes
             self.pluginCallTimeout = pluginCallTimeout
+            self.maxSubscriptionsPerUID = maxSubscriptionsPerUID
         }
     }
 
@@ -114,6 +119,9 @@ public actor MentoryEngine {
     var subscriptions = Subscriptions()
     /// Connections that asked for `session.monitor`.
     var monitors: [ConnectionID: Monitor] = [:]
+    /// Run on the engine's executor before each metrics snapshot, to set gauges others keep the values of
+    /// (the server's per-uid budgets).
+    var metricsRefreshers: [@Sendable (isolated MentoryEngine) -> Void] = []
     private var isShuttingDown = false
     private(set) var accessPolicy: AccessPolicy
     /// Counts the policies set, so that routes know when to pick out their rules again.
