@@ -446,7 +446,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let method = "\(request.namespace).\(request.method)"
         // Reserved before it is computed, so that the bound holds with the replies in flight.
         let replyBytes = self.budgets.reservation(for: method)
-        let snapshotBytes = method == Self.subscribeMethod ? self.budgets.maxReplyBytes : 0
+        let snapshotBytes = method == Self.subscribeMethod ? self.budgets.snapshotReservation : 0
         self.inFlight[request.id] = InFlightRequest(
             method: method, replyBytes: replyBytes, snapshotBytes: snapshotBytes)
         self.reservedReplyBytes += replyBytes
@@ -693,12 +693,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Tells the engine there is room for the events it refused, once the connection's queue is back to half
-    /// and its uid has room for a whole frame, which is reserved while the resets are taken.
+    /// and its uid has room for a snapshot, which is reserved while the resets are taken.
     private func checkEventsDrained() {
         guard self.eventsRefused, self.phase == .open, let context = self.context,
             self.outboundBytes <= self.configuration.subscriberQueueBytes / 2
         else { return }
-        let reserved = self.budgets.maxReplyBytes
+        let reserved = self.budgets.snapshotReservation
         guard self.account.hasRoom(for: reserved) else {
             self.waitForRoom()
             return

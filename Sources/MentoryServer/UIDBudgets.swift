@@ -33,6 +33,9 @@ final class UIDBudgets {
     var limits: Limits
     /// The reservation for a reply whose size is not known: a whole frame.
     let maxReplyBytes: Int
+    /// The reservation for the snapshots of a `subscribe`, or the resets after a drain: while one is taken it is
+    /// held three times over (the handler's values, their encoding, the event's frame), a frame each at most.
+    var snapshotReservation: Int { 3 * self.maxReplyBytes }
     /// Bytes queued or reserved toward every connection.
     private(set) var totalQueuedBytes = 0
     /// Every uid with an open connection or bytes still counted; credential-less connections (tests) share `nil`.
@@ -46,13 +49,14 @@ final class UIDBudgets {
 
     static let maxEstimates = 1024
 
-    /// Budgets of `limits`; each byte limit is raised to at least two whole frames, so that a connection woken
-    /// at half its uid's budget always has room for one.
+    /// Budgets of `limits`; each byte limit is raised to at least two snapshot reservations (six frames), so
+    /// that a connection woken at half its uid's budget always has room for one.
     init(limits: Limits, maxFrameLength: Int) {
         self.maxReplyBytes = maxFrameLength + 4
         var limits = limits
-        limits.queuedBytesPerUID = max(limits.queuedBytesPerUID, 2 * self.maxReplyBytes)
-        limits.totalQueuedBytes = max(limits.totalQueuedBytes, 2 * self.maxReplyBytes)
+        let least = 6 * self.maxReplyBytes
+        limits.queuedBytesPerUID = max(limits.queuedBytesPerUID, least)
+        limits.totalQueuedBytes = max(limits.totalQueuedBytes, least)
         self.limits = limits
     }
 

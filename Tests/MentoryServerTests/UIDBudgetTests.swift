@@ -105,7 +105,7 @@ struct UIDBudgetTests {
     func uidBudgetStopsAndResumes() async throws {
         // Two connections of uid 1000 and one of uid 2000; each connection alone could queue 1 MiB, the uid 8 KiB.
         let connections = try await Connections(uids: [1000, 1000, 2000]) {
-            $0.maxFrameLength = 2048
+            $0.maxFrameLength = 1024
             $0.maxOutboundBytes = 1 << 20
             $0.uidQueuedBytes = 8192
         }
@@ -144,7 +144,7 @@ struct UIDBudgetTests {
     @Test("events over the uid's budget are refused; the subscriber gets a reset once the uid drains")
     func eventsOverBudgetReset() async throws {
         let connections = try await Connections(uids: [1000, 1000]) {
-            $0.maxFrameLength = 2048
+            $0.maxFrameLength = 1024
             $0.maxOutboundBytes = 1 << 20
             $0.subscriberQueueBytes = 1 << 20
             $0.uidQueuedBytes = 8192
@@ -155,7 +155,7 @@ struct UIDBudgetTests {
         try await connections.peer(0) { $0.holding = true }
         // The publisher is the same uid and reads: only the subscriber's held events fill the uid's budget.
         for id in 2...30 {
-            try await connections.send(1, [Harness.blob(UInt64(id), bytes: 1000, method: "publish")])
+            try await connections.send(1, [Harness.blob(UInt64(id), bytes: 900, method: "publish")])
             _ = try await connections.responses(1)
         }
         let held = try await connections.peer(0) { $0.heldFrames }
@@ -189,7 +189,7 @@ struct UIDBudgetTests {
         #expect(budgets.reservation(for: "diary.list") == 300)
         let tiny = UIDBudgets(
             limits: .init(queuedBytesPerUID: 10, requestsInFlightPerUID: 4, totalQueuedBytes: 10), maxFrameLength: 4096)
-        #expect(tiny.limits.queuedBytesPerUID == 8200, "raised to two frames, so a woken connection fits one")
+        #expect(tiny.limits.queuedBytesPerUID == 6 * 4100, "raised to two snapshots, so a woken connection fits one")
         let account = budgets.open(uid: 7)
         for _ in 0..<4 { account.requestStarted() }
         #expect(!account.hasRoom, "at the uid's requests in flight")
