@@ -34,7 +34,7 @@ public struct ServerConfiguration: Sendable {
     public var shutdownDrainSeconds: Int
     /// Bytes of replies and events queued toward one uid's connections together, with the bytes reserved for
     /// replies and snapshots being computed, before none of that uid's connections is read until half has
-    /// drained; events toward it are refused meanwhile (a reset follows). At least two frames.
+    /// drained; events toward it are refused meanwhile (a reset follows). At least six frames.
     public var uidQueuedBytes: Int
     /// Requests one uid's connections may have in flight together before none of them is read.
     public var uidRequestsInFlight: Int

@@ -42,7 +42,7 @@ final class UIDBudgets {
     private(set) var accounts: [UInt32?: UIDAccount] = [:]
     /// The largest reply seen per `namespace.method`, at most ``maxEstimates`` of them.
     private var replyEstimates: [String: Int] = [:]
-    /// Whether ``totalQueuedBytes`` went past a quarter of the ceiling since memory was last given back.
+    /// Whether ``totalQueuedBytes`` went past a quarter of a uid's budget since memory was last given back.
     private var shouldTrim = false
     /// Called once the queued bytes of every uid are back to zero after a burst (e.g. gives memory back to the OS).
     var onDrainedAfterBurst: (() -> Void)?
@@ -140,7 +140,7 @@ final class UIDBudgets {
 
     fileprivate func charge(_ bytes: Int) {
         self.totalQueuedBytes += bytes
-        if self.totalQueuedBytes > self.limits.totalQueuedBytes / 4 { self.shouldTrim = true }
+        if self.totalQueuedBytes > self.limits.queuedBytesPerUID / 4 { self.shouldTrim = true }
     }
 
     fileprivate func release(_ bytes: Int) {

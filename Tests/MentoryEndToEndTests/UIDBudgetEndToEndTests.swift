@@ -188,6 +188,22 @@ struct UIDBudgetEndToEndTests {
         defer { daemon.removeFiles() }
         let started = ContinuousClock.now
         try await fillDiary(daemon, count: Self.fullRows ? 700 : 64, textBytes: 65_000)
+        // Idle means a daemon that has served concurrent reads: the store's reader connections and their page caches
+        // are open (they stay, whoever asked), as they are once subscribers have taken their snapshots.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let raw = try RawConnection(path: daemon.socketPath, receiveTimeoutSeconds: 60)
+                    _ = try raw.hello()
+                    var list = Mentory_V1_DiaryListRequest()
+                    list.limit = 1000
+                    raw.send(requestEnvelope(id: 1, "diary", "list", try list.serializedData()))
+                    _ = try raw.receive()
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await waitUntilIdle(daemon)
         let idle = rssKilobytes(of: daemon.pid)
         print(
             "filled the diary (64 KiB entries) in \(ContinuousClock.now - started);"
@@ -219,6 +235,10 @@ struct UIDBudgetEndToEndTests {
         subscribers.removeAll()
         // Bounded polling: the figure is 5 s on a release build; a loaded debug build gets longer.
         var rss = rssKilobytes(of: daemon.pid)
+        defer {
+            let trims = daemon.log.split(separator: "\n").filter { $0.contains("gave free memory back") }
+            print("RSS \(rss) KiB after the subscribers left (idle \(idle) KiB); trims: \(trims)")
+        }
         try await waitUntil("memory to come back after the subscribers left", seconds: 60) {
             rss = rssKilobytes(of: daemon.pid)
             return rss <= idle + 16 * 1024
