@@ -148,6 +148,27 @@ extension ConfigurationKey {
             reload: .restart,
             summary: "On shutdown, time a connection has to take its last frames before it is closed regardless."),
         ConfigurationKey(
+            path: "limits.uidQueuedBytes", type: .integer(1024...(1 << 40)), defaultValue: .integer(16 << 20),
+            reload: .restart,
+            summary:
+                "Per uid, all its connections together: replies and events not yet taken, plus what is reserved for"
+                + " replies and snapshots being computed; past it none of the uid's connections is read and its"
+                + " events wait for a reset, until half has drained (raised to at least six frames)."),
+        ConfigurationKey(
+            path: "limits.uidRequestsInFlight", type: .integer(1...1_000_000), defaultValue: .integer(256),
+            reload: .restart,
+            summary: "Requests in flight per uid, all its connections together; past it none of them is read."),
+        ConfigurationKey(
+            path: "limits.totalQueuedBytes", type: .integer(1024...(1 << 40)), defaultValue: .integer(64 << 20),
+            reload: .restart,
+            summary: "`limits.uidQueuedBytes` for every uid together (raised to at least six frames)."),
+        ConfigurationKey(
+            path: "limits.uidSubscriptions", type: .integer(1...1_000_000), defaultValue: .integer(1024),
+            reload: .restart,
+            summary:
+                "Topic subscriptions per uid, all its connections together; past it `subscribe` fails"
+                + " `UNAVAILABLE`."),
+        ConfigurationKey(
             path: "limits.requestTimeoutMilliseconds", type: .integer(1...86_400_000), defaultValue: .integer(30_000),
             reload: .restart,
             summary:

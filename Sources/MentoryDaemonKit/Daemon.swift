@@ -103,7 +103,8 @@ struct Daemon {
                 pluginRegistrations: PluginRegistrationFiles(
                     directory: (self.settings.stateDirectory.hasSuffix("/")
                         ? self.settings.stateDirectory : self.settings.stateDirectory + "/") + "plugins"),
-                instance: DaemonInstance.current().wire
+                instance: DaemonInstance.current().wire,
+                maxSubscriptionsPerUID: self.settings.uidSubscriptions
             ),
             executor: eventLoop.executor,
             logger: self.logger,
@@ -189,7 +190,10 @@ struct Daemon {
                 maxConnectionsPerUID: self.settings.maxConnectionsPerUID,
                 handshakeTimeoutSeconds: self.settings.handshakeTimeoutSeconds,
                 maxOutboundBytes: self.settings.maxOutboundBytes,
-                shutdownDrainSeconds: self.settings.shutdownDrainSeconds
+                shutdownDrainSeconds: self.settings.shutdownDrainSeconds,
+                uidQueuedBytes: self.settings.uidQueuedBytes,
+                uidRequestsInFlight: self.settings.uidRequestsInFlight,
+                totalQueuedBytes: self.settings.totalQueuedBytes
             ),
             engine: engine,
             eventLoop: eventLoop,

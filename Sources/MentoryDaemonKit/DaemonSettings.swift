@@ -23,6 +23,15 @@ struct DaemonSettings: Sendable {
     /// Seconds a connection has on shutdown to take its last frames before it is closed regardless
     /// (`limits.shutdownDrainSeconds`).
     var shutdownDrainSeconds: Int
+    /// Bytes queued or reserved toward one uid's connections together before none of them is read
+    /// (`limits.uidQueuedBytes`).
+    var uidQueuedBytes: Int
+    /// Requests one uid's connections may have in flight together (`limits.uidRequestsInFlight`).
+    var uidRequestsInFlight: Int
+    /// Bytes queued or reserved toward every connection together (`limits.totalQueuedBytes`).
+    var totalQueuedBytes: Int
+    /// Topic subscriptions one uid's connections may hold together (`limits.uidSubscriptions`).
+    var uidSubscriptions: Int
     var eventRingCapacity: Int
     /// Whether the `debug` fault-injection handler is registered (`debug.faultInjection`; never in production).
     var faultInjection: Bool
@@ -93,6 +102,10 @@ struct DaemonSettings: Sendable {
         self.handshakeTimeoutSeconds = try Self.integer(config, "limits.handshakeTimeoutSeconds", &values)
         self.maxOutboundBytes = try Self.integer(config, "limits.maxOutboundBytes", &values)
         self.shutdownDrainSeconds = try Self.integer(config, "limits.shutdownDrainSeconds", &values)
+        self.uidQueuedBytes = try Self.integer(config, "limits.uidQueuedBytes", &values)
+        self.uidRequestsInFlight = try Self.integer(config, "limits.uidRequestsInFlight", &values)
+        self.totalQueuedBytes = try Self.integer(config, "limits.totalQueuedBytes", &values)
+        self.uidSubscriptions = try Self.integer(config, "limits.uidSubscriptions", &values)
         self.eventRingCapacity = try Self.integer(config, "events.ringCapacity", &values)
         self.faultInjection = try Self.bool(config, "debug.faultInjection", &values)
         let backend = try Self.string(config, "storage.backend", &values)

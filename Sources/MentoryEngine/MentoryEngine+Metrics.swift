@@ -182,7 +182,24 @@ extension MentoryEngine {
     public func metricsSnapshot() -> Mentory_V1_MetricsReply {
         for topic in self.topicOwners.keys { self.metrics.declareTopic(topic) }
         self.metrics.setGauges(connections: self.connectionCount, subscribers: self.subscriberCount)
+        for refresh in self.metricsRefreshers { refresh(self) }
         return self.metricsFactory.snapshot(maxBytes: self.configuration.maxReplyBytes)
+    }
+
+    /// Runs `refresh` on the engine's executor before each metrics snapshot (the server sets its per-uid gauges).
+    package func addMetricsRefresher(_ refresh: @escaping @Sendable (isolated MentoryEngine) -> Void) {
+        self.metricsRefreshers.append(refresh)
+    }
+
+    /// The topic subscriptions held by each uid's connections (credential-less connections are left out).
+    package var subscriptionsPerUID: [UInt32: Int] {
+        var counts: [UInt32: Int] = [:]
+        for (id, connection) in self.connections {
+            guard let uid = connection.context.credentials?.uid else { continue }
+            let count = self.subscriptions.count(of: id)
+            if count > 0 { counts[uid, default: 0] += count }
+        }
+        return counts
     }
 }
 

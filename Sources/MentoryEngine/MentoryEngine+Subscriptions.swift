@@ -57,6 +57,9 @@ extension MentoryEngine {
             self.logDenial("subscribe:\(subscription.topic)", connection: connection.context)
             throw .permissionDenied(namespace: WireNames.session, method: "subscribe(\(subscription.topic))")
         }
+        if let uid = connection.context.credentials?.uid {
+            try self.checkSubscriptionBudget(of: uid, adding: request.topics.map(\.topic), on: id)
+        }
         for subscription in request.topics {
             // Re-checked for every topic: the previous one's snapshot may have suspended while
             // the connection detached, and a detached connection must not be subscribed again.
@@ -111,6 +114,25 @@ extension MentoryEngine {
             !plugin.isConnected
         else { return nil }
         return plugin
+    }
+
+    /// Throws UNAVAILABLE when subscribing `id` to `topics` would take `uid`'s connections past
+    /// ``Configuration/maxSubscriptionsPerUID`` subscriptions together.
+    private func checkSubscriptionBudget(of uid: UInt32, adding topics: [String], on id: ConnectionID)
+        throws(MentoryError)
+    {
+        let new = Set(topics).filter { self.subscriptions.entry(id, $0) == nil }.count
+        guard new > 0 else { return }
+        var held = 0
+        for (other, connection) in self.connections where connection.context.credentials?.uid == uid {
+            held += self.subscriptions.count(of: other)
+        }
+        let limit = self.configuration.maxSubscriptionsPerUID
+        guard held + new <= limit else {
+            throw .unavailable(
+                "uid \(uid) holds \(held) subscriptions and may hold \(limit) (limits.uidSubscriptions);"
+                    + " unsubscribe or close some connections first")
+        }
     }
 
     /// Ends a connection's subscriptions to `topics`; an empty list ends them all.

@@ -48,6 +48,9 @@ public actor MentoryEngine {
         public var pluginRegistrations: PluginRegistrationFiles?
         /// Which mentoryd this is (a user or the system instance, and its uid), as `session.status` reports it.
         public var instance: Mentory_V1_DaemonInstance
+        /// Topic subscriptions one uid's connections may hold together (`limits.uidSubscriptions`); a
+        /// `subscribe` past it fails UNAVAILABLE and subscribes nothing.
+        public var maxSubscriptionsPerUID: Int
 
         public init(
             serverVersion: String,
@@ -58,7 +61,8 @@ public actor MentoryEngine {
             maxReplyBytes: Int = ReplyBudget.defaultBodyBytes,
             pluginCallTimeout: Duration = .seconds(5),
             pluginRegistrations: PluginRegistrationFiles? = nil,
-            instance: Mentory_V1_DaemonInstance = .init()
+            instance: Mentory_V1_DaemonInstance = .init(),
+            maxSubscriptionsPerUID: Int = 1024
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
@@ -69,6 +73,7 @@ public actor MentoryEngine {
             self.pluginCallTimeout = pluginCallTimeout
             self.pluginRegistrations = pluginRegistrations
             self.instance = instance
+            self.maxSubscriptionsPerUID = maxSubscriptionsPerUID
         }
     }
 
@@ -126,6 +131,9 @@ public actor MentoryEngine {
     var subscriptions = Subscriptions()
     /// Connections that asked for `session.monitor`.
     var monitors: [ConnectionID: Monitor] = [:]
+    /// Run on the engine's executor before each metrics snapshot, to set gauges others keep the values of
+    /// (the server's per-uid budgets).
+    var metricsRefreshers: [@Sendable (isolated MentoryEngine) -> Void] = []
     private var isShuttingDown = false
     private(set) var accessPolicy: AccessPolicy
     /// Counts the policies set, so that routes know when to pick out their rules again.

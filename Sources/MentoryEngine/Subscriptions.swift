@@ -50,6 +50,11 @@ struct Subscriptions {
         self.byConnection[id]?[topic]
     }
 
+    /// How many topics `id` is subscribed to.
+    func count(of id: ConnectionID) -> Int {
+        self.byConnection[id]?.count ?? 0
+    }
+
     /// The topics `id` is subscribed to.
     func topics(of id: ConnectionID) -> [String] {
         self.byConnection[id].map { Array($0.keys) } ?? []

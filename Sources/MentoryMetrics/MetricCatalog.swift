@@ -71,6 +71,36 @@ public enum MentoryMetric {
             + "longer read until half had drained."
     )
 
+    // MARK: Per-uid budgets (the server); a series per uid with a connection open or bytes still queued
+
+    public static let uidQueuedBytes = MetricDescription(
+        name: "mentoryd_uid_queued_bytes",
+        help: "Bytes of replies and events queued toward a uid's connections, with those reserved for replies and "
+            + "snapshots being computed, by uid; limits.uidQueuedBytes is the budget."
+    )
+    public static let uidRequestsInFlight = MetricDescription(
+        name: "mentoryd_uid_requests_in_flight",
+        help: "Requests in flight on a uid's connections, by uid; limits.uidRequestsInFlight is the budget."
+    )
+    public static let uidConnections = MetricDescription(
+        name: "mentoryd_uid_connections",
+        help: "Connections a uid has open, by uid; limits.maxConnectionsPerUID is the budget."
+    )
+    public static let uidSubscriptions = MetricDescription(
+        name: "mentoryd_uid_subscriptions",
+        help: "Topic subscriptions held by a uid's connections, by uid; limits.uidSubscriptions is the budget."
+    )
+    public static let uidBudgetLimits = MetricDescription(
+        name: "mentoryd_uid_budget_limit",
+        help: "Each uid's budget, by budget: queued_bytes, requests_in_flight, connections, subscriptions; "
+            + "the ceiling for every uid together is budget=\"total_queued_bytes\"."
+    )
+    public static let uidBudgetWaits = MetricDescription(
+        name: "mentoryd_uid_budget_waits_total",
+        help: "Times a connection stopped being read, or had an event refused, because its uid was over "
+            + "limits.uidQueuedBytes or limits.uidRequestsInFlight, or all uids over limits.totalQueuedBytes."
+    )
+
     // MARK: Subscriptions (the engine)
 
     public static let subscribers = MetricDescription(
@@ -117,6 +147,8 @@ public enum MentoryMetric {
     /// Every metric above.
     public static let all: [MetricDescription] = [
         requests, requestDuration, connections, connectionsTotal, connectionsRefused, outboundBackpressure,
+        uidQueuedBytes, uidRequestsInFlight, uidConnections, uidSubscriptions, uidBudgetLimits,
+        uidBudgetWaits,
         subscribers, subscriberResets, eventsPublished, storageCommits, storageCommitBatchEntries, storageFsync,
         storageCommitFailures, seriesRefused,
     ]

@@ -17,6 +17,11 @@ import NIOCore
 ///   pass ``ServerConfiguration/subscriberQueueBytes``.
 /// - Frames already read wait here, in order and still in the bytes read, while more than
 ///   ``ServerConfiguration/maxRequestsInFlight`` requests are in flight or the outbound bound holds.
+/// - Per person: the connection's uid has one ``UIDAccount`` for all its connections. A request that suspends
+///   reserves its reply's size there (and against this connection's ``ServerConfiguration/maxOutboundBytes``)
+///   before it is dispatched; written bytes count there until the kernel takes them. While the uid (or every
+///   uid together) is over its budget, no frame is handled and the socket is not read; events are refused
+///   (a reset follows). The account wakes the connection once there is room (see ``UIDBudgets``).
 ///
 /// The handler splits the byte stream into frames itself (``LengthPrefixedFrameDecoder/nextFrame(from:)``),
 /// as it handles them: a read costs one pass through the pipeline however many frames it carries.
@@ -49,8 +54,28 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var phase = Phase.awaitingHello
     /// Whether the engine knows this connection (from the handshake until it is detached).
     private var attached = false
-    /// Request ids in flight, each with its `namespace.method` for error messages.
-    private var inFlight: [UInt64: String] = [:]
+    /// A request being computed: its `namespace.method` for error messages, and the bytes reserved for it.
+    private struct InFlightRequest {
+        var method: String
+        /// Reserved for the reply, settled to its real size once it is encoded.
+        var replyBytes: Int
+        /// Reserved for the snapshots a `session.subscribe` queues (part of ``eventReservation``).
+        var snapshotBytes: Int
+    }
+
+    /// Request ids in flight.
+    private var inFlight: [UInt64: InFlightRequest] = [:]
+    /// The per-uid budgets, shared by every connection of the server.
+    private let budgets: UIDBudgets
+    /// This connection's uid's share of ``budgets``.
+    private let account: UIDAccount
+    private var accountClosed = false
+    /// Bytes reserved in ``account`` for the replies of the requests in flight.
+    private var reservedReplyBytes = 0
+    /// Bytes reserved in ``account`` for snapshots and resets being taken; the events they become use it up.
+    private var eventReservation = 0
+    /// Whether ``account`` will wake this connection when its uid has room again.
+    private var waitingForBudget = false
     /// The bytes read whose frames are not handled yet: a frame cut short, or whole frames waiting for room.
     private var inbound = ConnectionHandler.noBytes
     private let frameDecoder: LengthPrefixedFrameDecoder
@@ -82,9 +107,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
         credentials: PeerCredentials?,
         logger: Logger,
         metrics: ServerMetrics? = nil,
-        flusher: TickFlusher? = nil
+        flusher: TickFlusher? = nil,
+        budgets: UIDBudgets? = nil
     ) {
         self.flusher = flusher
+        let budgets = budgets ?? UIDBudgets(configuration)
+        self.budgets = budgets
+        self.account = budgets.open(uid: credentials?.uid)
         self.frameDecoder = LengthPrefixedFrameDecoder(maxFrameLength: configuration.maxFrameLength)
         self.engine = engine
         self.id = id
@@ -107,6 +136,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.handshakeTimeout?.cancel()
         self.context = nil
+        // Written but never flushed: no write promise will count these out.
+        if self.unflushedBytes > 0 {
+            self.outboundBytes -= self.unflushedBytes
+            self.account.release(self.unflushedBytes)
+            self.unflushedBytes = 0
+        }
+        if !self.accountClosed {
+            self.accountClosed = true
+            self.account.connectionClosed(self)
+        }
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -180,6 +219,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             context.read()
         } else {
             self.readHeldBack = true
+            self.waitForBudgetIfNeeded()
         }
     }
 
@@ -189,6 +229,51 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var canHandleFrames: Bool {
         self.phase != .closing && !self.outboundPaused
             && self.inFlight.count < self.configuration.maxRequestsInFlight
+    }
+
+    /// Whether another request may be dispatched now: outbound bytes with the replies reserved are under this
+    /// connection's bound, and its uid is within its budget. A `PluginReply` or `Hello` is handled regardless:
+    /// it costs no reply, and a plugin's answers complete calls that hold memory.
+    private var canDispatchRequests: Bool {
+        self.outboundBytes + self.reservedReplyBytes < self.configuration.maxOutboundBytes && self.account.hasRoom
+    }
+
+    /// Whether `frame` is certainly a `PluginReply` or a `Hello`: its first field is `Envelope.plugin_reply`
+    /// (field 8) or `Envelope.hello` (field 1). Anything else waits for ``canDispatchRequests``.
+    private static func costsNoReply(_ frame: ByteBuffer) -> Bool {
+        let tag = frame.getInteger(at: frame.readerIndex, as: UInt8.self)
+        return tag == 0x42 || tag == 0x0A
+    }
+
+    /// Asks the account to wake this connection once its uid has room, when that is what holds it back.
+    private func waitForBudgetIfNeeded() {
+        if !self.account.hasRoom { self.waitForRoom() }
+    }
+
+    /// Asks the account to wake this connection once its uid has room again (once until woken).
+    private func waitForRoom() {
+        guard !self.waitingForBudget, self.phase != .closing else { return }
+        self.waitingForBudget = true
+        self.metrics.budgetWaits.increment()
+        self.logger.debug(
+            "uid over its budget; this connection waits for room",
+            metadata: [
+                "uidQueuedBytes": "\(self.account.queuedBytes)",
+                "uidRequestsInFlight": "\(self.account.requestsInFlight)",
+            ]
+        )
+        self.account.wait(self)
+    }
+
+    /// The account has room again: handles what waited, next tick (not inside the release that freed it).
+    func budgetFreed() {
+        self.waitingForBudget = false
+        guard let context = self.context else { return }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            handler.value.resume()
+            handler.value.checkEventsDrained()
+        }
     }
 
     /// Handles the whole frames read, in order, while there is room.
@@ -205,14 +290,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func handlePendingFrames(_ engine: isolated MentoryEngine) {
         while self.canHandleFrames {
+            // Taken from a view of the bytes first: a request over the budget stays where it is, unread.
+            var rest = self.inbound
             let frame: ByteBuffer?
             do {
-                frame = try self.frameDecoder.nextFrame(from: &self.inbound)
+                frame = try self.frameDecoder.nextFrame(from: &rest)
             } catch {
                 self.failConnection(error)
                 return
             }
             guard let frame else { return }
+            guard self.canDispatchRequests || Self.costsNoReply(frame) else {
+                self.waitForBudgetIfNeeded()
+                return
+            }
+            self.inbound = rest
             self.handle(frame, engine)
         }
     }
@@ -351,7 +443,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
             return
         }
-        self.inFlight[request.id] = "\(request.namespace).\(request.method)"
+        let method = "\(request.namespace).\(request.method)"
+        // Reserved before it is computed, so that the bound holds with the replies in flight.
+        let replyBytes = self.budgets.reservation(for: method)
+        let snapshotBytes = method == Self.subscribeMethod ? self.budgets.snapshotReservation : 0
+        self.inFlight[request.id] = InFlightRequest(
+            method: method, replyBytes: replyBytes, snapshotBytes: snapshotBytes)
+        self.reservedReplyBytes += replyBytes
+        self.eventReservation += snapshotBytes
+        self.account.charge(replyBytes + snapshotBytes)
+        self.account.requestStarted()
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.onEngine { engine in
             let response = await engine.dispatch(request, from: id, received: received)
@@ -368,11 +469,25 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.onEngine { engine in engine.pluginReply(reply, from: id) }
     }
 
+    /// The request whose snapshots get a reservation: `session.subscribe`.
+    private static let subscribeMethod = "session.subscribe"
+
     private func finish(_ response: consuming OutboundResponse) {
-        let method = self.inFlight.removeValue(forKey: response.id) ?? "?"
-        if self.phase != .closing {
-            self.send(response: &response, method: method)
+        guard let request = self.inFlight.removeValue(forKey: response.id) else {
+            if self.phase != .closing { self.send(response: &response) }
+            self.resume()
+            return
         }
+        if self.phase != .closing {
+            let bytes = self.send(response: &response, method: request.method)
+            self.budgets.learn(request.method, replyBytes: bytes)
+        }
+        // Settled after the reply was counted, so the account does not dip below what it holds.
+        self.reservedReplyBytes -= request.replyBytes
+        let snapshotLeft = min(self.eventReservation, request.snapshotBytes)
+        self.eventReservation -= snapshotLeft
+        self.account.release(request.replyBytes + snapshotLeft)
+        self.account.requestFinished()
         self.resume()
     }
 
@@ -400,8 +515,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.eventsRefused = true
             return false
         }
+        // A snapshot or reset being taken had its room reserved; a live event needs room in the uid's budget.
+        guard self.account.hasRoom(for: frame.readableBytes, ownReserved: self.eventReservation) else {
+            self.eventsRefused = true
+            self.waitForRoom()
+            return false
+        }
         // The same frame (one storage) goes to every subscriber.
         self.write(frame)
+        if self.eventReservation > 0 {
+            let used = min(self.eventReservation, frame.readableBytes)
+            self.eventReservation -= used
+            self.account.release(used)
+        }
         return true
     }
 
@@ -441,11 +567,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Sends `response`, taking its reply body out of it to frame in place.
-    private func send(response: inout OutboundResponse, method: @autoclosure () -> String = "?") {
+    /// Sends `response`, taking its reply body out of it to frame in place; returns the bytes of its frame.
+    @discardableResult
+    private func send(response: inout OutboundResponse, method: @autoclosure () -> String = "?") -> Int {
         switch ServerFrameEncoder.encode(&response, maxFrameLength: self.configuration.maxFrameLength) {
         case .success(let frame):
             self.write(frame)
+            return frame.readableBytes
         case .failure(let oversized):
             let method = method()
             let message =
@@ -460,6 +588,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             var replacement = Mentory_V1_Envelope()
             replacement.response = .failure(id: response.id, error: MentoryError.internal(message).wireError)
             self.write(ServerFrameEncoder.encodeBounded(replacement, maxFrameLength: self.configuration.maxFrameLength))
+            // What the handler tried to send is what the next one may try: reserve a whole frame for it.
+            return oversized.length
         }
     }
 
@@ -491,6 +621,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let bytes = frame.readableBytes
         self.outboundBytes += bytes
         self.unflushedBytes += bytes
+        self.account.charge(bytes)
         if promise == nil, bytes <= Self.maxCoalescedFrameBytes {
             self.coalesce(frame)
         } else {
@@ -558,13 +689,36 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.logger.debug("outbound drained; reading again")
             self.resume()
         }
-        if self.eventsRefused, self.phase == .open,
+        self.checkEventsDrained()
+    }
+
+    /// Tells the engine there is room for the events it refused, once the connection's queue is back to half
+    /// and its uid has room for a snapshot, which is reserved while the resets are taken.
+    private func checkEventsDrained() {
+        guard self.eventsRefused, self.phase == .open, let context = self.context,
             self.outboundBytes <= self.configuration.subscriberQueueBytes / 2
-        {
-            self.eventsRefused = false
-            let id = self.id
-            self.onEngine { engine in await engine.sinkDrained(id) }
+        else { return }
+        let reserved = self.budgets.snapshotReservation
+        guard self.account.hasRoom(for: reserved) else {
+            self.waitForRoom()
+            return
         }
+        self.eventsRefused = false
+        self.eventReservation += reserved
+        self.account.charge(reserved)
+        let id = self.id
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.onEngine { engine in
+            await engine.sinkDrained(id)
+            handler.value.resetsTaken(reserved)
+        }
+    }
+
+    /// Gives back what is left of the reservation ``checkEventsDrained()`` made for the resets.
+    private func resetsTaken(_ reserved: Int) {
+        let left = min(self.eventReservation, reserved)
+        self.eventReservation -= left
+        self.account.release(left)
     }
 
     /// Flushes once at the end of this event-loop tick, after the engine work queued before it: with
@@ -602,6 +756,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.assumeIsolated().whenComplete { _ in
             self.outboundBytes -= bytes
+            self.account.release(bytes)
             self.checkDrained(soon: false)
         }
         // Written and flushed in one pass through the pipeline.

@@ -23,6 +23,8 @@ public final class MentoryServer: Service {
     private let tracker: NIOLoopBoundBox<ConnectionTracker>
     /// The end-of-tick flush every connection of the loop shares.
     private let flusher: NIOLoopBoundBox<TickFlusher>
+    /// The per-uid budgets every connection of the loop counts in.
+    private let budgets: NIOLoopBoundBox<UIDBudgets>
     private let metrics: ServerMetrics
 
     /// Creates a server whose connections all run on `eventLoop`, which must be the engine's executor.
@@ -49,9 +51,27 @@ public final class MentoryServer: Service {
         )
         self.flusher = NIOLoopBoundBox.makeBoxSendingValue(
             TickFlusher(eventLoop: eventLoop), as: TickFlusher.self, eventLoop: eventLoop)
+        let budgets = UIDBudgets(configuration)
+        // Replies of up to a frame each are built and freed on several threads (the store's readers): once a
+        // burst has drained, glibc keeps the freed pages in its arenas unless asked to give them back.
+        let trimLogger = logger
+        budgets.onDrainedAfterBurst = {
+            if let released = Self.mallocTrim() {
+                trimLogger.debug("queued bytes drained; gave free memory back", metadata: ["released": "\(released)"])
+            }
+        }
+        self.budgets = NIOLoopBoundBox.makeBoxSendingValue(budgets, as: UIDBudgets.self, eventLoop: eventLoop)
     }
 
     public func run() async throws {
+        let budgets = self.budgets
+        let tracker = self.tracker
+        await self.engine.addMetricsRefresher { engine in
+            budgets.value.report(
+                to: engine.metricsFactory, subscriptions: engine.subscriptionsPerUID,
+                maxConnections: tracker.value.maxConnectionsPerUID,
+                maxSubscriptions: engine.configuration.maxSubscriptionsPerUID)
+        }
         let channel = try await self.listen()
         self.logger.info(
             "listening",
@@ -111,6 +131,7 @@ public final class MentoryServer: Service {
         let tracker = self.tracker
         let metrics = self.metrics
         let flusher = self.flusher
+        let budgets = self.budgets
         return ServerBootstrap(group: self.eventLoop)
             .serverChannelOption(.backlog, value: 512)
             .childChannelOption(.autoRead, value: true)
@@ -159,12 +180,24 @@ public final class MentoryServer: Service {
                         credentials: credentials,
                         logger: logger,
                         metrics: metrics,
-                        flusher: flusher.value
+                        flusher: flusher.value,
+                        budgets: budgets.value
                     )
                     // The handler splits frames itself: one handler, one pipeline pass per read.
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
+    }
+
+    /// Calls glibc's `malloc_trim(0)`, which returns the free pages of every arena to the system; `nil` where there
+    /// is none. Looked up at run time: the Glibc module does not import `<malloc.h>`.
+    private static func mallocTrim() -> Int32? {
+        #if canImport(Glibc)
+            guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
+            return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)(0)
+        #else
+            return nil
+        #endif
     }
 
     /// Raises the soft limit on open files to the hard limit, so the connection limits, not the

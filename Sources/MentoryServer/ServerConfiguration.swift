@@ -32,6 +32,14 @@ public struct ServerConfiguration: Sendable {
     /// Seconds a connection has on shutdown (or after a closing connection error) to take what is
     /// queued for it before it is closed regardless.
     public var shutdownDrainSeconds: Int
+    /// Bytes of replies and events queued toward one uid's connections together, with the bytes reserved for
+    /// replies and snapshots being computed, before none of that uid's connections is read until half has
+    /// drained; events toward it are refused meanwhile (a reset follows). At least six frames.
+    public var uidQueuedBytes: Int
+    /// Requests one uid's connections may have in flight together before none of them is read.
+    public var uidRequestsInFlight: Int
+    /// ``uidQueuedBytes`` for every uid together: past it no connection is read until half has drained.
+    public var totalQueuedBytes: Int
 
     public init(
         listener: Listener,
@@ -43,7 +51,10 @@ public struct ServerConfiguration: Sendable {
         maxConnectionsPerUID: Int = 256,
         handshakeTimeoutSeconds: Int = 10,
         maxOutboundBytes: Int = 4 << 20,
-        shutdownDrainSeconds: Int = 5
+        shutdownDrainSeconds: Int = 5,
+        uidQueuedBytes: Int = 16 << 20,
+        uidRequestsInFlight: Int = 256,
+        totalQueuedBytes: Int = 64 << 20
     ) {
         self.listener = listener
         self.socketMode = socketMode
@@ -55,6 +66,9 @@ public struct ServerConfiguration: Sendable {
         self.handshakeTimeoutSeconds = handshakeTimeoutSeconds
         self.maxOutboundBytes = maxOutboundBytes
         self.shutdownDrainSeconds = shutdownDrainSeconds
+        self.uidQueuedBytes = uidQueuedBytes
+        self.uidRequestsInFlight = uidRequestsInFlight
+        self.totalQueuedBytes = totalQueuedBytes
     }
 
     /// The socket path clients use, when known.

@@ -11,6 +11,8 @@ struct ServerMetrics: Sendable {
     let refusedCredentials: Counter
     /// Times a connection reached `limits.maxOutboundBytes` (`mentoryd_outbound_backpressure_total`).
     let outboundBackpressure: Counter
+    /// Times a connection waited for its uid's budget (`mentoryd_uid_budget_waits_total`).
+    let budgetWaits: Counter
 
     init(factory: any MetricsFactory) {
         func refused(_ reason: String) -> Counter {
@@ -21,5 +23,6 @@ struct ServerMetrics: Sendable {
         self.refusedMaxConnectionsPerUID = refused("max_connections_per_uid")
         self.refusedCredentials = refused("credentials")
         self.outboundBackpressure = Counter(label: MentoryMetric.outboundBackpressure.name, factory: factory)
+        self.budgetWaits = Counter(label: MentoryMetric.uidBudgetWaits.name, factory: factory)
     }
 }

@@ -92,7 +92,52 @@ struct Status: ParsableCommand {
                             + " \(plugin.callsInFlight) calls in flight")
                 }
             }
+            if let metrics = try? client.metrics() { UIDBudgetBlock(metrics).print() }
         }
+    }
+}
+
+/// The per-uid budget block of `mentoryctl status`, read from the daemon's `mentoryd_uid_*` gauges: each uid with
+/// a connection open, what its connections hold together against the budget.
+struct UIDBudgetBlock {
+    private var limits: [String: Double] = [:]
+    private var usage: [String: [String: Double]] = [:]
+
+    init(_ metrics: Mentory_V1_MetricsReply) {
+        for family in metrics.families {
+            for sample in family.samples {
+                let labels = Dictionary(sample.labels.map { ($0.name, $0.value) }) { first, _ in first }
+                if family.name == "mentoryd_uid_budget_limit", let budget = labels["budget"] {
+                    self.limits[budget] = sample.value
+                } else if family.name.hasPrefix("mentoryd_uid_"), let uid = labels["uid"] {
+                    self.usage[uid, default: [:]][String(family.name.dropFirst("mentoryd_uid_".count))] = sample.value
+                }
+            }
+        }
+    }
+
+    func print() {
+        guard !self.usage.isEmpty else { return }
+        Swift.print(
+            "budgets per uid (used/limit; all uids: \(Self.bytes(self.limits["total_queued_bytes"])) queued at most):")
+        for uid in self.usage.keys.sorted(by: { (UInt32($0) ?? 0) < (UInt32($1) ?? 0) }) {
+            let used = self.usage[uid]!
+            func pair(_ key: String, _ limit: String) -> String {
+                "\(Int(used[key] ?? 0))/\(self.limits[limit].map { "\(Int($0))" } ?? "?")"
+            }
+            Swift.print(
+                "  uid \(uid): connections \(pair("connections", "connections")),"
+                    + " requests in flight \(pair("requests_in_flight", "requests_in_flight")),"
+                    + " queued \(Self.bytes(used["queued_bytes"]))/\(Self.bytes(self.limits["queued_bytes"])),"
+                    + " subscriptions \(pair("subscriptions", "subscriptions"))")
+        }
+    }
+
+    private static func bytes(_ value: Double?) -> String {
+        guard let value else { return "?" }
+        if value >= 1_048_576 { return String(format: "%.1f MiB", value / Double(1 << 20)) }
+        if value >= 1024 { return String(format: "%.1f KiB", value / Double(1 << 10)) }
+        return "\(Int(value)) B"
     }
 }
 
