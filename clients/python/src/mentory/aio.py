@@ -366,7 +366,7 @@ class AsyncClient:
 
     async def call(
         self,
-        name: str,
+        namespace: str,
         method: Union[str, RequestLike] = None,
         request: RequestLike = None,
         *,
@@ -375,7 +375,8 @@ class AsyncClient:
         timeout: Optional[float] = None,
     ) -> Any:
         """Calls any method of any namespace, plugins' included: ``call("habits.track", {"name": "walk"})``
-        or ``call("habits", "track", ...)``.
+        or ``call("habits", "track", ...)`` (``namespace`` is the namespace, or ``"namespace.method"``
+        when ``method`` is left out).
 
         ``request`` is a message, a dict (JSON or proto field names, parsed into the method's request
         type), raw bytes, or ``None`` for an empty body. The reply comes back decoded with the method's
@@ -388,7 +389,7 @@ class AsyncClient:
         names it); with the plugin's ``*_pb2`` module imported, it is that module's class. A method
         the daemon does not describe takes bytes or a message and answers raw bytes.
         ``request_type`` overrides the request type (for a dict)."""
-        namespace, method_name, request = split_target(name, method, request)
+        namespace, method_name, request = split_target(namespace, method, request)
         need_request = request_type is None and isinstance(request, Mapping)
         types = await self._method_types(namespace, method_name, need_request, reply_type is None)
         body = encode_request(namespace, method_name, request, request_type or (types[0] if types else None))

@@ -241,7 +241,7 @@ class Client:
 
     def call(
         self,
-        name: str,
+        namespace: str,
         method: Union[str, RequestLike] = None,
         request: RequestLike = None,
         *,
@@ -252,7 +252,7 @@ class Client:
         """Calls any method of any namespace, plugins' included: ``call("habits.track", {"name": "walk"})``
         returns the reply decoded, with no generated code needed; see :meth:`mentory.aio.AsyncClient.call`."""
         return self._runner.run(
-            self._async.call(name, method, request, request_type=request_type, reply_type=reply_type, timeout=timeout)
+            self._async.call(namespace, method, request, request_type=request_type, reply_type=reply_type, timeout=timeout)
         )
 
     def describe(self) -> pb.DescribeReply:
