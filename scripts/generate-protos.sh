@@ -4,15 +4,16 @@
 # methods and topics are declared:
 #   Sources/MentoryWire/Generated/mentory.pb.swift       messages (protoc-gen-swift)
 #   Sources/MentoryWire/Generated/mentory.schema.swift   MentorySchema: typed namespaces (protoc-gen-mentory)
-#   clients/python/src/mentory/_proto/mentory_pb2.py(i)  the Python client's messages (protoc's own)
+#   clients/python/src/mentory/_proto/mentory_pb2.py(i)  the Python client's messages (protoc's own), and a
+#                                                         copy of mentory.proto shipped in the package (for protoc -I)
 #   docs/PROTOCOL.md, between the `BEGIN/END GENERATED: namespaces` markers: the method and topic tables,
 #                    and between each `BEGIN GENERATED: messages A B` and `END GENERATED: messages`: the
 #                    listings of messages (or enums) A and B
 #   Tests/MentorySchemaGeneratorTests/Generated/          greeter.proto, a third-party namespace
 #   Examples/gratitude/Sources/GratitudeHandler/Generated/ the example handler package (docs/HANDLERS.md)
 #   Sources/MentoryAdvisor/Generated/                     the reference plugin mentory-advisor (docs/PLUGINS.md)
-#   clients/python/examples/kudos/kudos_pb2.py(i)         the Python example plugin (protoc's own; its
-#                                                         `import mentory_pb2` pointed at the mentory package)
+#   clients/python/examples/kudos/kudos_pb2.py(i)         the Python example plugin (protoc's own, as is: its
+#                                                         `import mentory_pb2` is the package's top-level alias)
 #
 # Usage: scripts/generate-protos.sh [--check]
 #   --check   regenerate into a temporary folder and fail, listing the differences, if anything
@@ -92,6 +93,7 @@ protoc \
   --pyi_out="$python_out" \
   --proto_path="$proto_dir" \
   "$proto_dir/mentory.proto"
+cp "$proto_dir/mentory.proto" "$python_out/mentory.proto"
 
 # The method and topic tables of docs/PROTOCOL.md.
 protoc \
@@ -182,17 +184,15 @@ protoc \
   --proto_path="$advisor_dir/Proto" \
   "$advisor_dir/Proto/advisor.proto"
 
-# The Python example plugin: kudos.proto imports mentory.proto, whose Python module is
-# mentory._proto.mentory_pb2 in the installed package, not a top-level mentory_pb2.
+# The Python example plugin, generated as a plugin's author would (docs/PLUGINS.md): kudos.proto
+# imports mentory.proto, which the package ships, and protoc's `import mentory_pb2` finds the
+# package's top-level mentory_pb2 module.
 protoc \
-  --python_out="$work" \
-  --pyi_out="$work" \
+  --python_out="$kudos_out" \
+  --pyi_out="$kudos_out" \
   --proto_path="$proto_dir" \
   --proto_path="$kudos_dir" \
   "$kudos_dir/kudos.proto"
-for file in kudos_pb2.py kudos_pb2.pyi; do
-  sed -e 's/^import mentory_pb2 as /from mentory._proto import mentory_pb2 as /' "$work/$file" >"$kudos_out/$file"
-done
 
 if [ $check -eq 1 ]; then
   status=0

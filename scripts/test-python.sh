@@ -7,7 +7,9 @@
 # Environment: PYTHON (default python3, at least 3.9) creates the virtual environment.
 #
 # The virtual environment and every test file live in a temporary folder removed at the end;
-# pip needs PyPI for protobuf and pytest. A run that collects no test fails.
+# pip needs PyPI for protobuf and pytest. A run that collects no test fails. protoc must be on
+# PATH (scripts/install-deps.sh): tests/test_plugins_doc.py runs docs/PLUGINS.md's Python plugin
+# walk-through as written (protoc, the plugin, and a caller without generated code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

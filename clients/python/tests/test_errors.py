@@ -4,6 +4,7 @@ import asyncio
 import socket
 import threading
 from pathlib import Path
+from typing import List, Tuple
 
 import pytest
 
@@ -201,12 +202,19 @@ def test_unknown_namespace_replies_are_raw_bytes_or_the_given_type(tmp_path: Pat
     comes back as bytes, or decoded with reply_type."""
     reply = pb.PeerState(peer="weather-station", is_reachable=True).SerializeToString()
 
+    requests: List[Tuple[str, str]] = []
+
     def respond(connection: socket.socket, hello: pb.Envelope) -> None:
         send_envelope(connection, welcome())
-        for _ in range(2):
+        while True:
             request = read_envelope(connection)
-            assert request is not None
-            assert (request.request.namespace, request.request.method) == ("weather", "now")
+            if request is None:
+                return
+            requests.append((request.request.namespace, request.request.method))
+            if request.request.method == "describe":  # an older daemon: no such method
+                error = pb.Error(code=mentory.ErrorCode.UNKNOWN_METHOD, message="no method describe")
+                send_envelope(connection, pb.Envelope(response=pb.Response(id=request.request.id, error=error)))
+                continue
             assert request.request.body == b"\x08\x01"
             send_envelope(connection, pb.Envelope(response=pb.Response(id=request.request.id, body=reply)))
 
@@ -214,7 +222,10 @@ def test_unknown_namespace_replies_are_raw_bytes_or_the_given_type(tmp_path: Pat
     try:
         with mentory.connect(server.path) as client:
             assert client.call("weather", "now", b"\x08\x01") == reply
+            assert client.call("weather.now", b"\x08\x01", reply_type=bytes) == reply
             decoded = client.call("weather", "now", {"code": 1}, request_type=pb.Error, reply_type=pb.PeerState)
             assert decoded == pb.PeerState(peer="weather-station", is_reachable=True)
     finally:
         server.close()
+    # The client asked session.describe for the unknown method's types once; reply_type needs none.
+    assert requests == [("session", "describe"), ("weather", "now"), ("weather", "now"), ("weather", "now")]

@@ -11,7 +11,7 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
-from mentory._proto import mentory_pb2 as mentory__pb2
+import mentory_pb2 as mentory__pb2
 
 
 DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0bkudos.proto\x12\x08kudos.v1\x1a\rmentory.proto\"F\n\x05Kudos\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12\n\n\x02to\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x13\n\x0b\x66rom_client\x18\x04 \x01(\t\",\n\x10KudosGiveRequest\x12\n\n\x02to\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"+\n\tKudosList\x12\x1e\n\x05kudos\x18\x01 \x03(\x0b\x32\x0f.kudos.v1.Kudos2\xb1\x01\n\x0cKudosService\x12\x33\n\x04give\x12\x1a.kudos.v1.KudosGiveRequest\x1a\x0f.kudos.v1.Kudos\x12.\n\x04list\x12\x11.mentory.v1.Empty\x1a\x13.kudos.v1.KudosList\x1a<\xca\xf3\x18\x05kudos\xd0\xf3\x18\x01\xda\xf3\x18+\n\x05kudos\x12\x0ekudos.v1.Kudos\x1a\x12kudos.v1.KudosListb\x06proto3')

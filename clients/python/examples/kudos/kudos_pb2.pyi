@@ -1,4 +1,4 @@
-from mentory._proto import mentory_pb2 as _mentory_pb2
+import mentory_pb2 as _mentory_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

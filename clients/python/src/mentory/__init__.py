@@ -15,7 +15,11 @@ asyncio: :func:`mentory.aio.connect` with the same methods, awaited.
 Serving a namespace of your own from this process (an out-of-process plugin): :mod:`mentory.plugin`.
 
 The generated protobuf messages are available as :mod:`mentory.pb` (``mentory.pb.DiaryEntry``, …).
+``mentory.proto`` itself ships in the package, in :data:`PROTO_PATH` (``python3 -m mentory --proto-path``),
+for plugins' schemas to import.
 """
+
+import os as _os
 
 from . import aio, discovery, plugin
 from ._connection import DEFAULT_MAX_INCOMING_FRAME, PROTOCOL_VERSION
@@ -27,6 +31,9 @@ from .errors import ConnectionClosed, MentoryError, ProtocolError, SocketTrustEr
 from .events import Backoff, Event, Position
 
 __version__ = "0.1.0"
+
+#: The folder holding ``mentory.proto`` (the package's copy of the daemon's schema), for ``protoc -I``.
+PROTO_PATH = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_proto")
 
 __all__ = [
     "aio",
@@ -52,4 +59,5 @@ __all__ = [
     "SocketTrustError",
     "PROTOCOL_VERSION",
     "DEFAULT_MAX_INCOMING_FRAME",
+    "PROTO_PATH",
 ]

@@ -1,13 +1,12 @@
 """Turning what a caller passes to ``call`` into request bytes, and reply bytes into messages."""
 
-from typing import Any, Mapping, Optional, Type, Union
+from typing import Any, Mapping, Optional, Tuple, Type, Union
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from ._enums import EventKind
 from ._proto import mentory_pb2 as pb
-from ._schema import event_body_type, method_types
 from .errors import ProtocolError
 from .events import Event
 
@@ -15,13 +14,9 @@ from .events import Event
 RequestLike = Union[Message, Mapping[str, Any], bytes, None]
 
 
-def encode_request(
-    namespace: str, method: str, request: RequestLike, request_type: Optional[Type[Message]] = None
-) -> bytes:
-    """The request body for ``namespace.method``. Raises ``TypeError`` for a message of the wrong type
-    and for a dict when the request type is unknown (pass ``request_type``)."""
-    types = method_types(namespace, method)
-    expected = request_type or (types[0] if types else None)
+def encode_request(namespace: str, method: str, request: RequestLike, expected: Optional[Type[Message]]) -> bytes:
+    """The request body for ``namespace.method``, whose request type is ``expected`` (``None``: unknown).
+    Raises ``TypeError`` for a message of the wrong type and for a dict when the request type is unknown."""
     if request is None:
         return b""
     if isinstance(request, (bytes, bytearray, memoryview)):
@@ -34,7 +29,10 @@ def encode_request(
         return request.SerializeToString()
     if isinstance(request, Mapping):
         if expected is None:
-            raise TypeError(f"{namespace}.{method} is not in mentory's method table: pass request_type= for a dict")
+            raise TypeError(
+                f"{namespace}.{method} is neither in mentory's method table nor in the daemon's session.describe: "
+                "pass request_type= for a dict"
+            )
         try:
             return json_format.ParseDict(dict(request), expected()).SerializeToString()
         except json_format.ParseError as error:
@@ -42,13 +40,9 @@ def encode_request(
     raise TypeError(f"cannot send a {type(request).__name__} as a request body")
 
 
-def decode_reply(
-    namespace: str, method: str, body: bytes, reply_type: Optional[Type[Message]] = None
-) -> Union[Message, bytes]:
-    """The reply as its registered (or the given) message type; raw bytes for an unknown method."""
-    types = method_types(namespace, method)
-    message_type = reply_type or (types[1] if types else None)
-    if message_type is None:
+def decode_reply(namespace: str, method: str, body: bytes, message_type: Optional[type]) -> Union[Message, bytes]:
+    """The reply decoded as ``message_type``; the raw bytes when that is ``None`` (unknown) or ``bytes``."""
+    if message_type is None or message_type is bytes:
         return body
     return parse(message_type, body, f"the reply of {namespace}.{method}")
 
@@ -62,9 +56,10 @@ def parse(message_type: Type[Message], body: bytes, what: str) -> Message:
     return message
 
 
-def decode_event(event: pb.Event) -> Event:
-    """An :class:`Event` with its body decoded by the topic's message type (raw bytes for unknown topics)."""
-    body_type = event_body_type(event.topic, event.kind)
+def decode_event(event: pb.Event, types: Optional[Tuple[Type[Message], Type[Message]]]) -> Event:
+    """An :class:`Event` with its body decoded by the topic's (change, snapshot) ``types``; raw bytes
+    when they are ``None`` (a topic neither mentory.proto nor the daemon's session.describe knows)."""
+    body_type = None if types is None else types[0] if event.kind == pb.EVENT_KIND_CHANGE else types[1]
     body: Union[Message, bytes] = event.body
     if body_type is not None:
         body = parse(body_type, event.body, f"the body of a {event.topic} event")

@@ -12,18 +12,14 @@ from typing import Dict, Optional, Tuple, Type
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
+from ._described import message_class
 from ._proto import mentory_pb2 as pb
 
 
 def _message_class(descriptor: Descriptor) -> Type[Message]:
-    """The generated class of a message descriptor."""
-    try:
-        from google.protobuf.message_factory import GetMessageClass
-    except ImportError:  # protobuf before 4.22
-        from google.protobuf import symbol_database
-
-        return symbol_database.Default().GetSymbol(descriptor.full_name)  # type: ignore[no-any-return]
-    return GetMessageClass(descriptor)  # type: ignore[no-any-return]
+    """The class of a message descriptor: the generated one for the default pool's, else a class
+    built for it (a plugin's schema may live in a pool of its own)."""
+    return message_class(descriptor)
 
 
 def _load() -> Tuple[

@@ -29,8 +29,10 @@ from typing import (
     Generator,
     Iterable,
     List,
+    Mapping,
     Optional,
     Sequence,
+    Tuple,
     Type,
     Union,
     cast,
@@ -40,11 +42,13 @@ from google.protobuf.message import Message
 from google.protobuf.wrappers_pb2 import UInt32Value
 
 from . import _requests as build
-from ._codec import RequestLike, decode_event, decode_reply, encode_request
+from ._codec import RequestLike, decode_event, decode_reply, encode_request, parse
 from ._connection import DEFAULT_MAX_INCOMING_FRAME, Connection
+from ._described import DescribedSchema, Types
 from ._enums import ErrorCode
 from ._proto import mentory_pb2 as pb
 from ._requests import ActionItemLike, DayLike
+from ._schema import TOPICS, method_types
 from .discovery import resolve_socket_path
 from .errors import ConnectionClosed, MentoryError, ProtocolError, SocketTrustError, Timeout
 from .events import Backoff, Event, Position
@@ -99,6 +103,31 @@ def make_options(
         max_incoming_frame=max_incoming_frame,
         trusted_uids=frozenset(trusted_uids) if trusted_uids is not None else None,
     )
+
+
+async def fetch_schema(connection: Connection, timeout: Optional[float]) -> DescribedSchema:
+    """``session.describe`` on ``connection``, as message classes. A daemon that refuses it (too old,
+    or its access policy) gives an empty schema; a lost connection or a timeout raises."""
+    try:
+        body = await connection.request("session", "describe", b"", timeout)
+    except (ConnectionClosed, Timeout):
+        raise
+    except MentoryError as error:
+        logger.info("session.describe failed (%s): only mentory.proto's namespaces are known", error)
+        return DescribedSchema()
+    return DescribedSchema(cast(pb.DescribeReply, parse(pb.DescribeReply, body, "the reply of session.describe")))
+
+
+def split_target(name: str, method: Any, request: Any) -> Tuple[str, str, Any]:
+    """``call("ns.method", request)`` or ``call("ns", "method", request)`` -> (namespace, method, request)."""
+    if isinstance(method, str):
+        return name, method, request
+    if method is not None and request is not None:
+        raise TypeError("call takes one request: call('namespace.method', request) or call('namespace', 'method', request)")
+    namespace, dot, method_name = name.rpartition(".")
+    if not dot or not namespace or not method_name:
+        raise TypeError(f"name the method as 'namespace.method' (or pass it separately), not {name!r}")
+    return namespace, method_name, method if method is not None else request
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +331,8 @@ class AsyncClient:
         self._connection = connection
         self._options = options
         self._subscriptions: "List[AsyncSubscription]" = []
+        self._schema: Optional[DescribedSchema] = None
+        self._describing: "Optional[asyncio.Future[DescribedSchema]]" = None
         #: Namespace ``mentor``.
         self.mentor = AsyncMentor(self)
         #: Namespace ``diary``.
@@ -336,21 +367,80 @@ class AsyncClient:
     async def call(
         self,
         namespace: str,
-        method: str,
+        method: Union[str, RequestLike] = None,
         request: RequestLike = None,
         *,
         request_type: Optional[Type[Message]] = None,
-        reply_type: Optional[Type[Message]] = None,
+        reply_type: Optional[type] = None,
         timeout: Optional[float] = None,
-    ) -> Union[Message, bytes]:
-        """Calls any method. ``request`` is a message, a dict (decoded with the method's registered type
-        or ``request_type``), raw bytes, or ``None`` for an empty body. Returns the reply decoded with
-        the registered type (or ``reply_type``), or raw bytes for a method not in the table."""
-        body = encode_request(namespace, method, request, request_type)
+    ) -> Any:
+        """Calls any method of any namespace, plugins' included: ``call("habits.track", {"name": "walk"})``
+        or ``call("habits", "track", ...)`` (``namespace`` is the namespace, or ``"namespace.method"``
+        when ``method`` is left out).
+
+        ``request`` is a message, a dict (JSON or proto field names, parsed into the method's request
+        type), raw bytes, or ``None`` for an empty body. The reply comes back decoded with the method's
+        reply type, or ``reply_type`` if given (``bytes``: the raw body).
+
+        The types of mentory.proto's methods are built in; those of any other namespace (a plugin's)
+        come from the daemon's ``session.describe``, fetched once per connection when first needed and
+        again when a call names a method the last answer did not list. Without generated code, the
+        reply is an instance of a class built from the daemon's descriptors (``reply.DESCRIPTOR.full_name``
+        names it); with the plugin's ``*_pb2`` module imported, it is that module's class. A method
+        the daemon does not describe takes bytes or a message and answers raw bytes.
+        ``request_type`` overrides the request type (for a dict)."""
+        namespace, method_name, request = split_target(namespace, method, request)
+        need_request = request_type is None and isinstance(request, Mapping)
+        types = await self._method_types(namespace, method_name, need_request, reply_type is None)
+        body = encode_request(namespace, method_name, request, request_type or (types[0] if types else None))
         reply = await self._connection.request(
-            namespace, method, body, self._options.timeout if timeout is None else timeout
+            namespace, method_name, body, self._options.timeout if timeout is None else timeout
         )
-        return decode_reply(namespace, method, reply, reply_type)
+        return decode_reply(namespace, method_name, reply, reply_type or (types[1] if types else None))
+
+    async def describe(self) -> pb.DescribeReply:
+        """``session.describe``: every namespace the daemon serves, plugins' included, with their
+        methods, topics and message descriptors. Also refreshes the types :meth:`call` uses."""
+        return (await self._refresh_schema()).reply
+
+    async def message_type(self, full_name: str) -> Type[Message]:
+        """The message class of ``full_name`` (e.g. ``"habits.v1.TrackRequest"``), from mentory.proto or
+        the daemon's ``session.describe``, to build a request as a message rather than a dict.
+        Raises ``KeyError`` when the daemon describes no such message."""
+        for attempt in range(2):
+            schema = self._schema if attempt == 0 and self._schema is not None else await self._refresh_schema()
+            try:
+                return schema.message_type(full_name)
+            except KeyError:
+                if attempt == 1:
+                    raise KeyError(f"the daemon's session.describe names no message {full_name!r}") from None
+        raise AssertionError("unreachable")
+
+    async def _method_types(self, namespace: str, method: str, need_request: bool, need_reply: bool) -> Optional[Types]:
+        types = method_types(namespace, method)
+        if types is not None or not (need_request or need_reply):
+            return types
+        schema = self._schema
+        if schema is None or (namespace, method) not in schema.methods:
+            schema = await self._refresh_schema()  # once per connection, and when a method is new
+        types = schema.methods.get((namespace, method))
+        if types is None and need_request and schema.namespaces.get(namespace) == 0:
+            raise MentoryError(
+                ErrorCode.UNAVAILABLE,
+                f"{namespace}.{method}: namespace '{namespace}' is declared but its plugin is not connected, "
+                "so its request type is unknown (session.describe lists no methods)",
+            )
+        return types
+
+    async def _refresh_schema(self) -> DescribedSchema:
+        describing = self._describing
+        if describing is None or describing.done():
+            describing = self._describing = asyncio.ensure_future(self._fetch_schema())
+        return await asyncio.shield(describing)
+
+    async def _fetch_schema(self) -> DescribedSchema:
+        self._schema = await fetch_schema(self._connection, self._options.timeout)
+        return self._schema
 
     async def ping(self) -> None:
         """Round trip to the daemon."""
@@ -527,6 +617,8 @@ class AsyncSubscription:
         # Reconnects run as their own task, so that a consumer's wait that times out (``get(timeout=1)``)
         # cancels only its wait, never the reconnection and its back-off.
         self._reconnecting: Optional["asyncio.Future[None]"] = None
+        # The body types of topics mentory.proto does not declare, from session.describe on the current connection.
+        self._described_topics: Dict[str, Types] = {}
         #: How many times the subscription reconnected (after a loss or an overflow).
         self.reconnects = 0
         #: How many times the buffer overflowed.
@@ -566,6 +658,8 @@ class AsyncSubscription:
         # Current before the first event can arrive, so that an overflow closes this connection.
         self._connection = connection
         try:
+            if any(topic not in TOPICS for topic in self.topics):  # a plugin's topic: learn its types
+                self._described_topics = (await fetch_schema(connection, self._options.timeout)).topics
             request = pb.SubscribeRequest()
             for topic in self.topics:
                 known = self._position.topics.get(topic)
@@ -586,7 +680,7 @@ class AsyncSubscription:
         if generation != self._generation or self._overflowed:
             return
         try:
-            event = decode_event(raw)
+            event = decode_event(raw, TOPICS.get(raw.topic) or self._described_topics.get(raw.topic))
         except ProtocolError as error:
             logger.warning("dropping the connection of a subscription: %s", error)
             self._drop_connection()

@@ -242,17 +242,26 @@ class Client:
     def call(
         self,
         namespace: str,
-        method: str,
+        method: Union[str, RequestLike] = None,
         request: RequestLike = None,
         *,
         request_type: Optional[Type[Message]] = None,
-        reply_type: Optional[Type[Message]] = None,
+        reply_type: Optional[type] = None,
         timeout: Optional[float] = None,
-    ) -> Union[Message, bytes]:
-        """Calls any method; see :meth:`mentory.aio.AsyncClient.call`."""
+    ) -> Any:
+        """Calls any method of any namespace, plugins' included: ``call("habits.track", {"name": "walk"})``
+        returns the reply decoded, with no generated code needed; see :meth:`mentory.aio.AsyncClient.call`."""
         return self._runner.run(
             self._async.call(namespace, method, request, request_type=request_type, reply_type=reply_type, timeout=timeout)
         )
+
+    def describe(self) -> pb.DescribeReply:
+        """``session.describe``; see :meth:`mentory.aio.AsyncClient.describe`."""
+        return self._runner.run(self._async.describe())
+
+    def message_type(self, full_name: str) -> Type[Message]:
+        """The message class of ``full_name``; see :meth:`mentory.aio.AsyncClient.message_type`."""
+        return self._runner.run(self._async.message_type(full_name))
 
     def ping(self) -> None:
         """Round trip to the daemon."""

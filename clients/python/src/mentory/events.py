@@ -18,9 +18,10 @@ class Event:
 
     ``body`` is decoded with the topic's message type (``mentor``: ``MentorState``;
     ``reachability``: ``PeerState`` for a change, ``ReachabilitySnapshot`` otherwise; ``diary``:
-    ``DiaryChange`` for a change, ``DiarySnapshot`` otherwise). For a topic this client does not
-    know, ``body`` is the raw bytes. (It is typed ``Any`` because its type follows ``topic`` and
-    ``kind``; :data:`mentory.TOPICS` lists the types.)
+    ``DiaryChange`` for a change, ``DiarySnapshot`` otherwise). Any other topic (a plugin's) is
+    decoded with the types the daemon's ``session.describe`` gives; for a topic it does not
+    describe, ``body`` is the raw bytes. (It is typed ``Any`` because its type follows ``topic``
+    and ``kind``; :data:`mentory.TOPICS` lists mentory.proto's types.)
 
     A ``SNAPSHOT`` (first event after subscribing) and a ``RESET`` (sent instead of changes that
     were missed, e.g. after the daemon restarted) both carry the topic's whole state: replace

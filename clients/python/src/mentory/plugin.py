@@ -169,6 +169,8 @@ class _Session:
         self.closed = asyncio.Event()
         self.close_reason: Optional[MentoryError] = None
         self.registered = False
+        #: Set once the registration's reply has arrived (calls may be forwarded before it does).
+        self.ready = asyncio.Event()
 
 
 class Plugin:
@@ -486,6 +488,7 @@ class Plugin:
             await self._end_session(session)
             raise
         session.registered = True
+        session.ready.set()
         self._reply = reply
         self._last_error = None
         self.registrations += 1
@@ -590,6 +593,15 @@ class Plugin:
             raise ValueError(f"namespace '{self.namespace}' has no topic '{topic}' (it has: {', '.join(self._topics) or 'none'})")
         body = _encode(change, declared.change_type, f"a change on topic '{topic}'")
         session = self._session
+        if session is not None and not session.registered and not session.closed.is_set():
+            # The daemon forwards calls as soon as it has registered us, so a handler may publish
+            # before the registration's reply has arrived here: wait for it (bounded).
+            waiters = {asyncio.ensure_future(session.ready.wait()), asyncio.ensure_future(session.closed.wait())}
+            try:
+                await asyncio.wait(waiters, timeout=self._options.timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
         if session is None or not session.registered:
             raise ConnectionClosed(f"the {self.namespace} plugin is not registered with mentoryd now; nothing was published")
         request = pb.PluginPublishRequest(topic=topic, body=body)
