@@ -183,6 +183,12 @@ extension ConfigurationKey {
             path: "events.ringCapacity", type: .integer(1...1_000_000), defaultValue: .integer(4096),
             reload: .restart, summary: "Recent events kept per topic for resuming subscribers."),
         ConfigurationKey(
+            path: "events.ringBytes", type: .integer(1024...(1 << 40)), defaultValue: .integer(4 << 20),
+            reload: .restart,
+            summary:
+                "Bytes of recent events kept per topic (each event's body plus 64); the oldest go first, the newest"
+                + " always stays. A subscriber resuming from further back gets a reset."),
+        ConfigurationKey(
             path: "access.rules", type: .stringArray,
             defaultValue: .strings(AccessPolicy.default.rules.map(\.description)), reload: .live,
             summary: "The access policy: rules tried in order, the first that matches decides (see Access rules)."),

@@ -96,6 +96,7 @@ struct Daemon {
             configuration: .init(
                 serverVersion: self.version,
                 eventRingCapacity: self.settings.eventRingCapacity,
+                eventRingBytes: self.settings.eventRingBytes,
                 accessPolicy: self.settings.accessPolicy,
                 requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds),
                 maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength),

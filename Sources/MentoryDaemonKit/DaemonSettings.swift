@@ -33,6 +33,8 @@ struct DaemonSettings: Sendable {
     /// Topic subscriptions one uid's connections may hold together (`limits.uidSubscriptions`).
     var uidSubscriptions: Int
     var eventRingCapacity: Int
+    /// Bytes of recent events kept per topic (`events.ringBytes`).
+    var eventRingBytes: Int
     /// Whether the `debug` fault-injection handler is registered (`debug.faultInjection`; never in production).
     var faultInjection: Bool
     /// Where diary entries and the mentor state live (`storage.backend`: `sqlite`, the default, or `memory`).
@@ -107,6 +109,7 @@ struct DaemonSettings: Sendable {
         self.totalQueuedBytes = try Self.integer(config, "limits.totalQueuedBytes", &values)
         self.uidSubscriptions = try Self.integer(config, "limits.uidSubscriptions", &values)
         self.eventRingCapacity = try Self.integer(config, "events.ringCapacity", &values)
+        self.eventRingBytes = try Self.integer(config, "events.ringBytes", &values)
         self.faultInjection = try Self.bool(config, "debug.faultInjection", &values)
         let backend = try Self.string(config, "storage.backend", &values)
         guard let parsedBackend = StorageBackend(rawValue: backend.lowercased()) else {

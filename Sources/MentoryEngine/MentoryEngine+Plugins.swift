@@ -53,7 +53,8 @@ extension MentoryEngine {
             for topic in info.topics {
                 self.topicOwners[topic.name] = plugin.namespace
                 if self.logs[topic.name] == nil {
-                    self.logs[topic.name] = EventLog(capacity: self.configuration.eventRingCapacity)
+                    self.logs[topic.name] = EventLog(
+                        capacity: self.configuration.eventRingCapacity, byteCapacity: self.configuration.eventRingBytes)
                 }
             }
             self.logger.debug(
@@ -217,7 +218,8 @@ extension MentoryEngine {
         for topic in info.topics {
             self.topicOwners[topic.name] = namespace
             if self.logs[topic.name] == nil {
-                self.logs[topic.name] = EventLog(capacity: self.configuration.eventRingCapacity)
+                self.logs[topic.name] = EventLog(
+                    capacity: self.configuration.eventRingCapacity, byteCapacity: self.configuration.eventRingBytes)
             }
         }
         self.refreshDescriptors()

@@ -30,6 +30,8 @@ public actor MentoryEngine {
         public var serverVersion: String
         /// How many recent events each topic keeps for resuming subscribers.
         public var eventRingCapacity: Int
+        /// How many bytes of recent events each topic keeps at most (`events.ringBytes`).
+        public var eventRingBytes: Int
         /// Who may call what; can be replaced later with ``MentoryEngine/updateAccessPolicy(_:)``.
         public var accessPolicy: AccessPolicy
         /// The user the daemon runs as, trusted like root by the access policy (its peers could read
@@ -55,6 +57,7 @@ public actor MentoryEngine {
         public init(
             serverVersion: String,
             eventRingCapacity: Int = 4096,
+            eventRingBytes: Int = 4 << 20,
             accessPolicy: AccessPolicy = .default,
             daemonUID: UInt32? = geteuid(),
             requestTimeout: Duration = .seconds(30),
@@ -66,6 +69,7 @@ public actor MentoryEngine {
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
+            self.eventRingBytes = eventRingBytes
             self.accessPolicy = accessPolicy
             self.daemonUID = daemonUID
             self.requestTimeout = requestTimeout
@@ -231,7 +235,8 @@ public actor MentoryEngine {
         self.registrationOrder.append(namespace)
         for topic in Handler.Namespace.topics {
             self.topicOwners[topic.name] = namespace
-            self.logs[topic.name] = EventLog(capacity: self.configuration.eventRingCapacity)
+            self.logs[topic.name] = EventLog(
+                capacity: self.configuration.eventRingCapacity, byteCapacity: self.configuration.eventRingBytes)
         }
         self.describedDescriptorsCache = nil
         self.logger.debug("registered handler", metadata: ["namespace": "\(namespace)"])

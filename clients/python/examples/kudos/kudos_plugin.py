@@ -18,6 +18,7 @@ from typing import Deque, Optional, Sequence
 import mentory
 import mentory.plugin
 from mentory import ErrorCode, MentoryError
+from mentory.journal import configure_logging
 
 import kudos_pb2
 
@@ -72,7 +73,8 @@ def main(arguments: Optional[Sequence[str]] = None) -> int:
     options = parser.parse_args(arguments)
     if options.max_kudos < 1:
         parser.error("--max-kudos must be at least 1")
-    logging.basicConfig(level=logging.INFO, format="kudos: %(levelname)s %(message)s")
+    # Under systemd each line goes to the journal with its own priority; run by hand, plain lines.
+    configure_logging(logging.INFO)
     try:
         build(options.socket, options.max_kudos).run()
     except MentoryError as error:

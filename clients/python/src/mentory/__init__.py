@@ -21,7 +21,7 @@ for plugins' schemas to import.
 
 import os as _os
 
-from . import aio, discovery, plugin
+from . import aio, discovery, journal, plugin
 from ._connection import DEFAULT_MAX_INCOMING_FRAME, PROTOCOL_VERSION
 from ._enums import Emotion, ErrorCode, EventKind, MentorCharacter
 from ._proto import mentory_pb2 as pb
@@ -38,6 +38,7 @@ PROTO_PATH = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_proto
 __all__ = [
     "aio",
     "discovery",
+    "journal",
     "plugin",
     "pb",
     "connect",
