@@ -30,6 +30,10 @@ final class ForeignDaemon: Sendable {
             !$0.key.hasPrefix("MENTORYD_") && $0.key != "NOTIFY_SOCKET"
         }
         environment["MENTORYD_SOCKET_MODE"] = "0666"
+        // Run as that user, it is a user instance, which reads its configuration from the user's home: this one
+        // (the test's own home, e.g. /root, is closed to it).
+        environment["HOME"] = directory
+        environment.removeValue(forKey: "XDG_CONFIG_HOME")
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: self.logPath))
