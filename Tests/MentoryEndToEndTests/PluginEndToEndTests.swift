@@ -138,7 +138,7 @@ struct PluginEndToEndTests {
 
     @Test("an error's reason reaches mentoryctl: after the message, and in --json on stdout")
     func reasonInCtl() async throws {
-        let daemon = try await DaemonProcess(environment: Self.environment)
+        let daemon = try await DaemonProcess(environment: Self.environment, config: Self.config)
         defer { daemon.removeFiles() }
         let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
         await plugin.registered()
