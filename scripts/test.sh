@@ -62,6 +62,8 @@ swift_test --skip-build
 section "release build"
 swift build -c release --product mentoryd
 swift build -c release --product mentoryctl
+# The real-systemd harness (step 5) also runs the reference plugin under both instances.
+swift build -c release --product mentory-advisor
 
 section "Python client (release build)"
 scripts/test-python.sh --bin-dir "$(swift build -c release --show-bin-path)"
