@@ -22,18 +22,19 @@ private func hello() -> Mentory_V1_Envelope {
     return envelope
 }
 
-/// Fills the diary with `count` entries of about 200 bytes, pipelining `diary.add` over raw connections.
-private func fillDiary(_ daemon: DaemonProcess, count: Int) async throws {
+/// Fills the diary with `count` entries whose texts are `textBytes` long (about 200 bytes an entry by default),
+/// pipelining `diary.add` on 4 connections.
+func fillDiary(_ daemon: DaemonProcess, count: Int, textBytes: Int = 140) async throws {
     let connections = 4
-    let chunk = 250
+    let chunk = max(1, min(250, (1 << 20) / textBytes))
     try await withThrowingTaskGroup(of: Void.self) { group in
         for connection in 0..<connections {
             group.addTask {
-                let raw = try RawConnection(path: daemon.socketPath, receiveTimeoutSeconds: 30)
+                let raw = try RawConnection(path: daemon.socketPath, receiveTimeoutSeconds: 60)
                 _ = try raw.hello()
                 var add = Mentory_V1_DiaryAddRequest()
                 add.emotion = .neutral
-                add.text = String(repeating: "t", count: 140)
+                add.text = String(repeating: "t", count: textBytes)
                 var next = connection
                 var id: UInt64 = 0
                 while next < count {
@@ -50,8 +51,7 @@ private func fillDiary(_ daemon: DaemonProcess, count: Int) async throws {
                     }
                     raw.write(Array(buffer.readableBytesView))
                     for _ in 0..<sent {
-                        let reply = try raw.receive().response
-                        if case .error(let error) = reply.result {
+                        if case .error(let error) = try raw.receive().response.result {
                             throw DaemonFailure(message: "diary.add failed: \(error)")
                         }
                     }

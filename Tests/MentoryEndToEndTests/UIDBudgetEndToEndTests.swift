@@ -65,45 +65,6 @@ private func hello(_ name: String) -> Mentory_V1_Envelope {
     return envelope
 }
 
-/// Fills the diary with `count` entries whose texts are `textBytes` long, pipelining `diary.add` on 4 connections.
-private func fillDiary(_ daemon: DaemonProcess, count: Int, textBytes: Int) async throws {
-    let connections = 4
-    let chunk = max(1, min(250, (1 << 20) / textBytes))
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        for connection in 0..<connections {
-            group.addTask {
-                let raw = try RawConnection(path: daemon.socketPath, receiveTimeoutSeconds: 60)
-                _ = try raw.hello()
-                var add = Mentory_V1_DiaryAddRequest()
-                add.emotion = .neutral
-                add.text = String(repeating: "t", count: textBytes)
-                var next = connection
-                var id: UInt64 = 0
-                while next < count {
-                    var buffer = ByteBuffer()
-                    var sent = 0
-                    while sent < chunk, next < count {
-                        add.recordDate = String(
-                            format: "%04d-%02d-%02d", 1900 + next / 336, next / 28 % 12 + 1, next % 28 + 1)
-                        add.title = "entry \(next)"
-                        id += 1
-                        buffer.writeFrame(requestEnvelope(id: id, "diary", "add", try add.serializedData()))
-                        sent += 1
-                        next += connections
-                    }
-                    raw.write(Array(buffer.readableBytesView))
-                    for _ in 0..<sent {
-                        if case .error(let error) = try raw.receive().response.result {
-                            throw DaemonFailure(message: "diary.add failed: \(error)")
-                        }
-                    }
-                }
-            }
-        }
-        try await group.waitForAll()
-    }
-}
-
 /// `mentoryctl` run as uid 65534 (`nobody`): another person than the test's peers.
 private func asNobody(_ daemon: DaemonProcess, _ arguments: [String]) async throws -> CommandResult {
     try await CommandResult.run(
