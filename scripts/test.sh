@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
-#   0. the generated code is what the schema generates (scripts/generate-protos.sh --check), the man
-#      pages are what the commands' help generates (scripts/generate-manuals.sh --check), and the
-#      benchmarks' C load generators compile
+#   0. every committed Swift file passes `swift format lint --strict`; the generated code is what the
+#      schema generates (scripts/generate-protos.sh --check), the man pages are what the commands' help
+#      generates (scripts/generate-manuals.sh --check), and the benchmarks' C load generators compile
 #   1. unit and end-to-end tests (debug build)
 #   2. the Python client's pytest suite against the real daemon, release build, as install.sh ships it
 #      (scripts/test-python.sh), and the example handler package, built, tested and answering calls
@@ -45,6 +45,10 @@ swift_test() {
 }
 
 scripts/install-deps.sh
+
+section "swift format"
+# Every committed Swift file, generated code included, is as .swift-format wants it.
+git ls-files -z '*.swift' | xargs -0 swift format lint --strict
 
 section "generated code is current"
 scripts/generate-protos.sh --check
