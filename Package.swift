@@ -1,10 +1,14 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 let strictSwift6: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .enableUpcomingFeature("ExistentialAny"),
 ]
+
+/// The settings of every target under `Sources`: a warning there fails the build. SwiftPM applies
+/// warning settings to the root package only, so a package that depends on mentoryd never sees this.
+let strictSources: [SwiftSetting] = strictSwift6 + [.treatAllWarnings(as: .error)]
 
 /// The link options of the binaries `scripts/install.sh` ships (and `scripts/bench.sh` times), with the
 /// `ShippedBinaries` trait in a release build on Linux: `swift build -c release --static-swift-stdlib
@@ -58,13 +62,13 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             exclude: ["Proto"],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Protobuf binary <-> proto3 JSON for any message of a descriptor set (mentoryctl's generic commands).
         .target(
             name: "MentoryDescriptors",
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 2: the handler SDK. What a handler sees of the daemon, and nothing more.
         .target(
@@ -76,7 +80,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // The SDK's test support: host one handler in memory, call it, see what it published.
         .target(
@@ -89,7 +93,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // The protoc plugin generating each namespace's typed schema (and PROTOCOL.md's method tables) from
         // the `service` declarations; scripts/generate-protos.sh builds and runs it.
@@ -99,7 +103,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .executableTarget(
             name: "protoc-gen-mentory",
@@ -108,7 +112,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 2: the daemon's swift-metrics backend: bounded series, histograms, snapshots.
         .target(
@@ -119,7 +123,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 3: the engine actor: hosts the handlers, owns subscriptions and routing.
         .target(
@@ -134,13 +138,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 2: the store protocols and their in-memory implementation.
         .target(
             name: "MentoryStorage",
             dependencies: ["MentoryWire"],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 2: the durable SQLite store (GRDB; needs libsqlite3-dev).
         .target(
@@ -154,32 +158,32 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 3: handler modules. Each sees only the handler API (and the store protocols).
         .target(
             name: "MentoryMentor",
             dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             path: "Sources/Handlers/MentoryMentor",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .target(
             name: "MentoryReachability",
             dependencies: ["MentoryHandlerKit", "MentoryWire"],
             path: "Sources/Handlers/MentoryReachability",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .target(
             name: "MentoryDiary",
             dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             path: "Sources/Handlers/MentoryDiary",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .target(
             name: "MentoryStorageAdmin",
             dependencies: ["MentoryHandlerKit", "MentoryWire"],
             path: "Sources/Handlers/MentoryStorageAdmin",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Fault injection for the systemd tests; registered only when the config enables it.
         .target(
@@ -190,7 +194,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Sources/Handlers/MentoryDebug",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // libsystemd (sd-daemon, sd-journal) and the typed systemd integration over it.
         .systemLibrary(
@@ -206,7 +210,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 4: the Unix socket server. Connections and I/O, no domain state.
         .target(name: "CMentoryShims"),
@@ -224,7 +228,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // The client library, for mentoryctl and for other Swift programs.
         .target(
@@ -236,7 +240,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 5: the daemon kit: settings, lifecycle and the built-in handlers, for mentoryd
         // and for packages that build their own mentoryd with more handlers.
@@ -267,13 +271,13 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 6: the executables.
         .executableTarget(
             name: "mentoryd",
             dependencies: ["MentoryDaemonKit"],
-            swiftSettings: strictSwift6,
+            swiftSettings: strictSources,
             // -export-dynamic (from --static-swift-stdlib) puts every symbol in the dynamic symbol table,
             // which the loader searches for each library symbol and the runtime's dladdr scans at start.
             linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"], shipped)]
@@ -288,7 +292,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Proto"],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .executableTarget(
             name: "mentory-advisor",
@@ -300,7 +304,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .executableTarget(
             name: "mentoryctl",
@@ -311,7 +315,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: strictSwift6,
+            swiftSettings: strictSources,
             // A whole `mentoryctl ping` is mostly program loading. Not position-independent: the loader
             // then applies none of the ~92,000 relative relocations, and the ~800 KB of relocated
             // pointers are not copied page by page on the first write, which cut its CPU time by a

@@ -234,8 +234,9 @@ struct Daemon {
             logger: self.logger,
             readyStatus: { await status() },
             reload: { current in
-                try await Self.apply(
-                    try await reloadSettings(),
+                let reloaded = try await reloadSettings()
+                return await Self.apply(
+                    reloaded,
                     over: current,
                     logLevel: logLevel,
                     engine: engine,

@@ -180,7 +180,7 @@ struct GroupCommitBatchingTests {
                 }
                 try await waitUntil("three writes are queued") { store.queuedWriteCount == 3 }
                 try await lock.release()
-                try await first.value
+                _ = try await first.value
                 try await keptWrites.value
                 let refusal = await refused.value
                 if case .conflict = refusal {
