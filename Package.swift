@@ -7,7 +7,7 @@ let strictSwift6: [SwiftSetting] = [
 ]
 
 /// The settings of every target under `Sources`: a warning there fails the build. SwiftPM applies
-/// warning settings to the root package only, so a package that depends on mentoryd never sees this.
+/// warning settings of remote dependencies not at all, so a package that depends on mentoryd by URL never sees it.
 let strictSources: [SwiftSetting] = strictSwift6 + [.treatAllWarnings(as: .error)]
 
 /// The link options of the binaries `scripts/install.sh` ships (and `scripts/bench.sh` times), with the
