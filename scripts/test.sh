@@ -3,7 +3,8 @@
 #   0. every committed Swift file passes `swift format lint --strict`; the generated code is what the
 #      schema generates (scripts/generate-protos.sh --check), the man pages are what the commands' help
 #      generates (scripts/generate-manuals.sh --check), and the benchmarks' C load generators compile
-#   1. unit and end-to-end tests (debug build)
+#   1. unit and end-to-end tests (debug build), then the library products' DocC documentation, built
+#      with warnings as errors (scripts/check-docs.sh: every ``symbol link`` resolves)
 #   2. the Python client's pytest suite against the real daemon, release build, as install.sh ships it
 #      (scripts/test-python.sh), the example handler package, built, tested and answering calls
 #      (scripts/test-example.sh), and the README's tour of mentoryctl run as pasted (scripts/test-tour.sh)
@@ -12,7 +13,7 @@
 #   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, when running as root
 #
 # Usage: scripts/test.sh [--quick]
-#   --quick   only steps 0 and 1, for a fast local loop
+#   --quick   only step 0 and the tests of step 1, for a fast local loop
 # Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 4's time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +69,9 @@ section "unit and end-to-end tests"
 swift build --build-tests --explicit-target-dependency-import-check error
 swift_test "$(swift build --show-bin-path)"
 [ $quick -eq 1 ] && exit 0
+
+section "DocC documentation of the library products"
+scripts/check-docs.sh
 
 # The optimized build is what users run, and the optimizer is where a miscompile shows up (the
 # dispatch fuzzer once found `diary.list` crashing only there), so the Python suite uses it.

@@ -94,16 +94,6 @@ final class FakeDaemonHandler: ChannelInboundHandler {
     }
 }
 
-/// Waits (bounded) until `condition` holds; returns whether it did.
-func eventually(_ seconds: Int = 20, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}
-
 @Suite("Client library lifetimes and bounds", .serialized, .timeLimit(.minutes(5)))
 struct ClientLifetimeTests {
     @Test("concurrent callers of MentoryConnection.client() share one connection")
