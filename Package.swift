@@ -407,7 +407,7 @@ let package = Package(
             name: "MentoryMallocCounter",
             path: "Tests/MentoryMallocCounter"
         ),
-        // Allocations per request and per event on the hot paths, against budgets (README, Testing).
+        // Allocations per request and per event on the hot paths, against budgets (docs/TESTING.md).
         .testTarget(
             name: "MentoryAllocationTests",
             dependencies: [

@@ -6,8 +6,8 @@
 #   1. unit and end-to-end tests (debug build), then the library products' DocC documentation, built
 #      with warnings as errors (scripts/check-docs.sh: every ``symbol link`` resolves)
 #   2. the Python client's pytest suite against the real daemon, release build, as install.sh ships it
-#      (scripts/test-python.sh), and the example handler package, built, tested and answering calls
-#      (scripts/test-example.sh)
+#      (scripts/test-python.sh), the example handler package, built, tested and answering calls
+#      (scripts/test-example.sh), and the README's tour of mentoryctl run as pasted (scripts/test-tour.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
 #   4. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
 #   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, when running as root
@@ -86,6 +86,10 @@ scripts/test-python.sh --bin-dir "$(swift build -c release --show-bin-path)"
 
 section "example handler package"
 scripts/test-example.sh --bin-dir "$(swift build --show-bin-path)"
+
+# The README's tour, every command as a reader pastes it, against the optimized daemon and CLI.
+section "README tour (release build)"
+scripts/test-tour.sh --bin-dir "$(swift build -c release --show-bin-path)"
 
 section "ThreadSanitizer"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan
