@@ -47,7 +47,7 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
     /// Opens `handler` with `config` as its configuration section (keys relative to `handlers.<namespace>`)
     /// and `settings` as the daemon-wide settings it reads.
     ///
-    /// Throws what the handler's ``MentoryHandler/open(_:)`` throws, or ``MentoryError/internal(_:)``
+    /// Throws what the handler's `MentoryHandler.open(_:)` throws, or `MentoryError.internal(_:)`
     /// when its routes do not match its schema.
     public static func open(
         _ handler: Handler,
@@ -73,7 +73,7 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
 
     /// Calls `method` with `request` from `connection`, as a client would, and returns the reply.
     ///
-    /// Throws what the handler throws (``MentoryError`` or the handler's own ``HandlerError``).
+    /// Throws what the handler throws (`MentoryError` or the handler's own `HandlerError`).
     public func call<Request, Reply>(
         _ method: MethodSchema<Handler.Namespace, Request, Reply>,
         _ request: Request,
@@ -145,7 +145,7 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
             config: ConfigReader(provider: InMemoryProvider(values: config)), settings: self.settings)
     }
 
-    /// Closes the handler; later calls throw ``MentoryError/shuttingDown``.
+    /// Closes the handler; later calls throw `MentoryError.shuttingDown`.
     public func close() async {
         guard let hosted = self.hosted else { return }
         self.hosted = nil

@@ -62,7 +62,7 @@ extension EngineFixture {
     }
 }
 
-@Suite("Subscription races and publishing scope", .timeLimit(.minutes(1)))
+@Suite("Subscription races and publishing scope", .timeLimit(.minutes(5)))
 struct SubscriptionRaceTests {
     @Test("a connection detaching while subscribe awaits a snapshot leaves no id behind")
     func detachDuringSubscribe() async throws {

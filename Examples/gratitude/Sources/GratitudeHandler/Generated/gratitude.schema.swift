@@ -43,6 +43,6 @@ extension GratitudeSchema {
             Gy5ncmF0aXR1ZGUudjEuR3JhdGl0dWRlTm90ZRI7CgRsaXN0EhEubWVudG9yeS52MS5FbXB0eRogLmdyYXRpdHVkZS52MS5HcmF0aXR1ZGV\
             MaXN0UmVwbHkaXcrzGAlncmF0aXR1ZGXQ8xgB2vMYSAoJZ3JhdGl0dWRlEhpncmF0aXR1ZGUudjEuR3JhdGl0dWRlTm90ZRofZ3JhdGl0dW\
             RlLnYxLkdyYXRpdHVkZUxpc3RSZXBseWIGcHJvdG8z
-            """,
+            """
         ])
 }
