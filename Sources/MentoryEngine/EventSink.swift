@@ -19,11 +19,11 @@ public protocol EventSink: Sendable {
     /// call then fails UNAVAILABLE. Connections that cannot carry plugin calls return `false`.
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool
 
-    /// Counts a call that a handler or plugin makes on behalf of this connection's client (``HandlerContext``'s
-    /// `call`, `plugin.call`) against that client's budget, as one more of its requests in flight.
+    /// Counts a call that a handler or plugin makes on behalf of this connection's client (`HandlerContext.call`,
+    /// `plugin.call`) against that client's budget, as one more of its requests in flight.
     ///
     /// Returns `false`, counting nothing, when the client is at its budget; the nested call then fails
-    /// ``MentoryError/callerOverBudget(call:uid:)`` rather than waiting (the call making it holds room already,
+    /// `MentoryError.callerOverBudget` rather than waiting (the call making it holds room already,
     /// so waiting could wait for itself). Every `true` is followed by one ``finishCallOnBehalf()``.
     func startCallOnBehalf() -> Bool
 

@@ -53,8 +53,8 @@ public actor MentoryEngine {
         /// Topic subscriptions one uid's connections may hold together (`limits.uidSubscriptions`); a
         /// `subscribe` past it fails UNAVAILABLE and subscribes nothing.
         public var maxSubscriptionsPerUID: Int
-        /// The daemon-wide settings handlers may read (``HandlerSetup/settings``, ``HandlerContext/settings``);
-        /// ``MentoryEngine/reloadHandlers(settings:config:)`` replaces them.
+        /// The daemon-wide settings handlers may read (`HandlerSetup.settings`, `HandlerContext.settings`);
+        /// a reload may replace them.
         public var handlerSettings: GlobalSettings
 
         public init(
