@@ -181,21 +181,26 @@ public actor MentoryEngine {
     }
 
     /// Logs a refused action, at most once a second; the rest are counted in the next line.
-    func logDenial(_ action: String, connection: ConnectionContext) {
+    ///
+    /// A refusal by `access.rules` names, in `fix`, the rule an operator would write to allow it.
+    func logDenial(_ action: String, connection: ConnectionContext, byRulesOf namespace: String? = nil) {
         let now = ContinuousClock.now
         if let last = self.lastDenialLogged, now - last < .seconds(1) {
             self.suppressedDenials += 1
             return
         }
-        self.logger.warning(
-            "permission denied",
-            metadata: [
-                "action": "\(action)",
-                "peer": "\(connection.credentials.map(\.description) ?? "unknown")",
-                "client": "\(connection.clientName)",
-                "suppressed": "\(self.suppressedDenials)",
-            ]
-        )
+        var metadata: Logger.Metadata = [
+            "action": "\(action)",
+            "peer": "\(connection.credentials.map(\.description) ?? "unknown")",
+            "client": "\(connection.clientName)",
+            "suppressed": "\(self.suppressedDenials)",
+        ]
+        if let namespace, let uid = connection.credentials?.uid {
+            metadata["fix"] = .string(
+                "to allow it, put \"allow uid=\(uid) \(namespace).*\" in access.rules before the rule that denies it;"
+                + " access.rules replaces the default rules, so end it with \"deny any debug.* storage.* session.monitor\"")
+        }
+        self.logger.warning("permission denied", metadata: metadata)
         self.lastDenialLogged = now
         self.suppressedDenials = 0
     }
@@ -489,7 +494,8 @@ public actor MentoryEngine {
 
     /// Logs (rate-limited) that the policy refused `request` on `connection`, and returns the error it gets.
     private func denied(_ request: InboundRequest, connection: Connection) -> MentoryError {
-        self.logDenial("\(request.namespace).\(request.method)", connection: connection.context)
+        self.logDenial(
+            "\(request.namespace).\(request.method)", connection: connection.context, byRulesOf: request.namespace)
         return MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
     }
 
@@ -529,7 +535,8 @@ public actor MentoryEngine {
                 connection.credentials, namespace: namespace, method: method, daemonUID: self.configuration.daemonUID)
         else {
             self.logDenial(
-                "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection)
+                "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection,
+                byRulesOf: namespace)
             throw MentoryError.permissionDenied(namespace: namespace, method: method)
         }
         guard ContinuousClock.now < call.deadline else { throw HandlerFailure.deadlineExceeded }

@@ -263,6 +263,7 @@ let hostileRows: [HostileRow] = [
         )
         #expect(allowed.status == 0, "nobody may still read: \(allowed.stderr)")
         #expect(daemon.log.contains("permission denied"), "the denial is logged")
+        #expect(daemon.log.contains(#"put "allow uid=65534 diary.*" in access.rules"#), "the log names the fix")
     },
     HostileRow(
         name: "a non-root user asking to monitor everyone's traffic",
