@@ -198,7 +198,8 @@ public actor MentoryEngine {
         if let namespace, let uid = connection.credentials?.uid {
             metadata["fix"] = .string(
                 "to allow it, put \"allow uid=\(uid) \(namespace).*\" in access.rules before the rule that denies it;"
-                + " access.rules replaces the default rules, so end it with \"deny any debug.* storage.* session.monitor\"")
+                    + " access.rules replaces the default rules, so end it with \"deny any debug.* storage.* session.monitor\""
+            )
         }
         self.logger.warning("permission denied", metadata: metadata)
         self.lastDenialLogged = now
