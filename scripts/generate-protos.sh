@@ -148,9 +148,9 @@ cp "$work/PROTOCOL.md" "$out/docs/PROTOCOL.md"
 protoc \
   --plugin=protoc-gen-swift="$swift_plugin" \
   --plugin=protoc-gen-mentory="$mentory_plugin" \
-  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --swift_out="$greeter_out" \
-  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --mentory_out="$greeter_out" \
   --proto_path="$proto_dir" \
   --proto_path="$greeter_dir/Proto" \
@@ -161,10 +161,10 @@ protoc \
   --plugin=protoc-gen-swift="$swift_plugin" \
   --plugin=protoc-gen-mentory="$mentory_plugin" \
   --swift_opt=Visibility=Public \
-  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --swift_out="$gratitude_out" \
   --mentory_opt=Visibility=Public \
-  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --mentory_out="$gratitude_out" \
   --proto_path="$proto_dir" \
   --proto_path="$gratitude_dir/Proto" \
@@ -175,10 +175,10 @@ protoc \
   --plugin=protoc-gen-swift="$swift_plugin" \
   --plugin=protoc-gen-mentory="$mentory_plugin" \
   --swift_opt=Visibility=Public \
-  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --swift_out="$advisor_out" \
   --mentory_opt=Visibility=Public \
-  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --mentory_out="$advisor_out" \
   --proto_path="$proto_dir" \
   --proto_path="$advisor_dir/Proto" \

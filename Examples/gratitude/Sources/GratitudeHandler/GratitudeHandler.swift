@@ -1,11 +1,12 @@
 import MentoryHandlerKit
-import MentoryWire
 
-/// Serves the `gratitude` namespace: things the user is grateful for, kept in memory.
+/// Serves the `gratitude` namespace: things the user is grateful for, kept in memory, and the
+/// pleasant moments of the caller's own diary.
 ///
-/// The whole handler: its schema is `Proto/gratitude.proto`, its configuration lives under
-/// `handlers.gratitude` (`maxNotes`, default 100, changed by a reload), and it requires the `diary`
-/// namespace, so it opens after the diary handler and closes before it.
+/// The whole handler: its schema is `gratitude.proto` (the build plugin generates
+/// `GratitudeSchema` from it), its configuration lives under `handlers.gratitude` (`maxNotes`,
+/// default 100, changed by a reload), and it calls the `diary` namespace on its callers' behalf,
+/// so it requires it: it opens after the diary handler and closes before it.
 public struct GratitudeHandler: MentoryHandler {
     public typealias Namespace = GratitudeSchema.Gratitude
 
@@ -22,6 +23,9 @@ public struct GratitudeHandler: MentoryHandler {
 
     /// The longest note accepted, in UTF-8 bytes.
     public static let maxTextBytes = 280
+
+    /// The emotions of the diary entries `fromDiary` returns.
+    public static let pleasant: Set<Mentory_V1_Emotion> = [.slightlyPleasant, .pleasant, .veryPleasant]
 
     public init() {}
 
@@ -49,6 +53,15 @@ public struct GratitudeHandler: MentoryHandler {
         }
         routes.on(Namespace.list) { _, _, context in
             Self.list(context.state)
+        }
+        routes.onAsync(Namespace.fromDiary) { request, call, context in
+            // The diary's list, as the caller: a caller denied `diary.*` gets PERMISSION_DENIED.
+            var list = Mentory_V1_DiaryListRequest()
+            list.limit = request.limit
+            let diary = try await context.call(MentorySchema.Diary.list, list, for: call)
+            var reply = Gratitude_V1_GratitudeFromDiaryReply()
+            reply.texts = diary.entries.filter { Self.pleasant.contains($0.emotion) }.map(\.text)
+            return reply
         }
         routes.snapshot(Namespace.gratitudeTopic) { context in
             Self.list(context.state)

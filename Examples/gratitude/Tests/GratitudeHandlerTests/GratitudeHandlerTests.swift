@@ -1,6 +1,5 @@
 import GratitudeHandler
 import MentoryHandlerTesting
-import MentoryWire
 import Testing
 
 @Suite("Gratitude handler")
@@ -46,10 +45,22 @@ struct GratitudeHandlerTests {
         }
     }
 
-    @Test("every method answers without suspending")
+    @Test("add and list answer without suspending")
     func immediate() async throws {
         let harness = try await HandlerTestHarness.open(GratitudeHandler())
         #expect(try await harness.answersImmediately(Gratitude.add, self.note("x")))
         #expect(try await harness.answersImmediately(Gratitude.list, Mentory_V1_Empty()))
+    }
+
+    // fromDiary calls `diary.list` through the daemon, which the harness is not; scripts/test-example.sh
+    // checks it against the real daemon, with an entry added by mentoryctl and a caller denied `diary.*`.
+    @Test("fromDiary calls diary.list on the caller's behalf, so it needs a daemon: the harness refuses it")
+    func fromDiaryNeedsTheDaemon() async throws {
+        let harness = try await HandlerTestHarness.open(GratitudeHandler())
+        let error = await #expect(throws: MentoryError.self) {
+            try await harness.call(Gratitude.fromDiary, Gratitude_V1_GratitudeFromDiaryRequest())
+        }
+        #expect(error?.code == .internal)
+        #expect(error?.message.contains("diary.list") == true)
     }
 }
