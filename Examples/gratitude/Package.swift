@@ -7,7 +7,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         // In your own package: .package(url: "https://example.org/mentoryd.git", from: "0.1.0")
-        .package(name: "mentoryd", path: "../.."),
+        .package(name: "mentoryd", path: "../..")
     ],
     targets: [
         // The handler: gratitude.proto and GratitudeHandler.swift; the plugin generates the rest.

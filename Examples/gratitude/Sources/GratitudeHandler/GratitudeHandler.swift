@@ -78,8 +78,11 @@ public struct GratitudeHandler: MentoryHandler {
         return reply
     }
 
-    private static func maxNotes(_ value: Int) throws(GratitudeError) -> Int {
-        guard (1...10_000).contains(value) else { throw .badLimit(value) }
+    /// A configuration error names the key: start-up exits 78, a reload keeps the previous limit.
+    private static func maxNotes(_ value: Int) throws(HandlerConfigurationError) -> Int {
+        guard (1...10_000).contains(value) else {
+            throw .init(key: "maxNotes", message: "must be 1 to 10000, not \(value)")
+        }
         return value
     }
 }
@@ -88,7 +91,6 @@ public struct GratitudeHandler: MentoryHandler {
 public enum GratitudeError: HandlerError, Equatable {
     case empty
     case tooLong(Int)
-    case badLimit(Int)
 
     public var code: Mentory_V1_ErrorCode { .invalidArgument }
 
@@ -96,7 +98,6 @@ public enum GratitudeError: HandlerError, Equatable {
         switch self {
         case .empty: "empty_note"
         case .tooLong: "note_too_long"
-        case .badLimit: "bad_max_notes"
         }
     }
 
@@ -104,7 +105,6 @@ public enum GratitudeError: HandlerError, Equatable {
         switch self {
         case .empty: "the note is empty; say what you are grateful for"
         case .tooLong(let bytes): "the note takes \(bytes) bytes; keep it to \(GratitudeHandler.maxTextBytes)"
-        case .badLimit(let value): "handlers.gratitude.maxNotes must be 1 to 10000, not \(value)"
         }
     }
 }
