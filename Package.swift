@@ -1,10 +1,14 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 let strictSwift6: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .enableUpcomingFeature("ExistentialAny"),
 ]
+
+/// The settings of every target under `Sources`: a warning there fails the build. SwiftPM applies
+/// warning settings of remote dependencies not at all, so a package that depends on mentoryd by URL never sees it.
+let strictSources: [SwiftSetting] = strictSwift6 + [.treatAllWarnings(as: .error)]
 
 /// The link options of the binaries `scripts/install.sh` ships (and `scripts/bench.sh` times), with the
 /// `ShippedBinaries` trait in a release build on Linux: `swift build -c release --static-swift-stdlib
@@ -60,13 +64,13 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             exclude: ["Proto"],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Protobuf binary <-> proto3 JSON for any message of a descriptor set (mentoryctl's generic commands).
         .target(
             name: "MentoryDescriptors",
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 2: the handler SDK. What a handler sees of the daemon, and nothing more.
         .target(
@@ -78,7 +82,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // The SDK's test support: host one handler in memory, call it, see what it published.
         .target(
@@ -91,7 +95,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // The protoc plugin generating each namespace's typed schema (and PROTOCOL.md's method tables) from
         // the `service` declarations; scripts/generate-protos.sh builds and runs it.
@@ -101,7 +105,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .executableTarget(
             name: "protoc-gen-mentory",
@@ -110,7 +114,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // The build plugin of handler packages: runs protoc with both generators on a target's .proto files,
         // with mentory.proto's folder and its module mapping. mentoryd's own targets commit their generated
@@ -132,7 +136,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 3: the engine actor: hosts the handlers, owns subscriptions and routing.
         .target(
@@ -147,13 +151,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 2: the store protocols and their in-memory implementation.
         .target(
             name: "MentoryStorage",
             dependencies: ["MentoryWire"],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 2: the durable SQLite store (GRDB; needs libsqlite3-dev).
         .target(
@@ -167,32 +171,32 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 3: handler modules. Each sees only the handler API (and the store protocols).
         .target(
             name: "MentoryMentor",
             dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             path: "Sources/Handlers/MentoryMentor",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .target(
             name: "MentoryReachability",
             dependencies: ["MentoryHandlerKit", "MentoryWire"],
             path: "Sources/Handlers/MentoryReachability",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .target(
             name: "MentoryDiary",
             dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
             path: "Sources/Handlers/MentoryDiary",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .target(
             name: "MentoryStorageAdmin",
             dependencies: ["MentoryHandlerKit", "MentoryWire"],
             path: "Sources/Handlers/MentoryStorageAdmin",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Fault injection for the systemd tests; registered only when the config enables it.
         .target(
@@ -203,7 +207,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Sources/Handlers/MentoryDebug",
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // libsystemd (sd-daemon, sd-journal) and the typed systemd integration over it.
         .systemLibrary(
@@ -219,7 +223,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 4: the Unix socket server. Connections and I/O, no domain state.
         .target(name: "CMentoryShims"),
@@ -237,7 +241,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // The client library, for mentoryctl and for other Swift programs.
         .target(
@@ -249,7 +253,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 5: the daemon kit: settings, lifecycle and the built-in handlers, for mentoryd
         // and for packages that build their own mentoryd with more handlers.
@@ -280,13 +284,13 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         // Layer 6: the executables.
         .executableTarget(
             name: "mentoryd",
             dependencies: ["MentoryDaemonKit"],
-            swiftSettings: strictSwift6,
+            swiftSettings: strictSources,
             // -export-dynamic (from --static-swift-stdlib) puts every symbol in the dynamic symbol table,
             // which the loader searches for each library symbol and the runtime's dladdr scans at start.
             linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"], shipped)]
@@ -301,7 +305,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Proto"],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .executableTarget(
             name: "mentory-advisor",
@@ -313,7 +317,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strictSwift6
+            swiftSettings: strictSources
         ),
         .executableTarget(
             name: "mentoryctl",
@@ -324,7 +328,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: strictSwift6,
+            swiftSettings: strictSources,
             // A whole `mentoryctl ping` is mostly program loading. Not position-independent: the loader
             // then applies none of the ~92,000 relative relocations, and the ~800 KB of relocated
             // pointers are not copied page by page on the first write, which cut its CPU time by a
@@ -416,7 +420,7 @@ let package = Package(
             name: "MentoryMallocCounter",
             path: "Tests/MentoryMallocCounter"
         ),
-        // Allocations per request and per event on the hot paths, against budgets (README, Testing).
+        // Allocations per request and per event on the hot paths, against budgets (docs/TESTING.md).
         .testTarget(
             name: "MentoryAllocationTests",
             dependencies: [

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
-#   0. the generated code is what the schema generates (scripts/generate-protos.sh --check), the man
-#      pages are what the commands' help generates (scripts/generate-manuals.sh --check), and the
-#      benchmarks' C load generators compile
-#   1. unit and end-to-end tests (debug build)
+#   0. every committed Swift file passes `swift format lint --strict`; the generated code is what the
+#      schema generates (scripts/generate-protos.sh --check), the man pages are what the commands' help
+#      generates (scripts/generate-manuals.sh --check), and the benchmarks' C load generators compile
+#   1. unit and end-to-end tests (debug build), then the library products' DocC documentation, built
+#      with warnings as errors (scripts/check-docs.sh: every ``symbol link`` resolves)
 #   2. the Python client's pytest suite against the real daemon, release build, as install.sh ships it
-#      (scripts/test-python.sh), and the example handler package, built, tested and answering calls
-#      (scripts/test-example.sh)
+#      (scripts/test-python.sh), the example handler package, built, tested and answering calls
+#      (scripts/test-example.sh), and the README's tour of mentoryctl run as pasted (scripts/test-tour.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
 #   4. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
 #   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, when running as root
 #
 # Usage: scripts/test.sh [--quick]
-#   --quick   only steps 0 and 1, for a fast local loop
+#   --quick   only step 0 and the tests of step 1, for a fast local loop
 # Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 4's time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,11 +26,19 @@ section() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
 # tail: Swift Testing reports each failed expectation where it happens, among hundreds of lines of progress.
 logs=$(mktemp -d "${TMPDIR:-/tmp}/mentoryd-test-logs.XXXXXX")
 trap 'rm -rf "$logs"' EXIT
+#
+# The suite runs from its test bundle rather than through `swift test`, so that it can bound how many tests
+# run at once (Swift Testing otherwise starts all of them together). About 100 of them start daemons and
+# clients; all at once on two cores, a single call waited more than 30 s for the CPU. With a bounded width
+# every wait a test makes is its own. MENTORYD_TEST_WIDTH overrides it (default: 4 per core).
+width=${MENTORYD_TEST_WIDTH:-$(($(nproc) * 4))}
 swift_test() {
-  local log="$logs/swift-test.log" status=0
-  swift test "$@" 2>&1 | tee "$log" || status=$?
+  local bin_dir=$1 log="$logs/swift-test.log" status=0
+  shift
+  "$bin_dir/mentorydPackageTests.xctest" --testing-library swift-testing \
+    --experimental-maximum-parallelization-width "$width" "$@" 2>&1 | tee "$log" || status=$?
   if [ $status -ne 0 ]; then
-    printf '\n==> swift test %s failed (exit %d); the failures again:\n' "$*" "$status"
+    printf '\n==> the tests in %s failed (exit %d); the failures again:\n' "$bin_dir" "$status"
     grep -E -A4 '✘ Test .*(recorded an issue|failed)|error:|Fatal error|Thread Sanitizer|WARNING: ThreadSanitizer' \
       "$log" | grep -v '^--$' | head -200 || true
   fi
@@ -37,6 +46,10 @@ swift_test() {
 }
 
 scripts/install-deps.sh
+
+section "swift format"
+# Every committed Swift file, generated code included, is as .swift-format wants it.
+git ls-files -z '*.swift' | xargs -0 swift format lint --strict
 
 section "generated code is current"
 scripts/generate-protos.sh --check
@@ -54,8 +67,11 @@ done
 section "unit and end-to-end tests"
 # Every module a target imports is one it declares in Package.swift.
 swift build --build-tests --explicit-target-dependency-import-check error
-swift_test --skip-build
+swift_test "$(swift build --show-bin-path)"
 [ $quick -eq 1 ] && exit 0
+
+section "DocC documentation of the library products"
+scripts/check-docs.sh
 
 # The optimized build is what users run, and the optimizer is where a miscompile shows up (the
 # dispatch fuzzer once found `diary.list` crashing only there), so the Python suite uses it.
@@ -71,10 +87,14 @@ scripts/test-python.sh --bin-dir "$(swift build -c release --show-bin-path)"
 section "example handler package"
 scripts/test-example.sh --bin-dir "$(swift build --show-bin-path)"
 
+# The README's tour, every command as a reader pastes it, against the optimized daemon and CLI.
+section "README tour (release build)"
+scripts/test-tour.sh --bin-dir "$(swift build -c release --show-bin-path)"
+
 section "ThreadSanitizer"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} \
-  swift_test --skip-build --sanitize=thread --scratch-path .build-tsan
+  swift_test "$(swift build --sanitize=thread --scratch-path .build-tsan --show-bin-path)"
 
 section "fuzzing, ${MENTORYD_FUZZ_SECONDS:-30} s per target"
 scripts/fuzz.sh "${MENTORYD_FUZZ_SECONDS:-30}"

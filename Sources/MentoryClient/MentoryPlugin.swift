@@ -39,9 +39,10 @@ public struct PluginCallContext: Sendable {
     /// call is in flight, and returns its reply.
     ///
     /// The daemon checks the caller's access to `method`, not the plugin's (a caller denied `diary.*`
-    /// gets `PERMISSION_DENIED`), the call shares this call's deadline, and a call back into a
-    /// namespace already on the way is refused (`INTERNAL`, naming the chain). Use it, never
-    /// ``MentoryPlugin/client``, to fetch anything for a caller.
+    /// gets `PERMISSION_DENIED`), the call shares this call's deadline, it counts as one more of the
+    /// caller's requests in flight (`TOO_MANY_REQUESTS` at once when the caller's uid is at its budget),
+    /// and a call back into a namespace already on the way is refused (`INTERNAL`, naming the chain).
+    /// Use it, never ``MentoryPlugin/client``, to fetch anything for a caller.
     public func call<Target, Request, Reply>(
         _ method: MethodSchema<Target, Request, Reply>,
         _ request: Request

@@ -6,8 +6,8 @@ import MentoryWire
 ///
 /// ``ConfigurationKey/all`` is the one declaration of mentoryd's configuration. The config file is
 /// validated against it (``ConfigurationValidator``), ``DaemonSettings`` takes each default and range
-/// from it, a reload decides from it which changes need a restart, and the README's table, the man
-/// page and `mentoryd --help` are rendered from it (``ConfigurationReference``; a test checks the
+/// from it, a reload decides from it which changes need a restart, and docs/CONFIGURATION.md's table,
+/// the man page and `mentoryd --help` are rendered from it (``ConfigurationReference``; a test checks the
 /// committed text). Adding a key is one entry in ``all`` plus the line of ``DaemonSettings`` that reads it.
 struct ConfigurationKey: Sendable {
     /// What a key holds.
@@ -47,7 +47,7 @@ struct ConfigurationKey: Sendable {
     let type: ValueType
     let defaultValue: Default
     let reload: Reload
-    /// What it means, one sentence or two, for the README, the man page and `--help`.
+    /// What it means, one sentence or two, for docs/CONFIGURATION.md, the man page and `--help`.
     let summary: String
 
     /// The path's components.
@@ -75,7 +75,7 @@ extension ConfigurationKey {
     /// The name standing for any plugin's or handler's name in a path.
     static let anyName = "NAME"
 
-    /// Every configuration key mentoryd reads, in the order the README lists them.
+    /// Every configuration key mentoryd reads, in the order docs/CONFIGURATION.md lists them.
     static let all: [ConfigurationKey] = [
         ConfigurationKey(
             path: "socket.path", type: .string(choices: []),

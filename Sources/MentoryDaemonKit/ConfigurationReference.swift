@@ -1,8 +1,8 @@
-/// The configuration keys as the README's table and as `mentoryd --help` (and so the man page) show
-/// them, rendered from ``ConfigurationKey/all``; tests check that the committed README and man page
-/// hold what these render.
+/// The configuration keys as docs/CONFIGURATION.md's table and as `mentoryd --help` (and so the man
+/// page) show them, rendered from ``ConfigurationKey/all``; tests check that the committed
+/// docs/CONFIGURATION.md and man page hold what these render.
 enum ConfigurationReference {
-    /// The README's table of keys, one row per key.
+    /// docs/CONFIGURATION.md's table of keys, one row per key.
     static var markdownTable: String {
         var lines = [
             "| key | type | default | on reload | meaning |",

@@ -105,7 +105,8 @@ struct Daemon {
                     directory: (self.settings.stateDirectory.hasSuffix("/")
                         ? self.settings.stateDirectory : self.settings.stateDirectory + "/") + "plugins"),
                 instance: DaemonInstance.current().wire,
-                maxSubscriptionsPerUID: self.settings.uidSubscriptions
+                maxSubscriptionsPerUID: self.settings.uidSubscriptions,
+                handlerSettings: self.settings.handlerSettings(instance: .current())
             ),
             executor: eventLoop.executor,
             logger: self.logger,
@@ -234,8 +235,9 @@ struct Daemon {
             logger: self.logger,
             readyStatus: { await status() },
             reload: { current in
-                try await Self.apply(
-                    try await reloadSettings(),
+                let reloaded = try await reloadSettings()
+                return await Self.apply(
+                    reloaded,
                     over: current,
                     logLevel: logLevel,
                     engine: engine,
@@ -415,7 +417,10 @@ struct Daemon {
             effective.accessPolicy = reloaded.accessPolicy
             logger.notice("access rules changed", metadata: ["rules": "\(reloaded.accessPolicy.rules.count)"])
         }
-        let refused = await engine.reloadHandlers { namespace in reloaded.handlerConfig(namespace) }
+        // The handlers' view of the settings, with the live ones (the log level) as reloaded.
+        let refused = await engine.reloadHandlers(settings: effective.handlerSettings(instance: .current())) {
+            namespace in reloaded.handlerConfig(namespace)
+        }
         for (namespace, reason) in refused.sorted(by: { $0.key < $1.key }) {
             logger.warning(
                 "a handler refused its reloaded configuration and keeps the previous one",

@@ -1,6 +1,7 @@
 import Configuration
 import Logging
 import MentoryEngine
+import MentoryHandlerKit
 import MentoryStorageSQLite
 import MentoryWire
 
@@ -261,5 +262,20 @@ extension DaemonSettings {
         Set(current.restartValues.keys).union(reloaded.restartValues.keys).sorted().filter {
             current.restartValues[$0] != reloaded.restartValues[$0]
         }
+    }
+}
+
+extension DaemonSettings {
+    /// What handlers may read of these settings (``GlobalSettings``), for the daemon running as `instance`.
+    func handlerSettings(instance: DaemonInstance) -> GlobalSettings {
+        GlobalSettings(
+            instanceKind: instance.kind == .system ? .system : .user,
+            daemonUID: instance.uid,
+            stateDirectory: self.stateDirectory,
+            maxFrameLength: self.maxFrameLength,
+            maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.maxFrameLength),
+            requestTimeout: .milliseconds(self.requestTimeoutMilliseconds),
+            logLevel: self.logLevel
+        )
     }
 }

@@ -63,7 +63,7 @@ struct MentorydCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-frame-length"), help: "The largest frame payload accepted, in bytes.")
     var maxFrameLength: Int?
 
-    /// For scripts/generate-manuals.sh: print the README's table of configuration keys and exit.
+    /// For scripts/generate-manuals.sh: print docs/CONFIGURATION.md's table of configuration keys and exit.
     @Flag(name: .customLong("print-config-reference"), help: ArgumentHelp(visibility: .private))
     var printConfigReference = false
 

@@ -18,11 +18,26 @@ public protocol EventSink: Sendable {
     /// Returns `false`, without queueing, when the connection's bounded outbound queue is full; the
     /// call then fails UNAVAILABLE. Connections that cannot carry plugin calls return `false`.
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool
+
+    /// Counts a call that a handler or plugin makes on behalf of this connection's client (`HandlerContext.call`,
+    /// `plugin.call`) against that client's budget, as one more of its requests in flight.
+    ///
+    /// Returns `false`, counting nothing, when the client is at its budget; the nested call then fails
+    /// `MentoryError.callerOverBudget` rather than waiting (the call making it holds room already,
+    /// so waiting could wait for itself). Every `true` is followed by one ``finishCallOnBehalf()``.
+    func startCallOnBehalf() -> Bool
+
+    /// Counts out a call ``startCallOnBehalf()`` counted.
+    func finishCallOnBehalf()
 }
 
 extension EventSink {
     /// Sinks that carry no plugin calls refuse them.
     public func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool { false }
+    /// Sinks without a budget take every call made on their client's behalf.
+    public func startCallOnBehalf() -> Bool { true }
+    /// Sinks without a budget count nothing.
+    public func finishCallOnBehalf() {}
 }
 
 /// An event as the engine hands it to its subscribers: the message, and the frame that carries it,

@@ -53,6 +53,9 @@ public actor MentoryEngine {
         /// Topic subscriptions one uid's connections may hold together (`limits.uidSubscriptions`); a
         /// `subscribe` past it fails UNAVAILABLE and subscribes nothing.
         public var maxSubscriptionsPerUID: Int
+        /// The daemon-wide settings handlers may read (`HandlerSetup.settings`, `HandlerContext.settings`);
+        /// a reload may replace them.
+        public var handlerSettings: GlobalSettings
 
         public init(
             serverVersion: String,
@@ -65,7 +68,8 @@ public actor MentoryEngine {
             pluginCallTimeout: Duration = .seconds(5),
             pluginRegistrations: PluginRegistrationFiles? = nil,
             instance: Mentory_V1_DaemonInstance = .init(),
-            maxSubscriptionsPerUID: Int = 1024
+            maxSubscriptionsPerUID: Int = 1024,
+            handlerSettings: GlobalSettings = GlobalSettings()
         ) {
             self.serverVersion = serverVersion
             self.eventRingCapacity = eventRingCapacity
@@ -78,6 +82,7 @@ public actor MentoryEngine {
             self.pluginRegistrations = pluginRegistrations
             self.instance = instance
             self.maxSubscriptionsPerUID = maxSubscriptionsPerUID
+            self.handlerSettings = handlerSettings
         }
     }
 
@@ -140,6 +145,8 @@ public actor MentoryEngine {
     var metricsRefreshers: [@Sendable (isolated MentoryEngine) -> Void] = []
     private var isShuttingDown = false
     private(set) var accessPolicy: AccessPolicy
+    /// The daemon-wide settings handlers see now: ``Configuration/handlerSettings`` until a reload replaces them.
+    package private(set) var handlerSettings: GlobalSettings
     /// Counts the policies set, so that routes know when to pick out their rules again.
     private var accessGeneration: UInt64 = 1
     private var lastDenialLogged: ContinuousClock.Instant?
@@ -164,6 +171,7 @@ public actor MentoryEngine {
         self.metrics = EngineMetrics(factory: metrics)
         self.epoch = UInt64.random(in: 1...UInt64.max)
         self.accessPolicy = configuration.accessPolicy
+        self.handlerSettings = configuration.handlerSettings
     }
 
     /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.
@@ -215,7 +223,8 @@ public actor MentoryEngine {
         }
         var logger = self.logger
         logger[metadataKey: "namespace"] = "\(namespace)"
-        let setup = HandlerSetup(namespace: namespace, config: config, logger: logger, clock: self.clock)
+        let setup = HandlerSetup(
+            namespace: namespace, config: config, logger: logger, clock: self.clock, settings: self.handlerSettings)
         let state: Handler.State
         do {
             state = try await handler.open(setup)
@@ -225,7 +234,7 @@ public actor MentoryEngine {
             throw .internal("\(Self.describe(error))")
         }
         let hosted = try Hosted(
-            handler, state: state, config: config, logger: logger, clock: self.clock,
+            handler, state: state, config: config, logger: logger, clock: self.clock, settings: self.handlerSettings,
             // Unowned: the engine owns its hosted handlers, so a strong capture would be a cycle.
             publisher: { [unowned self] topic, body in self.publish(body, on: topic) },
             caller: { [unowned self] target, method, body, call in
@@ -270,11 +279,14 @@ public actor MentoryEngine {
 
     /// Hands every handler its reloaded configuration section; returns the namespaces that refused
     /// theirs, with why (they keep the previous one).
-    package func reloadHandlers(config: (String) -> ConfigReader) -> [String: String] {
+    package func reloadHandlers(
+        settings: GlobalSettings? = nil, config: (String) -> ConfigReader
+    ) -> [String: String] {
+        if let settings { self.handlerSettings = settings }
         var refused: [String: String] = [:]
         for namespace in self.registrationOrder {
             do {
-                try self.handlers[namespace]!.reload(config: config(namespace))
+                try self.handlers[namespace]!.reload(config: config(namespace), settings: self.handlerSettings)
             } catch {
                 refused[namespace] = Self.describe(error)
             }
@@ -485,8 +497,11 @@ public actor MentoryEngine {
     /// (``HandlerContext/call(_:_:for:)``).
     ///
     /// The client's access to the target is checked as if it called it itself, the call shares
-    /// `call`'s deadline, and a call into a namespace already on the call's way is refused (INTERNAL,
-    /// naming the chain), so handlers calling each other cannot loop.
+    /// `call`'s deadline (one past it fails DEADLINE_EXCEEDED without running; a plugin target is
+    /// failed at it), it counts as one more of the client's requests in flight for as long as it runs
+    /// (``EventSink/startCallOnBehalf()``: a client at its budget gets TOO_MANY_REQUESTS,
+    /// ``MentoryError/callerOverBudget(call:uid:)``), and a call into a namespace already on the call's
+    /// way is refused (INTERNAL, naming the chain), so handlers calling each other cannot loop.
     package func call(
         _ namespace: String,
         _ method: String,
@@ -518,6 +533,20 @@ public actor MentoryEngine {
             throw MentoryError.permissionDenied(namespace: namespace, method: method)
         }
         guard ContinuousClock.now < call.deadline else { throw HandlerFailure.deadlineExceeded }
+        // Counted as one more request of the client's, for as long as it runs.
+        guard let client = self.connections[connection.id] else {
+            throw MentoryError.unavailable(
+                "\(chain.joined(separator: " -> ")) -> \(namespace).\(method) was not made: the client it was"
+                    + " made for has disconnected")
+        }
+        guard client.sink.startCallOnBehalf() else {
+            self.logger.debug(
+                "call on a client's behalf over its uid's budget",
+                metadata: ["call": "\(chain.joined(separator: " -> ")) -> \(namespace).\(method)"])
+            throw MentoryError.callerOverBudget(
+                call: "\(chain.joined(separator: " -> ")) -> \(namespace).\(method)", uid: connection.credentials?.uid)
+        }
+        defer { client.sink.finishCallOnBehalf() }
         let nested = RequestContext(
             requestID: call.requestID, method: method, connection: connection, deadline: call.deadline,
             logger: self.logger, chain: chain + [namespace])

@@ -118,7 +118,7 @@ final class PluginHostedHandler: HostedHandler {
         // The engine handles its own plugin connection going away (MentoryEngine.pluginDisconnected).
     }
 
-    func reload(config: ConfigReader) throws {
+    func reload(config: ConfigReader, settings: GlobalSettings) throws {
         // A plugin reads its own configuration; `plugins.<name>` changes need a restart.
     }
 

@@ -25,6 +25,8 @@ public struct HandlerContext<Handler: MentoryHandler> {
     public let logger: Logger
     /// The source of wall-clock time.
     public let clock: any SessionClock
+    /// The daemon-wide settings a handler may read; a reload refreshes those that reload live.
+    public let settings: GlobalSettings
     private let publisher: (_ topic: String, _ body: Data) -> Void
     private let caller: NamespaceCaller?
 
@@ -37,9 +39,12 @@ public struct HandlerContext<Handler: MentoryHandler> {
         config: ConfigReader,
         logger: Logger,
         clock: any SessionClock,
+        settings: GlobalSettings = GlobalSettings(),
         publisher: @escaping (_ topic: String, _ body: Data) -> Void
     ) {
-        self.init(state: state, config: config, logger: logger, clock: clock, publisher: publisher, caller: nil)
+        self.init(
+            state: state, config: config, logger: logger, clock: clock, settings: settings, publisher: publisher,
+            caller: nil)
     }
 
     /// Creates a context whose ``call(_:_:for:)`` goes through `caller`.
@@ -48,6 +53,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         config: ConfigReader,
         logger: Logger,
         clock: any SessionClock,
+        settings: GlobalSettings,
         publisher: @escaping (_ topic: String, _ body: Data) -> Void,
         caller: NamespaceCaller?
     ) {
@@ -55,6 +61,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         self.config = config
         self.logger = logger
         self.clock = clock
+        self.settings = settings
         self.publisher = publisher
         self.caller = caller
     }
@@ -62,9 +69,11 @@ public struct HandlerContext<Handler: MentoryHandler> {
     /// Calls `method` of another namespace on behalf of the client whose call `call` is, and returns its reply.
     ///
     /// The daemon checks that client's access to `method` (a client denied `diary.*` gets
-    /// `PERMISSION_DENIED` however it reaches diary), the call shares `call`'s deadline, and a call
-    /// back into a namespace already on the way (`moods -> diary -> moods`) is refused with
-    /// `INTERNAL`, naming the chain. List the namespaces a handler calls in its ``MentoryHandler/requires``,
+    /// `PERMISSION_DENIED` however it reaches diary), the call shares `call`'s deadline (past it, it
+    /// fails `DEADLINE_EXCEEDED`), it counts as one more of that client's requests in flight while it
+    /// runs (a client at its uid's budget gets `TOO_MANY_REQUESTS` at once), and a call back into a
+    /// namespace already on the way (`moods -> diary -> moods`) is refused with `INTERNAL`, naming the
+    /// chain. List the namespaces a handler calls in its ``MentoryHandler/requires``,
     /// so that they open before it. Errors of the called namespace are thrown as they are; thrown on,
     /// they reach the client unchanged.
     nonisolated(nonsending) public func call<Target, Request, Reply>(

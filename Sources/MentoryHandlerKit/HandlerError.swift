@@ -2,12 +2,12 @@ import MentoryWire
 
 /// An error a handler defines itself, with a stable code of its own and the cause kept.
 ///
-/// Clients switch on ``code``, one of the protocol's stable wire codes (``Mentory_V1_ErrorCode``),
+/// Clients switch on ``code``, one of the protocol's stable wire codes (`Mentory_V1_ErrorCode`, from MentoryWire),
 /// and may look at ``reason``, the handler's own stable name for the failure; the wire carries it
 /// as `Error.reason`, prefixed with the namespace (`diary.entry_conflict`). ``underlyingError`` goes to
 /// the daemon's log only, never to the client.
 ///
-/// A handler may also throw ``MentoryError`` directly; any other error becomes `INTERNAL`, and is logged.
+/// A handler may also throw MentoryWire's `MentoryError` directly; any other error becomes `INTERNAL`, and is logged.
 public protocol HandlerError: Error, Sendable {
     /// The wire code: `.invalidArgument`, `.notFound`, `.conflict`, `.unavailable`, `.storageFailure`, ...
     var code: Mentory_V1_ErrorCode { get }

@@ -45,8 +45,9 @@ package protocol HostedHandler: AnyObject {
     /// Tells the handler a connection went away.
     func connectionClosed(_ connection: ConnectionID)
 
-    /// Hands the handler a reloaded configuration section; keeps the old one if the handler refuses it.
-    func reload(config: ConfigReader) throws
+    /// Hands the handler a reloaded configuration section and the daemon-wide settings as reloaded; keeps
+    /// the old section if the handler refuses it (the settings are refreshed either way).
+    func reload(config: ConfigReader, settings: GlobalSettings) throws
 
     /// Closes the handler.
     nonisolated(nonsending) func close() async
@@ -73,6 +74,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package private(set) var config: ConfigReader
     private let logger: Logger
     private let clock: any SessionClock
+    package private(set) var settings: GlobalSettings
     private let publisher: (String, Data) -> Void
     private let caller: NamespaceCaller?
     private let routes: [String: HandlerRoutes<Handler>.Route]
@@ -88,6 +90,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         config: ConfigReader,
         logger: Logger,
         clock: any SessionClock,
+        settings: GlobalSettings = GlobalSettings(),
         publisher: @escaping (String, Data) -> Void,
         caller: NamespaceCaller? = nil
     ) throws(MentoryError) {
@@ -103,6 +106,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         self.config = config
         self.logger = logger
         self.clock = clock
+        self.settings = settings
         self.publisher = publisher
         self.caller = caller
         self.routes = routes.routes
@@ -117,7 +121,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package var context: HandlerContext<Handler> {
         HandlerContext(
             state: self.state, config: self.config, logger: self.logger, clock: self.clock,
-            publisher: self.publisher, caller: self.caller)
+            settings: self.settings, publisher: self.publisher, caller: self.caller)
     }
 
     package func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
@@ -167,7 +171,8 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         self.handler.connectionClosed(connection, context: self.context)
     }
 
-    package func reload(config: ConfigReader) throws {
+    package func reload(config: ConfigReader, settings: GlobalSettings) throws {
+        self.settings = settings
         let previous = self.config
         self.config = config
         do {
@@ -180,6 +185,9 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
 
     package nonisolated(nonsending) func close() async {
         await self.handler.close(
-            HandlerSetup(namespace: self.namespace, config: self.config, logger: self.logger, clock: self.clock))
+            self.state,
+            setup: HandlerSetup(
+                namespace: self.namespace, config: self.config, logger: self.logger, clock: self.clock,
+                settings: self.settings))
     }
 }

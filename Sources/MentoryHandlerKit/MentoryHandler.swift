@@ -53,15 +53,17 @@ public protocol MentoryHandler: Sendable {
     /// Throwing refuses the reload of this section; the handler keeps its previous configuration.
     func reload(context: HandlerContext<Self>) throws
 
-    /// Releases what ``open(_:)`` acquired. Called once at shut-down, before the namespaces it requires close.
-    func close(_ setup: HandlerSetup) async
+    /// Releases what ``open(_:)`` acquired, given the state it returned (as the calls left it), for the last time.
+    ///
+    /// Called once at shut-down, before the namespaces it requires close; no call runs during or after it.
+    nonisolated(nonsending) func close(_ state: consuming State, setup: HandlerSetup) async
 }
 
 extension MentoryHandler {
     public var requires: [String] { [] }
     public func connectionClosed(_ connection: ConnectionID, context: HandlerContext<Self>) {}
     public func reload(context: HandlerContext<Self>) throws {}
-    public func close(_ setup: HandlerSetup) async {}
+    public nonisolated(nonsending) func close(_ state: consuming State, setup: HandlerSetup) async {}
 }
 
 extension MentoryHandler where State == Void {

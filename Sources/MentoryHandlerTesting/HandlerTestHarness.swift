@@ -36,39 +36,44 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
     private var nextRequestID: UInt64 = 0
     private let logger: Logger
     private let clock: any SessionClock
+    private var settings: GlobalSettings
 
-    private init(logger: Logger, clock: any SessionClock) {
+    private init(logger: Logger, clock: any SessionClock, settings: GlobalSettings) {
         self.logger = logger
         self.clock = clock
+        self.settings = settings
     }
 
-    /// Opens `handler` with `config` as its configuration section (keys relative to `handlers.<namespace>`).
+    /// Opens `handler` with `config` as its configuration section (keys relative to `handlers.<namespace>`)
+    /// and `settings` as the daemon-wide settings it reads.
     ///
-    /// Throws what the handler's ``MentoryHandler/open(_:)`` throws, or ``MentoryError/internal(_:)``
+    /// Throws what the handler's `MentoryHandler.open(_:)` throws, or `MentoryError.internal(_:)`
     /// when its routes do not match its schema.
     public static func open(
         _ handler: Handler,
         config: [AbsoluteConfigKey: ConfigValue] = [:],
         clock: any SessionClock = SystemSessionClock(),
+        settings: GlobalSettings = GlobalSettings(),
         logger: Logger = Logger(label: "mentory.handler-test")
     ) async throws -> HandlerTestHarness<Handler> {
-        let harness = HandlerTestHarness(logger: logger, clock: clock)
+        let harness = HandlerTestHarness(logger: logger, clock: clock, settings: settings)
         try await harness.start(handler, config: ConfigReader(provider: InMemoryProvider(values: config)))
         return harness
     }
 
     private func start(_ handler: Handler, config: ConfigReader) async throws {
         let setup = HandlerSetup(
-            namespace: Handler.Namespace.name, config: config, logger: self.logger, clock: self.clock)
+            namespace: Handler.Namespace.name, config: config, logger: self.logger, clock: self.clock,
+            settings: self.settings)
         let state = try await handler.open(setup)
         self.hosted = try Hosted(
-            handler, state: state, config: config, logger: self.logger, clock: self.clock,
+            handler, state: state, config: config, logger: self.logger, clock: self.clock, settings: self.settings,
             publisher: { topic, body in self.publications.append(Publication(topic: topic, body: body)) })
     }
 
     /// Calls `method` with `request` from `connection`, as a client would, and returns the reply.
     ///
-    /// Throws what the handler throws (``MentoryError`` or the handler's own ``HandlerError``).
+    /// Throws what the handler throws (`MentoryError` or the handler's own `HandlerError`).
     public func call<Request, Reply>(
         _ method: MethodSchema<Handler.Namespace, Request, Reply>,
         _ request: Request,
@@ -132,12 +137,15 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         try self.requireOpen().connectionClosed(connection)
     }
 
-    /// Hands the handler a new configuration section, as a reload does; throws if it refuses it.
-    public func reload(config: [AbsoluteConfigKey: ConfigValue]) throws {
-        try self.requireOpen().reload(config: ConfigReader(provider: InMemoryProvider(values: config)))
+    /// Hands the handler a new configuration section, and `settings` if given, as a reload does; throws if it
+    /// refuses the section (the settings are replaced either way).
+    public func reload(config: [AbsoluteConfigKey: ConfigValue], settings: GlobalSettings? = nil) throws {
+        if let settings { self.settings = settings }
+        try self.requireOpen().reload(
+            config: ConfigReader(provider: InMemoryProvider(values: config)), settings: self.settings)
     }
 
-    /// Closes the handler; later calls throw ``MentoryError/shuttingDown``.
+    /// Closes the handler; later calls throw `MentoryError.shuttingDown`.
     public func close() async {
         guard let hosted = self.hosted else { return }
         self.hosted = nil

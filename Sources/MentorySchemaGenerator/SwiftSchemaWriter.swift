@@ -149,14 +149,16 @@ struct SwiftSchemaWriter {
                 "    \(visibility) static let fileDescriptors = SchemaDescriptors(",
                 "        base64Files: \(sharedSchema).fileDescriptors.base64Files + [",
             ]
-            for dependency in closure(of: self.file) where !sharedNames.contains(dependency.name) {
-                self.appendBase64(dependency, indent: "            ")
+            let embedded = closure(of: self.file).filter { !sharedNames.contains($0.name) }
+            for dependency in embedded {
+                self.appendBase64(dependency, indent: "            ", comma: embedded.count > 1)
             }
             self.lines += ["        ])", "}"]
         } else {
             self.lines.append("    \(visibility) static let fileDescriptors = SchemaDescriptors(base64Files: [")
-            for dependency in closure(of: self.file) {
-                self.appendBase64(dependency, indent: "        ")
+            let embedded = closure(of: self.file)
+            for dependency in embedded {
+                self.appendBase64(dependency, indent: "        ", comma: embedded.count > 1)
             }
             self.lines += ["    ])", "}"]
         }
@@ -270,7 +272,8 @@ struct SwiftSchemaWriter {
     /// An array literal after `prefix`, on one line if it fits, else one element a line.
     private mutating func appendList(prefix: String, items: [String], indent: String) {
         let oneLine = prefix + "[" + items.joined(separator: ", ") + "]"
-        if oneLine.count <= Self.lineLimit {
+        // swift-format breaks a collection literal that reaches the limit exactly.
+        if oneLine.count < Self.lineLimit {
             self.lines.append(oneLine)
             return
         }
@@ -280,8 +283,9 @@ struct SwiftSchemaWriter {
     }
 
     /// A file's descriptor, without source info, serialized and base64-encoded as a multi-line string
-    /// literal whose line breaks are escaped (the value holds none).
-    private mutating func appendBase64(_ file: FileDescriptor, indent: String) {
+    /// literal whose line breaks are escaped (the value holds none). swift-format wants a comma after
+    /// every element of a list of several, and none after the only one.
+    private mutating func appendBase64(_ file: FileDescriptor, indent: String, comma: Bool) {
         let proto = file.extractProto()
         // Serializing a descriptor the plugin library decoded cannot fail.
         let encoded = ((try? proto.serializedBytes()) ?? Data()).base64EncodedString()
@@ -294,6 +298,6 @@ struct SwiftSchemaWriter {
             rest = rest.dropFirst(chunk.count)
             self.lines.append(indent + chunk + (rest.isEmpty ? "" : "\\"))
         }
-        self.lines.append(indent + "\"\"\",")
+        self.lines.append(indent + "\"\"\"" + (comma ? "," : ""))
     }
 }

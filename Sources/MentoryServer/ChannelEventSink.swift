@@ -26,4 +26,12 @@ final class ChannelEventSink: EventSink {
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
         self.handler.value.deliver(pluginCall: pluginCall)
     }
+
+    func startCallOnBehalf() -> Bool {
+        self.handler.value.startCallOnBehalf()
+    }
+
+    func finishCallOnBehalf() {
+        self.handler.value.finishCallOnBehalf()
+    }
 }

@@ -531,6 +531,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
         return true
     }
 
+    /// Counts a call a handler or plugin makes on this connection's client's behalf as one more request of its
+    /// uid's, if the uid has room (see ``EventSink/startCallOnBehalf()``); it does not wait for room.
+    func startCallOnBehalf() -> Bool {
+        guard self.account.hasRoom else { return false }
+        self.account.requestStarted()
+        return true
+    }
+
+    /// Counts out a call ``startCallOnBehalf()`` counted; may wake the uid's waiting connections.
+    func finishCallOnBehalf() {
+        self.account.requestFinished()
+    }
+
     /// Sends a call to the plugin on this connection, or refuses it (`false`) when the call would take
     /// the connection's outbound bytes to ``ServerConfiguration/maxOutboundBytes`` (the plugin is not
     /// reading: it may be hung) or would not fit in a frame. The engine then fails the call UNAVAILABLE.

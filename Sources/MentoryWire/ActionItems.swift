@@ -1,4 +1,3 @@
-
 /// Rules shared by every list of action items on the wire.
 public enum ActionItems {
     /// Checks the items against ``FieldLimits``, gives items without an id a fresh UUID, writes

@@ -23,6 +23,10 @@ public enum MentoryError: Error, Equatable, Sendable {
     case handshakeTimeout(seconds: Int)
     case unavailable(String)
     case deadlineExceeded(namespace: String, method: String, milliseconds: Int)
+    /// A call a handler or plugin made on a client's behalf (`call`, e.g. `moods -> diary.list`) was refused:
+    /// that client's uid was at its budget (`limits.uidRequestsInFlight`, or its queued bytes). Nested calls
+    /// never wait for room, since the call making them holds room of its own.
+    case callerOverBudget(call: String, uid: UInt32?)
 
     /// The stable wire code.
     public var code: Mentory_V1_ErrorCode {
@@ -48,6 +52,7 @@ public enum MentoryError: Error, Equatable, Sendable {
         case .handshakeTimeout: .handshakeTimeout
         case .unavailable: .unavailable
         case .deadlineExceeded: .deadlineExceeded
+        case .callerOverBudget: .tooManyRequests
         }
     }
 
@@ -96,6 +101,11 @@ public enum MentoryError: Error, Equatable, Sendable {
             reason
         case .deadlineExceeded(let namespace, let method, let milliseconds):
             "\(namespace).\(method) was not answered within its deadline of \(milliseconds) ms"
+        case .callerOverBudget(let call, let uid):
+            "\(call) was refused: it is made on behalf of a caller"
+                + (uid.map { " (uid \($0))" } ?? "")
+                + " whose uid is at its budget (limits.uidRequestsInFlight requests in flight, or"
+                + " limits.uidQueuedBytes queued); retry once its other requests are answered, or raise the limits"
         }
     }
 

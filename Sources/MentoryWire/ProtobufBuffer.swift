@@ -9,7 +9,7 @@ import SwiftProtobuf
 /// Bytes in a `ByteBuffer` that SwiftProtobuf decodes from and serializes into directly, without
 /// going through `Data` or `[UInt8]`.
 ///
-/// Wrapping a buffer (``init(_:)``) costs nothing: the bytes stay where they are, for example a request
+/// Wrapping a buffer (``init(_:)-(ByteBuffer)``) costs nothing: the bytes stay where they are, for example a request
 /// body still inside the frame it arrived in. A message serialized into this type
 /// (`try message.serializedBytes() as ProtobufBuffer`) is written once into a new buffer that keeps
 /// ``headroom`` free bytes in front of it, so that a frame's length prefix and its `Envelope` and

@@ -76,7 +76,7 @@ final class DaemonProcess {
     var pid: Int32 { self.process.processIdentifier }
 
     func waitUntilServing() async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             if let client = try? await MentoryClient.connect(socketPath: self.socketPath, clientName: "probe") {
                 await client.close()
@@ -88,7 +88,7 @@ final class DaemonProcess {
             }
             try await Task.sleep(for: .milliseconds(10))
         }
-        throw CrashTestError("mentoryd did not serve within 30 s:\n\(self.logTail())")
+        throw CrashTestError("mentoryd did not serve within 120 s:\n\(self.logTail())")
     }
 
     /// Sends `signal` and waits for the process to end; returns its exit status (or signal number).

@@ -190,13 +190,13 @@ struct ConfigurationValidationTests {
         #expect(self.problem(String(decoding: data, as: UTF8.self)) == nil)
     }
 
-    @Test("the README's table of keys is what the declaration renders")
-    func readmeTable() throws {
-        let readme = try String(
-            contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
+    @Test("docs/CONFIGURATION.md's table of keys is what the declaration renders")
+    func referenceTable() throws {
+        let reference = try String(
+            contentsOf: Self.repository.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
         #expect(
-            readme.contains(ConfigurationReference.markdownTable),
-            "README.md's configuration table differs from ConfigurationKey.all; paste ConfigurationReference.markdownTable"
+            reference.contains(ConfigurationReference.markdownTable),
+            "docs/CONFIGURATION.md's configuration table differs from ConfigurationKey.all; run scripts/generate-manuals.sh"
         )
     }
 

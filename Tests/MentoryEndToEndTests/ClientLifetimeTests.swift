@@ -94,16 +94,6 @@ final class FakeDaemonHandler: ChannelInboundHandler {
     }
 }
 
-/// Waits (bounded) until `condition` holds; returns whether it did.
-func eventually(_ seconds: Int = 20, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}
-
 @Suite("Client library lifetimes and bounds", .serialized, .timeLimit(.minutes(5)))
 struct ClientLifetimeTests {
     @Test("concurrent callers of MentoryConnection.client() share one connection")
@@ -177,7 +167,7 @@ struct ClientLifetimeTests {
         }
         // The fake counts a connection when its loop accepts it, which can come after the client gave it up.
         #expect(await eventually { fake.acceptedConnections >= 3 }, "accepted: \(fake.acceptedConnections)")
-        #expect(try await eventually { fake.openConnections == 0 }, "open: \(fake.openConnections)")
+        #expect(await eventually { fake.openConnections == 0 }, "open: \(fake.openConnections)")
         await fake.stop()
     }
 
@@ -197,7 +187,7 @@ struct ClientLifetimeTests {
             #expect(epoch == 7)
             #expect(await eventually { fake.openConnections == 1 })
         }
-        #expect(try await eventually { fake.openConnections == 0 }, "open after drop: \(fake.openConnections)")
+        #expect(await eventually { fake.openConnections == 0 }, "open after drop: \(fake.openConnections)")
 
         let updates = FakeDaemon.ConnectionCounter()
         let task = Task {
@@ -211,7 +201,7 @@ struct ClientLifetimeTests {
         task.cancel()
         try await task.value
         #expect(updates.accepted.load(ordering: .relaxed) == 1, "the .connected update, then the end")
-        #expect(try await eventually { fake.openConnections == 0 }, "open after cancel: \(fake.openConnections)")
+        #expect(await eventually { fake.openConnections == 0 }, "open after cancel: \(fake.openConnections)")
         await fake.stop()
     }
 
@@ -227,7 +217,7 @@ struct ClientLifetimeTests {
         for day in 1...20 {
             try await Self.add(writer, day: day)
         }
-        #expect(try await eventually { reader.eventBufferOverflowed })
+        #expect(await eventually { reader.eventBufferOverflowed })
         var sequences: [UInt64] = []
         for await event in reader.events {
             sequences.append(event.sequence)
@@ -264,7 +254,7 @@ struct ClientLifetimeTests {
             try await Self.add(writer, day: day)
         }
         let last = snapshot.sequence + 30
-        #expect(try await eventually { iterator.currentClient?.eventBufferOverflowed == true })
+        #expect(await eventually { iterator.currentClient?.eventBufferOverflowed == true })
         var position = snapshot.sequence
         var overflowed = false
         var reset = false

@@ -45,7 +45,7 @@ final class DaemonProcess: Sendable {
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: self.logPath))
         try await process.runTiedToTestProcess()
         self.process = process
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             if let client = try? await MentoryClient.connect(socketPath: self.socketPath, clientName: "probe") {
                 await client.close()
@@ -90,7 +90,7 @@ final class DaemonProcess: Sendable {
         if self.process.isRunning {
             kill(self.process.processIdentifier, SIGTERM)
         }
-        let deadline = ContinuousClock.now + .seconds(15)
+        let deadline = ContinuousClock.now + .seconds(60)
         while self.process.isRunning, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }

@@ -62,17 +62,6 @@ func fillDiary(_ daemon: DaemonProcess, count: Int, textBytes: Int = 140) async 
     }
 }
 
-/// Waits (generously, returning as soon as it holds) until `condition` is true.
-private func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    // A loaded 2-core machine running a debug daemon can take minutes; this returns as soon as it holds.
-    let deadline = ContinuousClock.now + .seconds(300)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(100))
-    }
-    throw DaemonFailure(message: "timed out waiting for \(what)")
-}
-
 @Suite(
     "Memory bounds under peers that never read",
     .serialized,
@@ -106,7 +95,7 @@ struct MemoryBoundTests {
             return total + buffer.readableBytes
         }
         let taken = hog.send(requests)
-        try await eventually("the daemon to stop reading the hog") {
+        try await waitUntil("the daemon stops reading the hog", timeout: .seconds(300)) {
             daemon.log.contains("outbound bound reached; no longer reading this connection")
         }
         try await bystander.ping()
@@ -149,7 +138,7 @@ struct MemoryBoundTests {
             print(
                 "8 diary subscribers: \(refused.count) events refused as too large; first: \(refused.first ?? "none")")
         }
-        try await eventually("8 subscribers") { try await bystander.status().subscribers == 8 }
+        try await waitUntil("8 subscribers", timeout: .seconds(300)) { try await bystander.status().subscribers == 8 }
         var add = Mentory_V1_DiaryAddRequest()
         add.emotion = .pleasant
         add.text = String(repeating: "n", count: 2000)

@@ -41,7 +41,7 @@ final class ForeignDaemon: Sendable {
         self.process = process
         // The test's own trust does not include `uid`: probe with one that does.
         let probeTrust = SocketTrust(trustedUIDs: [0, getuid(), uid])
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline, process.isRunning {
             if let client = try? await MentoryClient.connect(
                 socketPath: self.socketPath, clientName: "probe", trust: probeTrust)
@@ -59,7 +59,7 @@ final class ForeignDaemon: Sendable {
     /// SIGTERM, then SIGKILL if it has not exited within the deadline.
     func stop() async {
         if self.process.isRunning { kill(self.process.processIdentifier, SIGTERM) }
-        let deadline = ContinuousClock.now + .seconds(15)
+        let deadline = ContinuousClock.now + .seconds(60)
         while self.process.isRunning, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }

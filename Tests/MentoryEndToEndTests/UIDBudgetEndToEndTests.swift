@@ -33,22 +33,12 @@ private func resetPeakRSS(of pid: Int32) {
     try? "5".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)
 }
 
-/// Waits (bounded) until `condition` holds.
-private func waitUntil(_ what: String, seconds: Int = 300, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(100))
-    }
-    throw DaemonFailure(message: "timed out waiting for \(what)")
-}
-
 /// Waits (bounded) until the daemon has done all it will do for peers that never read: its CPU time stays the
 /// same over a second of polls.
 private func waitUntilIdle(_ daemon: DaemonProcess) async throws {
     var last = cpuTicks(of: daemon.pid)
     var still = 0
-    try await waitUntil("the daemon to go idle") {
+    try await waitUntil("the daemon goes idle", timeout: .seconds(300), interval: .milliseconds(100)) {
         let now = cpuTicks(of: daemon.pid)
         still = now == last ? still + 1 : 0
         last = now
@@ -200,7 +190,7 @@ struct UIDBudgetEndToEndTests {
             let trims = daemon.log.split(separator: "\n").filter { $0.contains("gave free memory back") }
             print("RSS \(rss) KiB after the subscribers left (idle \(idle) KiB); trims: \(trims)")
         }
-        try await waitUntil("memory to come back after the subscribers left", seconds: 60) {
+        try await waitUntil("memory comes back after the subscribers left", timeout: .seconds(60)) {
             rss = rssKilobytes(of: daemon.pid)
             return rss <= idle + 16 * 1024
         }

@@ -7,16 +7,6 @@ import SwiftProtobuf
 import Synchronization
 import Testing
 
-/// Polls `condition` until it holds, for at most a generous minute; returns whether it held.
-func eventually(_ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(60)
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return await condition()
-}
-
 /// The namespace of ``GatedHandler``, declared for these tests.
 enum GatedSchema: NamespaceSchema {
     static let name = "gated"
@@ -62,7 +52,7 @@ extension EngineFixture {
     }
 }
 
-@Suite("Subscription races and publishing scope", .timeLimit(.minutes(1)))
+@Suite("Subscription races and publishing scope", .timeLimit(.minutes(5)))
 struct SubscriptionRaceTests {
     @Test("a connection detaching while subscribe awaits a snapshot leaves no id behind")
     func detachDuringSubscribe() async throws {

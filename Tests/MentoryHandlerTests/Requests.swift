@@ -25,4 +25,3 @@ func failure<Handler: MentoryHandler, Request, Reply>(
         return nil
     }
 }
-

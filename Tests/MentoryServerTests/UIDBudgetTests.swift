@@ -5,6 +5,7 @@ import MentoryWire
 import MentoryWireFixtures
 import NIOCore
 import NIOEmbedded
+import SwiftProtobuf
 import Testing
 
 @testable import MentoryServer
@@ -15,13 +16,17 @@ private struct Connections {
     let channels: [NIOAsyncTestingChannel]
     let budgets: NIOLoopBound<UIDBudgets>
 
-    init(uids: [UInt32], configure: (inout ServerConfiguration) -> Void) async throws {
+    init(
+        uids: [UInt32], register: (MentoryEngine) async throws -> Void = { _ in },
+        configure: (inout ServerConfiguration) -> Void
+    ) async throws {
         var configuration = ServerConfiguration(listener: .path("/unused"))
         configure(&configuration)
         let loop = NIOAsyncTestingEventLoop()
         let engine = MentoryEngine(
             configuration: .init(serverVersion: "test", daemonUID: 1000), executor: loop.executor)
         try await engine.register(BlobHandler())
+        try await register(engine)
         let settings = configuration
         let budgets = try await loop.executeInContext {
             NIOLoopBound(UIDBudgets(settings), eventLoop: loop)
@@ -86,6 +91,26 @@ private struct Connections {
         envelope.hello = hello
         try await self.send(index, [envelope])
         _ = try await self.responses(index)
+    }
+
+    /// The responses connection `index` has sent so far, whole.
+    func fullResponses(_ index: Int) async throws -> [Mentory_V1_Response] {
+        await self.loop.run()
+        var responses: [Mentory_V1_Response] = []
+        while var frame = try await self.channels[index].readOutbound(as: ByteBuffer.self) {
+            while frame.readableBytes > 0 {
+                let length = Int(frame.readInteger(as: UInt32.self)!)
+                let envelope = try Mentory_V1_Envelope(frame: frame.readSlice(length: length)!)
+                if case .response(let response) = envelope.kind { responses.append(response) }
+            }
+        }
+        return responses
+    }
+
+    /// The requests in flight of `uid`'s account (0 once it is dropped).
+    func requestsInFlight(of uid: UInt32) async throws -> Int {
+        let budgets = self.budgets
+        return try await self.loop.executeInContext { budgets.value.accounts[uid]?.requestsInFlight ?? 0 }
     }
 
     /// The queued bytes of `uid`'s account (0 once it is dropped).
@@ -178,6 +203,32 @@ struct UIDBudgetTests {
         try await connections.finish()
     }
 
+    @Test("a call on a client's behalf takes one of its uid's requests in flight; refused at the budget")
+    func callOnBehalfCounted() async throws {
+        for (limit, refused) in [(1, true), (2, false)] {
+            let connections = try await Connections(
+                uids: [1000], register: { try await $0.register(RelayHandler()) }
+            ) { $0.uidRequestsInFlight = limit }
+            try await connections.hello(0)
+            try await connections.send(
+                0, [Harness.request(1, "relay", "get", Google_Protobuf_UInt32Value(UInt32(10)).wireBody())])
+            var responses: [Mentory_V1_Response] = []
+            // The relay's task and its nested call take a few turns of the loop.
+            for _ in 0..<20 where responses.isEmpty { responses = try await connections.fullResponses(0) }
+            let response = try #require(responses.first)
+            if refused {
+                #expect(
+                    response.error.code == UInt32(Mentory_V1_ErrorCode.tooManyRequests.rawValue),
+                    "relay.get holds the uid's one request in flight, so its call of blob.get is refused")
+                #expect(response.error.message.contains("relay -> blob.get"), "\(response.error.message)")
+            } else {
+                #expect(response.body.count > 0, "with room for both: \(response.error.message)")
+            }
+            #expect(try await connections.requestsInFlight(of: 1000) == 0, "every request counted was counted out")
+            try await connections.finish()
+        }
+    }
+
     @Test("a reply's size is reserved from the largest reply its method gave, a whole frame before the first")
     func reservations() {
         let budgets = UIDBudgets(
@@ -195,5 +246,25 @@ struct UIDBudgetTests {
         #expect(!account.hasRoom, "at the uid's requests in flight")
         account.requestFinished()
         #expect(account.hasRoom)
+    }
+}
+
+/// `relay.get` asks `blob.get` on its caller's behalf.
+enum RelaySchema: NamespaceSchema {
+    static let name = "relay"
+    static let version: UInt32 = 1
+    static let get = MethodSchema<RelaySchema, Google_Protobuf_UInt32Value, Google_Protobuf_BytesValue>(name: "get")
+    static let methods: [MethodInfo] = [get.info]
+    static let topics: [TopicInfo] = []
+    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+}
+
+struct RelayHandler: MentoryHandler {
+    typealias Namespace = RelaySchema
+
+    func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.onAsync(Namespace.get) { request, call, context in
+            try await context.call(BlobSchema.get, request, for: call)
+        }
     }
 }

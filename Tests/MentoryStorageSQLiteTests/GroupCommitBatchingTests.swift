@@ -1,6 +1,7 @@
 import GRDB
 import MentoryStorage
 import MentoryStorageSQLite
+import MentoryTestSupport
 import MentoryWire
 import MetricsTestKit
 import Testing
@@ -32,15 +33,6 @@ private struct WriteLockHolder {
     func release() async throws {
         try await self.queue.writeWithoutTransaction { db in try db.execute(sql: "ROLLBACK") }
         try self.queue.close()
-    }
-}
-
-/// Polls `condition` until it holds (a generous deadline, not a timing assertion).
-private func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(60)
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw FixtureError("timed out waiting until \(what)") }
-        try await Task.sleep(for: .milliseconds(2))
     }
 }
 
@@ -188,7 +180,7 @@ struct GroupCommitBatchingTests {
                 }
                 try await waitUntil("three writes are queued") { store.queuedWriteCount == 3 }
                 try await lock.release()
-                try await first.value
+                _ = try await first.value
                 try await keptWrites.value
                 let refusal = await refused.value
                 if case .conflict = refusal {

@@ -1,5 +1,6 @@
 import Dispatch
 import GRDB
+import MentoryTestSupport
 import MentoryWire
 import MetricsTestKit
 import Synchronization
@@ -9,15 +10,6 @@ import Testing
 
 @Suite("SQLite store: a shared write that fails after changing rows")
 struct PartialWriteTests {
-    /// Polls `condition` until it holds (a generous deadline, not a timing assertion).
-    private func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw FixtureError("timed out waiting until \(what)") }
-            try await Task.sleep(for: .milliseconds(2))
-        }
-    }
-
     @Test("rolls back alone: the batch runs again with savepoints, and the other writes commit")
     func partialWriteRollsBackAlone() async throws {
         try await withTemporaryDirectory { directory in

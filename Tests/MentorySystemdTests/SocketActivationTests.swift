@@ -58,19 +58,10 @@ final class ActivationFixture {
     }
 }
 
-/// Polls `condition` every 20 ms for up to `seconds`, without blocking a thread.
-func waitUntil(_ what: String, seconds: Double = 15, _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw ActivationTestError("timed out waiting until \(what)") }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-}
-
 /// Waits for `process` to exit, killing it after `seconds`, and returns its exit status.
-func waitForExit(_ process: Process, seconds: Double = 15) async throws -> Int32 {
+func waitForExit(_ process: Process, seconds: Double = 60) async throws -> Int32 {
     do {
-        try await waitUntil("the process exits", seconds: seconds) { !process.isRunning }
+        try await waitUntil("the process exits", timeout: .milliseconds(Int(seconds * 1000))) { !process.isRunning }
     } catch {
         kill(process.processIdentifier, SIGKILL)
         _ = await process.waitForExit()

@@ -24,7 +24,6 @@ import NIOCore
 import NIOEmbedded
 import SwiftProtobuf
 
-
 /// Maximum frame lengths the harness picks from; the first is the daemon's default.
 private let maxFrameLengths = [WireProtocol.defaultMaxFrameLength, 0, 1, 4, 7, 64, 300, 65_536]
 
@@ -111,8 +110,12 @@ private func decodeDirectly(_ stream: [UInt8], reads: [Int], maximum: Int) -> (f
             } catch {
                 switch error {
                 case .frameTooLarge(let length, let reportedMaximum):
-                    guard reportedMaximum == maximum else { fail("frameTooLarge reports maximum \(reportedMaximum), not \(maximum)") }
-                    guard length > maximum else { fail("frameTooLarge for \(length) bytes, within the maximum \(maximum)") }
+                    guard reportedMaximum == maximum else {
+                        fail("frameTooLarge reports maximum \(reportedMaximum), not \(maximum)")
+                    }
+                    guard length > maximum else {
+                        fail("frameTooLarge for \(length) bytes, within the maximum \(maximum)")
+                    }
                     return (frames, .frameTooLarge(length: length))
                 case .truncatedFrame:
                     fail("nextFrame(from:) threw truncatedFrame, which only decodeLast may throw")
@@ -250,7 +253,9 @@ private func checkEnvelope(_ payload: [UInt8]) {
     // writeFrame/nextFrame round trip with the default maximum.
     var wire = ByteBuffer()
     wire.writeFrame(envelope)
-    guard wire.readableBytes == 4 + bytes.count else { fail("writeFrame wrote \(wire.readableBytes) bytes for \(bytes.count)") }
+    guard wire.readableBytes == 4 + bytes.count else {
+        fail("writeFrame wrote \(wire.readableBytes) bytes for \(bytes.count)")
+    }
     if bytes.count <= WireProtocol.defaultMaxFrameLength {
         let decoder = LengthPrefixedFrameDecoder()
         guard let reframed = try? decoder.nextFrame(from: &wire), wire.readableBytes == 0,

@@ -83,7 +83,7 @@ public struct StorageAdminHandler: MentoryHandler {
         Task { await snapshots.release(connection) }
     }
 
-    public func close(_ setup: HandlerSetup) async {
+    public func close(_ state: consuming State, setup: HandlerSetup) async {
         await self.snapshots.removeAll()
     }
 }

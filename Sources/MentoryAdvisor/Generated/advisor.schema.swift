@@ -43,6 +43,6 @@ extension MentoryAdvisorSchema {
             l9pdGVtcxgDIAMoCVILYWN0aW9uSXRlbXMSGgoIZmFsbGJhY2sYBCABKAhSCGZhbGxiYWNrMqcBCgdBZHZpc29yEkkKB3N1Z2dlc3QSIi5t\
             ZW50b3J5LmFkdmlzb3IudjEuU3VnZ2VzdFJlcXVlc3QaGi5tZW50b3J5LmFkdmlzb3IudjEuQWR2aWNlGlHK8xgHYWR2aXNvctDzGAHa8xg\
             +CgZhZHZpY2USGW1lbnRvcnkuYWR2aXNvci52MS5BZHZpY2UaGW1lbnRvcnkuYWR2aXNvci52MS5BZHZpY2ViBnByb3RvMw==
-            """,
+            """
         ])
 }

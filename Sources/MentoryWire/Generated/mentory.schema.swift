@@ -114,7 +114,13 @@ extension MentorySchema {
         /// Topic `diary`: changes `mentory.v1.DiaryChange`, snapshots `mentory.v1.DiarySnapshot`.
         public static let diaryTopic =
             TopicSchema<Diary, Mentory_V1_DiaryChange, Mentory_V1_DiarySnapshot>(name: "diary")
-        public static let methods: [MethodInfo] = [add.info, `get`.info, list.info, delete.info, setSuggestionDone.info]
+        public static let methods: [MethodInfo] = [
+            add.info,
+            `get`.info,
+            list.info,
+            delete.info,
+            setSuggestionDone.info,
+        ]
         public static let topics: [TopicInfo] = [diaryTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
     }

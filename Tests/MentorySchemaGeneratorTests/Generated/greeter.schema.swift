@@ -76,6 +76,6 @@ extension GreeterSchema {
             JlZXRpbmcuQ291bnRz2vMYPwoOZ3JlZXRlci5zdGF0dXMSEG1lbnRvcnkudjEuRW1wdHkaG2dvb2dsZS5wcm90b2J1Zi5VSW50MzJWYWx1Z\
             TJQCghGYXJld2VsbBIyCgNieWUSGC5ncmVldGVyLnYxLkhlbGxvUmVxdWVzdBoRLm1lbnRvcnkudjEuRW1wdHkaEMrzGAhmYXJld2VsbNDz\
             GAFiBnByb3RvMw==
-            """,
+            """
         ])
 }

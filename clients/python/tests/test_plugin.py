@@ -452,3 +452,108 @@ def test_the_example_plugin_exits_77_when_refused(daemon, tmp_path: Path) -> Non
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+# -- calls on the caller's behalf (Call.call, plugin.call) -------------------------------------------------------
+
+
+def diary_plugin(socket_path: str) -> mentory.plugin.Plugin:
+    """A kudos plugin whose ``list`` lists the caller's diary, as kudos, through ``call.call``."""
+    plugin = empty_plugin(socket_path)
+
+    @plugin.method("list")
+    async def list_diary(request: mentory.pb.Empty, call: mentory.plugin.Call) -> kudos_pb2.KudosList:
+        listed = await call.call("diary.list", {})  # for the caller, with the caller's access
+        assert isinstance(listed, mentory.pb.DiaryListReply)
+        return kudos_pb2.KudosList(kudos=[kudos_pb2.Kudos(to=entry.title, text=entry.text) for entry in listed.entries])
+
+    return plugin
+
+
+def test_a_plugin_calls_another_namespace_for_its_caller(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    with serving(diary_plugin(kudos_daemon.socket_path)), kudos_daemon.connect() as client:
+        client.diary.add("2026-11-10", "monday", "a good day", "pleasant")
+        listed = client.call("kudos", "list", reply_type=kudos_pb2.KudosList)
+        assert [(kudos.to, kudos.text) for kudos in listed.kudos] == [("monday", "a good day")]
+
+
+#: Runs as another uid: calls kudos.list, which the plugin answers with diary.list on its behalf, then
+#: diary.list itself; prints the two error codes.
+DENIED_CALLER = """
+import sys
+import mentory
+with mentory.connect(sys.argv[1], client_name="denied") as client:
+    codes = []
+    for namespace, method in (("kudos", "list"), ("diary", "list")):
+        try:
+            client.call(namespace, method, reply_type=bytes)
+            codes.append("ok")
+        except mentory.MentoryError as error:
+            codes.append(f"{int(error.code)}:{error.message}")
+    print("\\n".join(codes))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to run the caller as another uid than the daemon's")
+def test_a_caller_denied_diary_gets_permission_denied_through_the_plugin(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+    import tempfile
+
+    import google.protobuf
+
+    nobody = 65534
+    # An interpreter the other uid may run: this one, or the system's, if every folder on its way lets it.
+    candidates = [os.path.realpath(sys.executable), os.path.realpath(shutil.which("python3", path="/usr/bin") or "")]
+    reachable = [
+        path
+        for path in candidates
+        if os.path.isfile(path)
+        and os.stat(path).st_mode & 0o001
+        and all(os.stat(folder).st_mode & 0o001 for folder in Path(path).parents)
+    ]
+    if not reachable:
+        pytest.skip("no Python interpreter another uid may run")
+    interpreter = reachable[0]
+    # A folder the other uid can reach: the socket (mode 0666) and a copy of the package and protobuf.
+    shared = Path(tempfile.mkdtemp(prefix="mentory-denied-"))
+    try:
+        shared.chmod(0o755)
+        packages = shared / "packages"
+        shutil.copytree(Path(mentory.__file__).parent, packages / "mentory")
+        shutil.copytree(Path(google.protobuf.__file__).parent.parent, packages / "google")
+        for path in [packages, *packages.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        daemon = make_daemon(
+            socket_path=shared / "d.sock",
+            config={
+                **KUDOS_CONFIG,
+                "socket": {"mode": "0666"},
+                "access": {"rules": [f"deny uid={nobody} diary.*"]},
+            },
+        )
+        with serving(diary_plugin(daemon.socket_path)), daemon.connect() as client:
+            client.diary.add("2026-11-10", "monday", "a good day", "pleasant")
+            caller = subprocess.run(
+                [interpreter, "-c", DENIED_CALLER, daemon.socket_path],
+                # Pure-Python protobuf: the copied C extension may not be built for that interpreter.
+                env={"PYTHONPATH": str(packages), "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"},
+                user=nobody,
+                group=nobody,
+                extra_groups=[],
+                cwd=str(shared),
+                capture_output=True,
+                text=True,
+                timeout=DEADLINE_SECONDS,
+                preexec_fn=die_with_parent,
+            )
+            assert caller.returncode == 0, caller.stderr
+            through_plugin, direct = caller.stdout.strip().splitlines()
+            denied = f"{int(ErrorCode.PERMISSION_DENIED)}:"
+            assert through_plugin.startswith(denied) and "diary.list" in through_plugin, through_plugin
+            assert direct.startswith(denied), direct
+            # The plugin itself (the daemon's uid) and other callers still get the diary through it.
+            listed = client.call("kudos", "list", reply_type=kudos_pb2.KudosList)
+            assert [kudos.text for kudos in listed.kudos] == ["a good day"]
+        daemon.stop()  # before its socket's folder goes
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -398,6 +398,31 @@ class AsyncClient:
         )
         return decode_reply(namespace, method_name, reply, reply_type or (types[1] if types else None))
 
+    async def _call_on_behalf(
+        self,
+        call_id: int,
+        namespace: str,
+        method: Union[str, RequestLike],
+        request: RequestLike,
+        *,
+        request_type: Optional[Type[Message]],
+        reply_type: Optional[type],
+        timeout: Optional[float],
+    ) -> Any:
+        """``plugin.call`` on this (a plugin's) connection: :meth:`call`, made for the caller of the forwarded
+        call ``call_id`` (:meth:`mentory.plugin.Call.call`)."""
+        namespace, method_name, request = split_target(namespace, method, request)
+        need_request = request_type is None and isinstance(request, Mapping)
+        types = await self._method_types(namespace, method_name, need_request, reply_type is None)
+        body = encode_request(namespace, method_name, request, request_type or (types[0] if types else None))
+        message = pb.PluginCallRequest(call_id=call_id, namespace=namespace, method=method_name, body=body)
+        raw = await self._connection.request(
+            "plugin", "call", message.SerializeToString(), self._options.timeout if timeout is None else timeout
+        )
+        reply = pb.PluginCallReply()
+        reply.ParseFromString(raw)
+        return decode_reply(namespace, method_name, reply.body, reply_type or (types[1] if types else None))
+
     async def describe(self) -> pb.DescribeReply:
         """``session.describe``: every namespace the daemon serves, plugins' included, with their
         methods, topics and message descriptors. Also refreshes the types :meth:`call` uses."""

@@ -42,7 +42,7 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import (
     Any,
     Awaitable,
@@ -131,6 +131,42 @@ class Call:
     #: When the daemon stops waiting (``time.monotonic()`` seconds); the caller then gets
     #: ``DEADLINE_EXCEEDED`` and the plugin cancels the handler. ``None``: no deadline was given.
     deadline: Optional[float]
+    #: The plugin's client on the connection the call came on, which :meth:`call` goes through.
+    _client: Optional[AsyncClient] = field(default=None, repr=False, compare=False)
+
+    async def call(
+        self,
+        namespace: str,
+        method: Union[str, Any] = None,
+        request: Any = None,
+        *,
+        request_type: Optional[Type[Message]] = None,
+        reply_type: Optional[type] = None,
+    ) -> Any:
+        """Calls another namespace's method **on behalf of this call's caller** (``plugin.call``), and
+        returns its reply: ``await call.call("diary.list", {})`` or ``call.call("diary", "list", ...)``,
+        with the request and reply as :meth:`mentory.aio.AsyncClient.call` takes and returns them.
+
+        The daemon checks the caller's access, not the plugin's: a caller denied ``diary.*`` gets
+        :class:`~mentory.MentoryError` ``PERMISSION_DENIED`` here, however the plugin itself is allowed.
+        The call shares this call's deadline, counts as one more of the caller's requests in flight
+        (``TOO_MANY_REQUESTS`` when the caller's uid is at its budget), and a call back into a namespace
+        already on the way is refused (``INTERNAL``, naming the chain). Errors of the called namespace
+        are raised as they came; raised on from the handler, they reach the caller unchanged. Use it,
+        never a client connection of the plugin's own, to fetch anything for a caller. Only a method
+        call has a caller: from a snapshot it fails ``INVALID_ARGUMENT``."""
+        if self._client is None:
+            raise ConnectionClosed("this Call has no connection to the daemon to call through (made by hand)")
+        remaining = self.remaining
+        return await self._client._call_on_behalf(  # noqa: SLF001 - the plugin's own client
+            self.call_id,
+            namespace,
+            method,
+            request,
+            request_type=request_type,
+            reply_type=reply_type,
+            timeout=None if remaining is None else max(remaining, 0.001),
+        )
 
     @property
     def remaining(self) -> Optional[float]:
@@ -650,6 +686,7 @@ class Plugin:
             snapshot_topic=call.snapshot_topic,
             caller=call.caller,
             deadline=deadline,
+            _client=session.client,
         )
         what = f"{self.namespace}.{call.method}" if not call.snapshot_topic else f"the snapshot of {call.snapshot_topic}"
         work = asyncio.ensure_future(self._respond(call, context))
