@@ -30,6 +30,8 @@ let package = Package(
         // The journal log handler, for plugins run under systemd (docs/PLUGINS.md).
         .library(name: "MentorySystemd", targets: ["MentorySystemd"]),
         .executable(name: "protoc-gen-mentory", targets: ["protoc-gen-mentory"]),
+        // Generates a handler package's code from its .proto at build time (docs/HANDLERS.md).
+        .plugin(name: "MentorySchemaPlugin", targets: ["MentorySchemaPlugin"]),
     ],
     traits: [
         .trait(
@@ -113,6 +115,17 @@ let package = Package(
                 .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
             ],
             swiftSettings: strictSources
+        ),
+        // The build plugin of handler packages: runs protoc with both generators on a target's .proto files,
+        // with mentory.proto's folder and its module mapping. mentoryd's own targets commit their generated
+        // code instead (scripts/generate-protos.sh), so building mentoryd never needs protoc.
+        .plugin(
+            name: "MentorySchemaPlugin",
+            capability: .buildTool(),
+            dependencies: [
+                "protoc-gen-mentory",
+                .product(name: "protoc-gen-swift", package: "swift-protobuf"),
+            ]
         ),
         // Layer 2: the daemon's swift-metrics backend: bounded series, histograms, snapshots.
         .target(

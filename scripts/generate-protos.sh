@@ -10,7 +10,6 @@
 #                    and between each `BEGIN GENERATED: messages A B` and `END GENERATED: messages`: the
 #                    listings of messages (or enums) A and B
 #   Tests/MentorySchemaGeneratorTests/Generated/          greeter.proto, a third-party namespace
-#   Examples/gratitude/Sources/GratitudeHandler/Generated/ the example handler package (docs/HANDLERS.md)
 #   Sources/MentoryAdvisor/Generated/                     the reference plugin mentory-advisor (docs/PLUGINS.md)
 #   clients/python/examples/kudos/kudos_pb2.py(i)         the Python example plugin (protoc's own, as is: its
 #                                                         `import mentory_pb2` is the package's top-level alias)
@@ -23,6 +22,8 @@
 # this package's graph, in debug: protoc-gen-mentory (Sources/protoc-gen-mentory) and protoc-gen-swift
 # from the swift-protobuf version Package.resolved pins. PROTOC_GEN_SWIFT=path uses another
 # protoc-gen-swift instead. The generated files are committed, so building mentoryd never needs protoc.
+# Handler packages outside mentoryd (Examples/gratitude, docs/HANDLERS.md) commit none: the build plugin
+# MentorySchemaPlugin (Plugins/) runs protoc with both generators at build time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -63,17 +64,15 @@ swift_out=$out/Sources/MentoryWire/Generated
 python_out=$out/clients/python/src/mentory/_proto
 greeter_dir=Tests/MentorySchemaGeneratorTests
 greeter_out=$out/$greeter_dir/Generated
-gratitude_dir=Examples/gratitude/Sources/GratitudeHandler
-gratitude_out=$out/$gratitude_dir/Generated
 advisor_dir=Sources/MentoryAdvisor
 advisor_out=$out/$advisor_dir/Generated
 kudos_dir=clients/python/examples/kudos
 kudos_out=$out/$kudos_dir
-mkdir -p "$swift_out" "$python_out" "$greeter_out" "$gratitude_out" "$advisor_out" "$kudos_out" "$out/docs"
+mkdir -p "$swift_out" "$python_out" "$greeter_out" "$advisor_out" "$kudos_out" "$out/docs"
 
 # A regeneration replaces the folders' generated files, so a file whose source is gone disappears.
 if [ $check -eq 0 ]; then
-  rm -f "$swift_out"/*.swift "$greeter_out"/*.swift "$gratitude_out"/*.swift "$advisor_out"/*.swift
+  rm -f "$swift_out"/*.swift "$greeter_out"/*.swift "$advisor_out"/*.swift
 fi
 
 protoc \
@@ -148,37 +147,23 @@ cp "$work/PROTOCOL.md" "$out/docs/PROTOCOL.md"
 protoc \
   --plugin=protoc-gen-swift="$swift_plugin" \
   --plugin=protoc-gen-mentory="$mentory_plugin" \
-  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --swift_out="$greeter_out" \
-  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --mentory_out="$greeter_out" \
   --proto_path="$proto_dir" \
   --proto_path="$greeter_dir/Proto" \
   "$greeter_dir/Proto/greeter.proto"
-
-# The example handler package: gratitude.proto imports mentory.proto, whose types live in MentoryWire.
-protoc \
-  --plugin=protoc-gen-swift="$swift_plugin" \
-  --plugin=protoc-gen-mentory="$mentory_plugin" \
-  --swift_opt=Visibility=Public \
-  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
-  --swift_out="$gratitude_out" \
-  --mentory_opt=Visibility=Public \
-  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
-  --mentory_out="$gratitude_out" \
-  --proto_path="$proto_dir" \
-  --proto_path="$gratitude_dir/Proto" \
-  "$gratitude_dir/Proto/gratitude.proto"
 
 # The reference plugin mentory-advisor: advisor.proto imports mentory.proto, whose types live in MentoryWire.
 protoc \
   --plugin=protoc-gen-swift="$swift_plugin" \
   --plugin=protoc-gen-mentory="$mentory_plugin" \
   --swift_opt=Visibility=Public \
-  --swift_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --swift_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --swift_out="$advisor_out" \
   --mentory_opt=Visibility=Public \
-  --mentory_opt=ProtoPathModuleMappings="$greeter_dir/Proto/module-mappings.asciipb" \
+  --mentory_opt=ProtoPathModuleMappings="$proto_dir/module-mappings.asciipb" \
   --mentory_out="$advisor_out" \
   --proto_path="$proto_dir" \
   --proto_path="$advisor_dir/Proto" \
@@ -197,7 +182,7 @@ protoc \
 if [ $check -eq 1 ]; then
   status=0
   for path in Sources/MentoryWire/Generated clients/python/src/mentory/_proto $greeter_dir/Generated \
-    $gratitude_dir/Generated $advisor_dir/Generated; do
+    $advisor_dir/Generated; do
     # Only the generated kinds of file (the Python folder also holds __init__.py, and __pycache__).
     if ! diff -r -u -x '__init__.py' -x '__pycache__' "$path" "$out/$path" >"$work/diff" 2>&1; then
       status=1

@@ -7,20 +7,17 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         // In your own package: .package(url: "https://example.org/mentoryd.git", from: "0.1.0")
-        .package(name: "mentoryd", path: "../.."),
-        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(name: "mentoryd", path: "../..")
     ],
     targets: [
+        // The handler: gratitude.proto and GratitudeHandler.swift; the plugin generates the rest.
         .target(
             name: "GratitudeHandler",
-            dependencies: [
-                .product(name: "MentoryHandlerKit", package: "mentoryd"),
-                .product(name: "MentoryWire", package: "mentoryd"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ],
-            exclude: ["Proto"],
-            swiftSettings: [.swiftLanguageMode(.v6)]
+            dependencies: [.product(name: "MentoryHandlerKit", package: "mentoryd")],
+            swiftSettings: [.swiftLanguageMode(.v6)],
+            plugins: [.plugin(name: "MentorySchemaPlugin", package: "mentoryd")]
         ),
+        // The daemon: mentoryd's built-in handlers plus this one.
         .executableTarget(
             name: "mentoryd-gratitude",
             dependencies: [
@@ -34,7 +31,6 @@ let package = Package(
             dependencies: [
                 "GratitudeHandler",
                 .product(name: "MentoryHandlerTesting", package: "mentoryd"),
-                .product(name: "MentoryWire", package: "mentoryd"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -1,11 +1,12 @@
 import MentoryHandlerKit
-import MentoryWire
 
-/// Serves the `gratitude` namespace: things the user is grateful for, kept in memory.
+/// Serves the `gratitude` namespace: things the user is grateful for, kept in memory, and the
+/// pleasant moments of the caller's own diary.
 ///
-/// The whole handler: its schema is `Proto/gratitude.proto`, its configuration lives under
-/// `handlers.gratitude` (`maxNotes`, default 100, changed by a reload), and it requires the `diary`
-/// namespace, so it opens after the diary handler and closes before it.
+/// The whole handler: its schema is `gratitude.proto` (the build plugin generates
+/// `GratitudeSchema` from it), its configuration lives under `handlers.gratitude` (`maxNotes`,
+/// default 100, changed by a reload), and it calls the `diary` namespace on its callers' behalf,
+/// so it requires it: it opens after the diary handler and closes before it.
 public struct GratitudeHandler: MentoryHandler {
     public typealias Namespace = GratitudeSchema.Gratitude
 
@@ -22,6 +23,9 @@ public struct GratitudeHandler: MentoryHandler {
 
     /// The longest note accepted, in UTF-8 bytes.
     public static let maxTextBytes = 280
+
+    /// The emotions of the diary entries `fromDiary` returns.
+    public static let pleasant: Set<Mentory_V1_Emotion> = [.slightlyPleasant, .pleasant, .veryPleasant]
 
     public init() {}
 
@@ -50,6 +54,15 @@ public struct GratitudeHandler: MentoryHandler {
         routes.on(Namespace.list) { _, _, context in
             Self.list(context.state)
         }
+        routes.onAsync(Namespace.fromDiary) { request, call, context in
+            // The diary's list, as the caller: a caller denied `diary.*` gets PERMISSION_DENIED.
+            var list = Mentory_V1_DiaryListRequest()
+            list.limit = request.limit
+            let diary = try await context.call(MentorySchema.Diary.list, list, for: call)
+            var reply = Gratitude_V1_GratitudeFromDiaryReply()
+            reply.texts = diary.entries.filter { Self.pleasant.contains($0.emotion) }.map(\.text)
+            return reply
+        }
         routes.snapshot(Namespace.gratitudeTopic) { context in
             Self.list(context.state)
         }
@@ -65,8 +78,11 @@ public struct GratitudeHandler: MentoryHandler {
         return reply
     }
 
-    private static func maxNotes(_ value: Int) throws(GratitudeError) -> Int {
-        guard (1...10_000).contains(value) else { throw .badLimit(value) }
+    /// A configuration error names the key: start-up exits 78, a reload keeps the previous limit.
+    private static func maxNotes(_ value: Int) throws(HandlerConfigurationError) -> Int {
+        guard (1...10_000).contains(value) else {
+            throw .init(key: "maxNotes", message: "must be 1 to 10000, not \(value)")
+        }
         return value
     }
 }
@@ -75,7 +91,6 @@ public struct GratitudeHandler: MentoryHandler {
 public enum GratitudeError: HandlerError, Equatable {
     case empty
     case tooLong(Int)
-    case badLimit(Int)
 
     public var code: Mentory_V1_ErrorCode { .invalidArgument }
 
@@ -83,7 +98,6 @@ public enum GratitudeError: HandlerError, Equatable {
         switch self {
         case .empty: "empty_note"
         case .tooLong: "note_too_long"
-        case .badLimit: "bad_max_notes"
         }
     }
 
@@ -91,7 +105,6 @@ public enum GratitudeError: HandlerError, Equatable {
         switch self {
         case .empty: "the note is empty; say what you are grateful for"
         case .tooLong(let bytes): "the note takes \(bytes) bytes; keep it to \(GratitudeHandler.maxTextBytes)"
-        case .badLimit(let value): "handlers.gratitude.maxNotes must be 1 to 10000, not \(value)"
         }
     }
 }
