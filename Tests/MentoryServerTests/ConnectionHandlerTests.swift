@@ -117,8 +117,11 @@ struct Harness {
         var configuration = ServerConfiguration(listener: .path("/unused"))
         configure(&configuration)
         let loop = NIOAsyncTestingEventLoop()
+        // A plugin's answer may take long under ThreadSanitizer on a loaded machine; no test here waits for
+        // the plugin deadline, so it is the longest a test should need rather than the daemon's 5 s.
         let engine = MentoryEngine(
-            configuration: .init(serverVersion: "test", daemonUID: 1000), executor: loop.executor)
+            configuration: .init(serverVersion: "test", daemonUID: 1000, pluginCallTimeout: .seconds(600)),
+            executor: loop.executor)
         try await engine.register(BlobHandler())
         if let plugin { try await engine.declarePlugin(plugin) }
         let channel = NIOAsyncTestingChannel(loop: loop)
