@@ -55,12 +55,10 @@ struct AdvisorEndToEndTests {
 
     /// Waits until the daemon reports the advisor `state`.
     static func waitFor(_ state: Mentory_V1_PluginState, _ client: MentoryClient) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            if try await client.status().plugins.first?.state == state { return }
-            try await Task.sleep(for: .milliseconds(50))
+        let became = try await eventually(timeout: .seconds(30), interval: .milliseconds(50)) {
+            try await client.status().plugins.first?.state == state
         }
-        Issue.record("the advisor never became \(state)")
+        if !became { Issue.record("the advisor never became \(state)") }
     }
 
     @Test("suggest through the daemon; kill -9 of the advisor leaves its namespace UNAVAILABLE, no hang")
@@ -94,15 +92,13 @@ struct AdvisorEndToEndTests {
 
     /// Waits until the advisor has handled the diary up to its newest event.
     static func waitForPosition(_ stateFile: String, _ client: MentoryClient) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
+        let caughtUp = try await eventually(timeout: .seconds(30), interval: .milliseconds(50)) {
             let newest = try await client.status().topics.first { $0.topic == "diary" }?.sequence ?? 0
             let saved = (try? String(contentsOfFile: stateFile, encoding: .utf8))?
                 .split(separator: " ").last.flatMap { UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-            if saved == newest { return }
-            try await Task.sleep(for: .milliseconds(50))
+            return saved == newest
         }
-        Issue.record("the advisor never caught up with the diary")
+        if !caughtUp { Issue.record("the advisor never caught up with the diary") }
     }
 
     @Test("an entry added today gets the advice as today's mentor message; a message set today is never overwritten")

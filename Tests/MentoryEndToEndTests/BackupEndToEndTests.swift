@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MentoryClient
+import MentoryTestSupport
 import MentoryWire
 import Testing
 
@@ -110,9 +111,8 @@ struct BackupEndToEndTests {
         }
         // An abandoned snapshot goes with its connection, which frees a place.
         await first.close()
-        let deadline = ContinuousClock.now + .seconds(20)
-        while Self.snapshots(in: daemon).count > 1, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        _ = await eventually(timeout: .seconds(20), interval: .milliseconds(20)) {
+            Self.snapshots(in: daemon).count <= 1
         }
         #expect(Self.snapshots(in: daemon).count == 1)
         let _: Mentory_V1_StorageBackupReply = try await third.call(

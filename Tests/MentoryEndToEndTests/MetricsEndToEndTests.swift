@@ -87,10 +87,10 @@ struct MetricsEndToEndTests {
         for client in held { await client.close() }
         // The daemon notices the closes on its own time: ask until a slot is free.
         var metrics = try await daemon.ctl(["metrics", "--json"])
-        let deadline = ContinuousClock.now + .seconds(30)
-        while metrics.status != 0, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
+        _ = try await eventually(timeout: .seconds(30), interval: .milliseconds(50)) {
+            if metrics.status == 0 { return true }
             metrics = try await daemon.ctl(["metrics", "--json"])
+            return metrics.status == 0
         }
         #expect(metrics.status == 0, "\(metrics.stderr)")
         let reply = try Mentory_V1_MetricsReply(jsonString: metrics.stdout)

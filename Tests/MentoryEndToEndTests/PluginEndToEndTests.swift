@@ -195,9 +195,7 @@ struct PluginEndToEndTests {
         let client = try await daemon.client()
         async let outcome = Self.code { _ = try await Self.say(client, "are you there") }
         // Drop the plugin's connection once the call reached it (the SDK reconnects by itself).
-        while plugin.behaviour.calls.load(ordering: .relaxed) == 0 {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitUntil("the call reaches the plugin") { plugin.behaviour.calls.load(ordering: .relaxed) > 0 }
         plugin.behaviour.stalls.store(false, ordering: .relaxed)
         await plugin.plugin.client?.close()
         let (code, message) = await outcome

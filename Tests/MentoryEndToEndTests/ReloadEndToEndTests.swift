@@ -1,5 +1,6 @@
 import Foundation
 import MentoryClient
+import MentoryTestSupport
 import MentoryWire
 import Testing
 
@@ -110,11 +111,9 @@ struct ReloadEndToEndTests {
     }
 
     static func waitForLog(_ daemon: DaemonProcess, containing text: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if daemon.log.contains(text) { return }
-            try await Task.sleep(for: .milliseconds(50))
+        guard await eventually(timeout: .seconds(10), interval: .milliseconds(50), { daemon.log.contains(text) })
+        else {
+            throw DaemonFailure(message: "the daemon never logged '\(text)'; its log:\n" + daemon.log)
         }
-        throw DaemonFailure(message: "the daemon never logged '\(text)'; its log:\n" + daemon.log)
     }
 }

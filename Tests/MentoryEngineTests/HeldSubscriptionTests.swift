@@ -1,6 +1,7 @@
 import Foundation
 import MentoryEngine
 import MentoryHandlerKit
+import MentoryTestSupport
 import MentoryWire
 import SwiftProtobuf
 import Testing
@@ -25,10 +26,7 @@ struct HeldSubscriptionTests {
             await first.engine.detach(plugin.id)
             // Written off the engine's executor: wait (bounded) for the file.
             let path = directory + "/plugins/advisor.registration"
-            let deadline = ContinuousClock.now + .seconds(30)
-            while !FileManager.default.fileExists(atPath: path), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            _ = await eventually(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: path) }
             #expect(FileManager.default.fileExists(atPath: path))
 
             // A new engine (a daemon restart): the namespace is known before the plugin returns.
