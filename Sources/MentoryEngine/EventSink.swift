@@ -2,10 +2,17 @@ import MentoryHandlerKit
 import MentoryWire
 import NIOCore
 
-/// Where a subscriber's events go: the transport seam between the engine and a connection.
+/// Where a connection's answers and events go: the transport seam between the engine and a connection.
 ///
 /// The server implements it over a socket; tests implement it in memory.
 public protocol EventSink: Sendable {
+    /// Sends the response to a request that was answered by a task
+    /// (``MentoryEngine/RequestOutcome/suspended(_:)``).
+    ///
+    /// Called exactly once per such request, even after the connection detached, so that what the
+    /// connection reserved for the reply can be released.
+    func answer(_ response: consuming OutboundResponse)
+
     /// Queues `event` for the subscriber.
     ///
     /// Returns `false`, without queueing, when the subscriber's bounded queue is full. The engine

@@ -85,7 +85,8 @@ final class EngineMetrics {
     /// The metric objects of requests to `namespace.method`, a method the daemon serves; `declared` are
     /// the methods its namespace declares (a method it does not declare counts under `unknown`).
     func methodMetrics(namespace: String, method: String, declared: [String]) -> MethodMetrics {
-        if self.declaredMethods[namespace] == nil { self.declaredMethods[namespace] = Set(declared) }
+        // Set on every route made: a plugin's registration may change what it declares.
+        self.declaredMethods[namespace] = Set(declared)
         let label = self.declaredMethods[namespace]!.contains(method) ? method : Self.unknown
         return MethodMetrics(metrics: self, namespace: namespace, method: label)
     }
@@ -172,8 +173,7 @@ extension MentoryEngine {
             code: response.code,
             duration: duration
         ) { namespace in
-            namespace == MentorySchema.Session.name
-                ? MentorySchema.Session.methods.map(\.name) : self.handlers[namespace]?.info.methods.map(\.name)
+            self.namespaceInfo(namespace)?.methods.map(\.name)
         }
     }
 

@@ -16,11 +16,12 @@ extension MentoryEngine {
     /// Calls to its namespace fail UNAVAILABLE until then. Throws when the namespace is taken.
     package func declarePlugin(_ declaration: PluginDeclaration) throws(MentoryError) {
         let namespace = declaration.namespace
-        guard namespace != WireNames.session, namespace != WireNames.plugin, self.handlers[namespace] == nil else {
+        guard self.namespaceInfo(namespace) == nil else {
             throw .internal("plugin '\(declaration.name)' declares namespace '\(namespace)', which is already served")
         }
         let plugin = PluginHostedHandler(declaration, since: self.clock.now(), engine: self)
         self.handlers[namespace] = plugin
+        self.plugins[namespace] = plugin
         self.registrationOrder.append(namespace)
         self.restoreRegistration(of: plugin)
         self.refreshDescriptors()
@@ -69,7 +70,7 @@ extension MentoryEngine {
 
     /// The declared plugins, in declaration order.
     var declaredPlugins: [PluginHostedHandler] {
-        self.registrationOrder.compactMap { self.handlers[$0] as? PluginHostedHandler }
+        self.registrationOrder.compactMap { self.plugins[$0] }
     }
 
     /// Every declared plugin's state, as `session.status` reports it.
@@ -97,32 +98,14 @@ extension MentoryEngine {
         }
     }
 
+    /// Forgets what was derived from the plugins' registrations: the merged descriptors and the routes.
     func refreshDescriptors() {
-        self.describedDescriptorsCache = nil
+        self.invalidateRoutes()
     }
 
     // MARK: The `plugin` namespace
 
-    /// Answers a method of the built-in `plugin` namespace, declared by `service Plugin` in mentory.proto;
-    /// `nil` for `plugin.call`, which suspends (``callForPlugin(_:call:)``).
-    func handlePlugin(_ body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
-        typealias Plugin = MentorySchema.Plugin
-        switch call.method {
-        case Plugin.call.name:
-            return nil
-        case Plugin.register.name:
-            let request = try Self.decodePluginRequest(Mentory_V1_PluginRegisterRequest.self, body, method: call.method)
-            return try self.registerPlugin(request, call: call).replyBody()
-        case Plugin.publish.name:
-            let request = try Self.decodePluginRequest(Mentory_V1_PluginPublishRequest.self, body, method: call.method)
-            try self.publishFromPlugin(request, call: call)
-            return Mentory_V1_Empty().replyBody()
-        default:
-            throw MentoryError.unknownMethod(namespace: Plugin.name, method: call.method)
-        }
-    }
-
-    private static func decodePluginRequest<Request: SwiftProtobuf.Message>(
+    static func decodePluginRequest<Request: SwiftProtobuf.Message>(
         _ type: Request.Type,
         _ body: ByteBuffer,
         method: String
@@ -140,7 +123,7 @@ extension MentoryEngine {
     func callForPlugin(_ body: ByteBuffer, call: RequestContext) async throws -> ProtobufBuffer {
         let request = try Self.decodePluginRequest(Mentory_V1_PluginCallRequest.self, body, method: call.method)
         guard let namespace = self.pluginConnections[call.connection.id],
-            let plugin = self.handlers[namespace] as? PluginHostedHandler
+            let plugin = self.plugins[namespace]
         else {
             throw MentoryError.invalidArgument("register with plugin.register before calling on a caller's behalf")
         }
@@ -181,7 +164,7 @@ extension MentoryEngine {
                     + " \"allow \(who) plugin.*\"; access.rules replaces the defaults, so keep"
                     + " \"deny any debug.* storage.* session.monitor\" in it too")
         }
-        guard let plugin = self.handlers[namespace] as? PluginHostedHandler else {
+        guard let plugin = self.plugins[namespace] else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
             let declared = self.declaredPlugins.map { "\($0.declaration.name) (\($0.namespace))" }
             throw .permissionDenied(
@@ -379,7 +362,7 @@ extension MentoryEngine {
     /// Publishes a change from the calling plugin on one of its topics.
     func publishFromPlugin(_ request: Mentory_V1_PluginPublishRequest, call: RequestContext) throws(MentoryError) {
         guard let namespace = self.pluginConnections[call.connection.id],
-            let plugin = self.handlers[namespace] as? PluginHostedHandler
+            let plugin = self.plugins[namespace]
         else {
             throw .invalidArgument("register with plugin.register before publishing")
         }
@@ -432,7 +415,7 @@ extension MentoryEngine {
                     + " \(remedy) mentoryd-plugin@\(name)")
         }
         for required in plugin.declaration.requires {
-            guard let dependency = self.handlers[required] as? PluginHostedHandler,
+            guard let dependency = self.plugins[required],
                 let absence = Self.absence(of: dependency)
             else { continue }
             return .unavailable(
@@ -467,7 +450,7 @@ extension MentoryEngine {
         body: Data,
         call: RequestContext?
     ) async throws -> Data {
-        guard let plugin = self.handlers[namespace] as? PluginHostedHandler else {
+        guard let plugin = self.plugins[namespace] else {
             throw MentoryError.unknownNamespace(namespace)
         }
         if let unavailable = self.unavailability(of: plugin) { throw unavailable }
@@ -527,7 +510,7 @@ extension MentoryEngine {
 
     /// Fails a forwarded call whose deadline passed; its answer, should it come, is dropped.
     func expirePluginCall(_ namespace: String, callID: UInt64, milliseconds: Int) {
-        guard let plugin = self.handlers[namespace] as? PluginHostedHandler,
+        guard let plugin = self.plugins[namespace],
             let pending = plugin.pending.removeValue(forKey: callID)
         else { return }
         self.logger.warning(
@@ -543,7 +526,7 @@ extension MentoryEngine {
 
     /// Completes the forwarded call a plugin answered; a late or unknown answer is dropped.
     package func pluginReply(_ reply: Mentory_V1_PluginReply, from id: ConnectionID) {
-        guard let namespace = self.pluginConnections[id], let plugin = self.handlers[namespace] as? PluginHostedHandler
+        guard let namespace = self.pluginConnections[id], let plugin = self.plugins[namespace]
         else {
             self.logger.debug(
                 "a PluginReply from a connection that serves no plugin", metadata: ["connection": "\(id)"])
@@ -579,7 +562,7 @@ extension MentoryEngine {
         // that exits when refused, as mentory-advisor does under systemd, still shows why in status
         // until a registration succeeds.
         guard let namespace = self.pluginConnections.removeValue(forKey: id),
-            let plugin = self.handlers[namespace] as? PluginHostedHandler
+            let plugin = self.plugins[namespace]
         else { return }
         plugin.state = .waiting(since: self.clock.now())
         // Its subscribers stay subscribed, held until it registers again (and resets them).

@@ -110,7 +110,7 @@ extension MentoryEngine {
     /// The plugin that publishes `topic`, when it is not registered now; `nil` for a topic of a
     /// built-in handler or of a registered plugin.
     func absentPlugin(publishing topic: String) -> PluginHostedHandler? {
-        guard let owner = self.topicOwners[topic], let plugin = self.handlers[owner] as? PluginHostedHandler,
+        guard let owner = self.topicOwners[topic], let plugin = self.plugins[owner],
             !plugin.isConnected
         else { return nil }
         return plugin

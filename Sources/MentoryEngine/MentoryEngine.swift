@@ -121,7 +121,12 @@ public actor MentoryEngine {
     let metrics: EngineMetrics
 
     let startedAt = ContinuousClock.now
+    /// The namespaces the engine serves itself, `session` and `plugin`, made on the first route resolved.
+    var engineNamespaces: [EngineNamespace] = []
+    /// Every namespace a handler or a plugin serves, by name.
     var handlers: [String: any HostedHandler] = [:]
+    /// The namespaces plugins serve (also in ``handlers``), by name.
+    var plugins: [String: PluginHostedHandler] = [:]
     var registrationOrder: [String] = []
     var topicOwners: [String: String] = [:]
     /// The descriptors `session.describe` sends, merged on first use after a registration changed them
@@ -130,6 +135,8 @@ public actor MentoryEngine {
     var connections: [ConnectionID: Connection] = [:]
     /// The methods resolved so far, by namespace and method (see ``MethodRoute``).
     var methodRoutes: [String: [String: MethodRoute]] = [:]
+    /// Counts the changes to what is served (``invalidateRoutes()``), so that cached routes know they are stale.
+    var routeGeneration: UInt64 = 1
     /// The namespace each registered plugin's connection serves.
     var pluginConnections: [ConnectionID: String] = [:]
     /// The newest write of a plugin's registration (``Configuration/pluginRegistrations``); each write
@@ -219,7 +226,7 @@ public actor MentoryEngine {
         config: ConfigReader
     ) async throws(MentoryError) {
         let namespace = Handler.Namespace.name
-        guard namespace != MentorySchema.Session.name, self.handlers[namespace] == nil else {
+        guard self.namespaceInfo(namespace) == nil else {
             throw .internal("namespace '\(namespace)' is already registered")
         }
         for topic in Handler.Namespace.topics {
@@ -253,7 +260,7 @@ public actor MentoryEngine {
             self.logs[topic.name] = EventLog(
                 capacity: self.configuration.eventRingCapacity, byteCapacity: self.configuration.eventRingBytes)
         }
-        self.describedDescriptorsCache = nil
+        self.invalidateRoutes()
         self.logger.debug("registered handler", metadata: ["namespace": "\(namespace)"])
     }
 
@@ -302,7 +309,12 @@ public actor MentoryEngine {
 
     /// The namespaces served, in registration order, `session` and `plugin` first.
     public var namespaces: [NamespaceInfo] {
-        [MentorySchema.Session.info, MentorySchema.Plugin.info] + self.registrationOrder.map { self.handlers[$0]!.info }
+        EngineNamespace.declared + self.registrationOrder.map { self.handlers[$0]!.info }
+    }
+
+    /// The declaration of `namespace`, if anyone serves it.
+    func namespaceInfo(_ namespace: String) -> NamespaceInfo? {
+        EngineNamespace.declared.first { $0.name == namespace } ?? self.handlers[namespace]?.info
     }
 
     /// Every registered handler, in registration order, as the handshake lists them.
@@ -369,128 +381,123 @@ public actor MentoryEngine {
 
     // MARK: Requests
 
-    /// Routes `request` to its handler and returns the response to send back.
-    ///
-    /// The request's body is read where it arrived (a slice of its frame) and the reply is serialized
-    /// once, into a buffer the server frames in place. Every failure becomes an error response; nothing
-    /// here closes the connection.
-    package func dispatch(_ request: InboundRequest, from id: ConnectionID) async -> OutboundResponse {
-        let started = ContinuousClock.now
-        var response: OutboundResponse
-        do {
-            response = .success(id: request.id, body: try await self.route(request, from: id))
-        } catch {
-            response = .failure(id: request.id, error: self.wireError(error, for: request))
-        }
-        if !self.monitors.isEmpty { self.monitorCall(request, response, from: id, started: started) }
-        return response
+    /// What ``respond(to:from:received:queued:)`` did with a request.
+    package enum RequestOutcome {
+        /// Answered already, without suspending: the response to send.
+        case answered(OutboundResponse)
+        /// Being answered by a task on the engine's executor. Its response goes to the connection's sink
+        /// (``EventSink/answer(_:)``) when it is done, and is the task's value too.
+        case suspended(Task<OutboundResponse, Never>)
     }
 
-    /// ``dispatch(_:from:)`` for a request as a generated message (tests and fuzzers); the bodies are copied.
-    package func dispatch(_ request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
-        await self.dispatch(InboundRequest(request), from: id).wireResponse
-    }
-
-    /// Answers `request` at once when its route does not suspend, or returns `nil` when it must
-    /// run as a task (``dispatch(_:from:)``).
+    /// Answers `request` from connection `id`: the one way into the engine for every request, whatever
+    /// namespace it names.
     ///
-    /// The server calls this on the event loop, which is the engine's executor: a request answered
-    /// here costs no task and no hop.
-    package func dispatchImmediately(_ request: InboundRequest, from id: ConnectionID) -> OutboundResponse? {
-        // The clock is read only while someone monitors.
-        let started: ContinuousClock.Instant? = self.monitors.isEmpty ? nil : .now
-        var response: OutboundResponse
+    /// In order: admit it (the engine is not shutting down, the connection completed its handshake),
+    /// find its ``MethodRoute``, check the access policy through the rules the route picked out, give it
+    /// its deadline (`received` plus its `timeout_ms`, at most `limits.requestTimeoutMilliseconds`), then
+    /// call it. A route that does not suspend is answered here, with no task, unless the request is
+    /// `queued` behind others still in flight, which it must not overtake; any other runs as a task.
+    /// Every failure becomes an error response. Each response is counted in the request metrics (its
+    /// duration from `received`) and shown to monitors. Nothing here closes the connection.
+    ///
+    /// The server calls this on the event loop, which is the engine's executor: a request answered at
+    /// once costs no task and no hop, and a suspended one's task cannot start before the caller returns.
+    package func respond(
+        to request: InboundRequest,
+        from id: ConnectionID,
+        received: ContinuousClock.Instant,
+        queued: Bool = false
+    ) -> RequestOutcome {
+        var route: MethodRoute?
+        let sink: any EventSink
+        let call: RequestContext
         do {
-            let call = try self.admit(request, from: id)
-            let body: ProtobufBuffer?
-            if request.namespace == MentorySchema.Session.name {
-                body = try self.handleSessionImmediately(request.body, call: call)
-            } else if request.namespace == WireNames.plugin {
-                body = try self.handlePlugin(request.body, call: call)
-            } else if let handler = self.handlers[request.namespace] {
-                body = try handler.respondImmediately(method: request.method, body: request.body, call: call)
-            } else {
-                throw MentoryError.unknownNamespace(request.namespace)
+            guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
+            guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
+            route = self.route(request.namespace, request.method, for: connection)
+            guard let route else { throw self.unrouted(request, connection: connection) }
+            guard
+                route.allows(
+                    connection.context.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
+                    daemonUID: self.configuration.daemonUID)
+            else {
+                throw self.denied(request, connection: connection)
             }
-            guard let body else { return nil }
-            response = .success(id: request.id, body: body)
-        } catch {
-            response = .failure(id: request.id, error: self.wireError(error, for: request))
-        }
-        if let started { self.monitorCall(request, response, from: id, started: started) }
-        return response
-    }
-
-    /// ``dispatchImmediately(_:from:)``, counting the answered request in the request metrics; `received`
-    /// is when the request arrived, from which its duration and deadline count. What the server calls.
-    ///
-    /// A declared method of `session` or of a registered handler is routed through its ``MethodRoute``:
-    /// the names are compared with the connection's recent routes, and nothing is looked up by name.
-    package func dispatchImmediately(
-        _ request: InboundRequest, from id: ConnectionID, received: ContinuousClock.Instant
-    ) -> OutboundResponse? {
-        guard !self.isShuttingDown, let connection = self.connections[id],
-            let route = self.route(request.namespace, request.method, for: connection)
-        else {
-            let response = self.dispatchImmediately(request, from: id)
-            if let response { self.recordRequest(request, response, duration: ContinuousClock.now - received) }
-            return response
-        }
-        // The clock is read only while someone monitors.
-        let started: ContinuousClock.Instant? = self.monitors.isEmpty ? nil : .now
-        var response: OutboundResponse
-        do {
-            try self.checkAccess(request, route: route, connection: connection)
-            let body: ProtobufBuffer?
-            switch route.target {
-            case .session:
-                body = try self.handleSessionImmediately(request.body, method: route.method, connection: id)
-            case .handler(.immediate(let respond)):
-                let call = RequestContext(
-                    requestID: request.id,
-                    method: route.method,
-                    connection: connection.context,
-                    deadline: received + self.timeout(of: request),
-                    logger: self.logger
-                )
-                body = try respond(request.body, call)
-            case .handler(.suspending):
-                body = nil
+            call = RequestContext(
+                requestID: request.id,
+                method: route.method,
+                connection: connection.context,
+                deadline: received + self.timeout(of: request),
+                logger: self.logger
+            )
+            if !queued, case .immediate(let answer) = route.answer {
+                let body = try answer(request.body, call)
+                return .answered(self.settle(request, .success(id: request.id, body: body), route, id, received))
             }
-            guard let body else { return nil }
-            response = .success(id: request.id, body: body)
+            sink = connection.sink
         } catch {
-            response = .failure(id: request.id, error: self.wireError(error, for: request))
+            let response = OutboundResponse.failure(id: request.id, error: self.wireError(error, for: request))
+            return .answered(self.settle(request, response, route, id, received))
         }
-        route.metrics.record(code: response.code, duration: ContinuousClock.now - received)
-        if let started { self.monitorCall(request, response, from: id, started: started) }
-        return response
+        let answer = route!.answer
+        return .suspended(
+            Task {
+                var response: OutboundResponse
+                do {
+                    let body: ProtobufBuffer
+                    switch answer {
+                    case .immediate(let answer): body = try answer(request.body, call)
+                    case .suspending(let answer): body = try await answer(self, request.body, call)
+                    }
+                    response = .success(id: request.id, body: body)
+                } catch {
+                    response = .failure(id: request.id, error: self.wireError(error, for: request))
+                }
+                response = self.settle(request, response, route, id, received)
+                // Always answered, even to a connection that detached meanwhile: its budget holds the
+                // request's reservation until then.
+                sink.answer(response)
+                return response
+            })
     }
 
-    /// ``dispatch(_:from:)``, counting the answered request in the request metrics; `received` is when the
-    /// request arrived, from which its duration counts. What the server calls.
-    package func dispatch(
-        _ request: InboundRequest, from id: ConnectionID, received: ContinuousClock.Instant
-    ) async -> OutboundResponse {
-        let route = self.connections[id].flatMap { self.route(request.namespace, request.method, for: $0) }
-        let response = await self.dispatch(request, from: id)
+    /// Answers `request` through ``respond(to:from:received:queued:)``, waiting for a suspended one (tests
+    /// and fuzzers); the bodies are copied.
+    package func respond(to request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+        switch self.respond(to: InboundRequest(request), from: id, received: .now) {
+        case .answered(let response): return response.wireResponse
+        case .suspended(let task): return await task.value.wireResponse
+        }
+    }
+
+    /// Counts an answered request in the metrics (through its route's, when it has one) and shows it to
+    /// monitors; returns `response`.
+    private func settle(
+        _ request: InboundRequest, _ response: consuming OutboundResponse, _ route: MethodRoute?, _ id: ConnectionID,
+        _ received: ContinuousClock.Instant
+    ) -> OutboundResponse {
+        let duration = ContinuousClock.now - received
         if let route {
-            route.metrics.record(code: response.code, duration: ContinuousClock.now - received)
+            route.metrics.record(code: response.code, duration: duration)
         } else {
-            self.recordRequest(request, response, duration: ContinuousClock.now - received)
+            self.recordRequest(request, response, duration: duration)
         }
+        if !self.monitors.isEmpty { self.monitorCall(request, response, from: id, started: received) }
         return response
     }
 
-    /// Checks that the access policy lets `request` on `route` run, through the rules the route picked out.
-    private func checkAccess(_ request: InboundRequest, route: MethodRoute, connection: Connection) throws {
+    /// The error a request without a route gets: PERMISSION_DENIED when the policy refuses the name as it
+    /// is (so that a refused caller learns nothing of what is served), else why nothing answers it.
+    private func unrouted(_ request: InboundRequest, connection: Connection) -> MentoryError {
         guard
-            route.allows(
-                connection.context.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
+            self.accessPolicy.allowsCall(
+                connection.context.credentials, namespace: request.namespace, method: request.method,
                 daemonUID: self.configuration.daemonUID)
         else {
-            throw self.denied(request, connection: connection)
+            return self.denied(request, connection: connection)
         }
+        return self.routeFailure(request.namespace, request.method)
     }
 
     /// Logs (rate-limited) that the policy refused `request` on `connection`, and returns the error it gets.
@@ -523,23 +530,26 @@ public actor MentoryEngine {
                 "a call cycle was refused: \((chain + [namespace]).joined(separator: " -> ")) (\(namespace).\(method));"
                     + " a handler may call only namespaces that do not call it back")
         }
-        guard namespace != MentorySchema.Session.name, namespace != WireNames.plugin,
-            let handler = self.handlers[namespace]
-        else {
+        let route = self.resolveRoute(namespace, method)
+        guard route?.server != .engine, route != nil || self.handlers[namespace] != nil else {
             throw MentoryError.internal(
                 "\(caller) called \(namespace).\(method), which no handler or plugin serves;"
                     + " only handler and plugin namespaces can be called on a caller's behalf")
         }
         let connection = call.connection
-        guard
-            self.accessPolicy.allowsCall(
+        let allowed =
+            route?.allows(
+                connection.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
+                daemonUID: self.configuration.daemonUID)
+            ?? self.accessPolicy.allowsCall(
                 connection.credentials, namespace: namespace, method: method, daemonUID: self.configuration.daemonUID)
-        else {
+        guard allowed else {
             self.logDenial(
                 "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection,
                 byRulesOf: namespace)
             throw MentoryError.permissionDenied(namespace: namespace, method: method)
         }
+        guard let route else { throw self.routeFailure(namespace, method) }
         guard ContinuousClock.now < call.deadline else { throw HandlerFailure.deadlineExceeded }
         // Counted as one more request of the client's, for as long as it runs.
         guard let client = self.connections[connection.id] else {
@@ -559,62 +569,16 @@ public actor MentoryEngine {
             requestID: call.requestID, method: method, connection: connection, deadline: call.deadline,
             logger: self.logger, chain: chain + [namespace])
         do {
-            return try await handler.respond(method: method, body: body, call: nested)
+            switch route.answer {
+            case .immediate(let answer): return try answer(body, nested)
+            case .suspending(let answer): return try await answer(self, body, nested)
+            }
         } catch let error as any HandlerError {
             // Sent on as the called namespace reported it, its reason under its own namespace.
             var wire = Mentory_V1_Error(code: error.code, message: error.message)
             wire.reason = "\(namespace).\(error.reason)"
             throw PluginCallError(wire: wire)
         }
-    }
-
-    /// ``dispatchImmediately(_:from:)`` for a request as a generated message (tests); the bodies are copied.
-    package func dispatchImmediately(_ request: Mentory_V1_Request, from id: ConnectionID) -> Mentory_V1_Response? {
-        self.dispatchImmediately(InboundRequest(request), from: id)?.wireResponse
-    }
-
-    private func route(_ request: InboundRequest, from id: ConnectionID) async throws -> ProtobufBuffer {
-        let call = try self.admit(request, from: id)
-        if request.namespace == MentorySchema.Session.name {
-            return try await self.handleSession(request.body, call: call)
-        }
-        if request.namespace == WireNames.plugin {
-            if let body = try self.handlePlugin(request.body, call: call) { return body }
-            return try await self.callForPlugin(request.body, call: call)
-        }
-        guard let handler = self.handlers[request.namespace] else {
-            throw MentoryError.unknownNamespace(request.namespace)
-        }
-        return try await handler.respond(method: request.method, body: request.body, call: call)
-    }
-
-    /// Checks that `request` may run now (not shutting down, a known connection, allowed by the
-    /// access policy) and builds its context.
-    private func admit(_ request: InboundRequest, from id: ConnectionID) throws -> RequestContext {
-        guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
-        guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
-        guard
-            self.accessPolicy.allowsCall(
-                connection.context.credentials,
-                namespace: request.namespace,
-                method: request.method,
-                daemonUID: self.configuration.daemonUID
-            )
-        else {
-            throw self.denied(request, connection: connection)
-        }
-        return RequestContext(
-            requestID: request.id,
-            method: request.method,
-            connection: connection.context,
-            deadline: self.deadline(of: request),
-            logger: self.logger
-        )
-    }
-
-    /// When the request's answer is due: its own `timeout_ms`, at most the configured default.
-    private func deadline(of request: InboundRequest) -> ContinuousClock.Instant {
-        ContinuousClock.now + self.timeout(of: request)
     }
 
     /// The request's own `timeout_ms`, at most the configured default; the default when it names none.

@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import CoreMetrics
 import MentoryHandlerKit
 import MentoryWire
@@ -7,31 +12,54 @@ import NIOCore
 /// it, the access rules that name it and its metric objects, so that a request routed here hashes,
 /// builds and allocates nothing to find them.
 ///
-/// Only methods whose routes cannot change get one: the `session` methods and those of handlers
-/// registered in-process (which stay until the daemon stops). A plugin's namespace, `plugin.*`, and
-/// names the daemon does not declare are routed by name (``MentoryEngine/dispatchImmediately(_:from:)``).
+/// Every declared method has one, whoever serves it: the engine's own namespaces (`session`, `plugin`),
+/// handlers registered in-process and plugins. A registration that changes what is served bumps the
+/// engine's route generation, and routes of an older generation are made again on their next use.
 /// Isolated to the engine.
 final class MethodRoute {
-    enum Target {
-        /// A method of the built-in `session` namespace.
-        case session
-        /// A registered handler's route.
-        case handler(ResolvedRoute)
+    /// How a method is answered.
+    enum Answer {
+        /// Without suspending: the request is answered where it arrived, with no task. Called on the engine's
+        /// executor, synchronously.
+        case immediate((ByteBuffer, RequestContext) throws -> ProtobufBuffer)
+        /// Possibly suspending: the request is answered from a task. The closure is isolated to the engine it
+        /// is passed, so it runs on the engine's executor however it was made, and it can capture nothing
+        /// that is not `Sendable`: what it needs of the engine's state it looks up in the engine.
+        case suspending((isolated MentoryEngine, ByteBuffer, RequestContext) async throws -> ProtobufBuffer)
+    }
+
+    /// Who serves the method.
+    enum Server {
+        /// The engine itself (`session`, `plugin`); such methods act on the connection that calls them,
+        /// so a handler cannot call them on a client's behalf.
+        case engine
+        /// A handler registered in-process.
+        case handler
+        /// A plugin process.
+        case plugin
     }
 
     let namespace: String
     let method: String
-    let target: Target
+    let answer: Answer
+    let server: Server
+    /// The engine's route generation when the route was made; an older route is made again.
+    let generation: UInt64
     /// The request counters by result code, and the duration histogram, of this method.
     let metrics: EngineMetrics.MethodMetrics
     /// The access policy's rules that name this call, in order, as of ``accessGeneration``.
     private var accessRules: [AccessPolicy.Rule] = []
     private var accessGeneration: UInt64 = 0
 
-    init(namespace: String, method: String, target: Target, metrics: EngineMetrics.MethodMetrics) {
+    init(
+        namespace: String, method: String, answer: Answer, server: Server, generation: UInt64,
+        metrics: EngineMetrics.MethodMetrics
+    ) {
         self.namespace = namespace
         self.method = method
-        self.target = target
+        self.answer = answer
+        self.server = server
+        self.generation = generation
         self.metrics = metrics
     }
 
@@ -85,34 +113,78 @@ struct RouteCache {
 
 extension MentoryEngine {
     /// The route of `namespace.method` for `connection`: from the connection's cache, else resolved in the
-    /// engine's table (and cached). `nil` for a method routed by name: unknown, `plugin.*` or a plugin's.
+    /// engine's table (and cached). `nil` for a method nobody declares (or a plugin has not registered).
     func route(_ namespace: String, _ method: String, for connection: Connection) -> MethodRoute? {
-        if let route = connection.routes.route(namespace, method) { return route }
+        if let route = connection.routes.route(namespace, method), route.generation == self.routeGeneration {
+            return route
+        }
         guard let route = self.resolveRoute(namespace, method) else { return nil }
         connection.routes.insert(route)
         return route
     }
 
-    /// The engine-wide route of `namespace.method`, made on first use. Only declared methods get one, so
-    /// the table is bounded by what the daemon declares, whatever names clients send.
-    private func resolveRoute(_ namespace: String, _ method: String) -> MethodRoute? {
+    /// The engine-wide route of `namespace.method`, made on first use in each route generation. Only
+    /// declared methods get one, so the table is bounded by what the daemon declares, whatever names
+    /// clients send.
+    func resolveRoute(_ namespace: String, _ method: String) -> MethodRoute? {
         if let route = self.methodRoutes[namespace]?[method] { return route }
-        let target: MethodRoute.Target
+        let answer: MethodRoute.Answer
+        let server: MethodRoute.Server
         let declared: [String]
-        if namespace == MentorySchema.Session.name {
-            declared = MentorySchema.Session.methods.map(\.name)
-            guard declared.contains(method) else { return nil }
-            target = .session
+        if self.engineNamespaces.isEmpty { self.engineNamespaces = self.makeEngineNamespaces() }
+        if let builtIn = self.engineNamespaces.first(where: { $0.info.name == namespace }) {
+            guard let found = builtIn.answers[method] else { return nil }
+            (answer, server, declared) = (found, .engine, builtIn.info.methods.map(\.name))
+        } else if let plugin = self.plugins[namespace] {
+            guard plugin.info.method(named: method) != nil else { return nil }
+            // The plugin protocol carries bodies as `Data` (`PluginCall.body`, `PluginReply.body`): the request
+            // body is copied into one here and the plugin's reply out of one.
+            answer = .suspending { engine, body, call in
+                ProtobufBuffer(
+                    try await engine.forwardToPlugin(
+                        namespace, method: call.method, snapshotTopic: "", body: Data(body.readableBytesView),
+                        call: call))
+            }
+            (server, declared) = (.plugin, plugin.info.methods.map(\.name))
         } else if let handler = self.handlers[namespace], let resolved = handler.resolve(method: method) {
-            declared = handler.info.methods.map(\.name)
-            target = .handler(resolved)
+            switch resolved {
+            case .immediate(let respond):
+                answer = .immediate(respond)
+            case .suspending:
+                answer = .suspending { engine, body, call in
+                    guard let handler = engine.handlers[namespace] else {
+                        throw engine.routeFailure(namespace, call.method)
+                    }
+                    return try await handler.respond(method: call.method, body: body, call: call)
+                }
+            }
+            (server, declared) = (.handler, handler.info.methods.map(\.name))
         } else {
             return nil
         }
         let route = MethodRoute(
-            namespace: namespace, method: method, target: target,
+            namespace: namespace, method: method, answer: answer, server: server, generation: self.routeGeneration,
             metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared))
         self.methodRoutes[namespace, default: [:]][method] = route
         return route
+    }
+
+    /// Forgets every route, after a registration changed what is served; each is made again on its next use.
+    func invalidateRoutes() {
+        self.routeGeneration += 1
+        self.methodRoutes.removeAll()
+        self.describedDescriptorsCache = nil
+    }
+
+    /// Why `namespace.method` has no route: the namespace is unknown, its plugin cannot take calls now,
+    /// or it declares no such method.
+    func routeFailure(_ namespace: String, _ method: String) -> MentoryError {
+        if let plugin = self.plugins[namespace] {
+            return self.unavailability(of: plugin) ?? .unknownMethod(namespace: namespace, method: method)
+        }
+        if self.namespaceInfo(namespace) != nil {
+            return .unknownMethod(namespace: namespace, method: method)
+        }
+        return .unknownNamespace(namespace)
     }
 }

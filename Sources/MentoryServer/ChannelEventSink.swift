@@ -19,6 +19,10 @@ final class ChannelEventSink: EventSink {
         self.handler = handler
     }
 
+    func answer(_ response: consuming OutboundResponse) {
+        self.handler.value.finish(response)
+    }
+
     func deliver(_ event: SharedEvent) -> Bool {
         self.handler.value.deliver(event)
     }

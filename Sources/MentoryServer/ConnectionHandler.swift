@@ -412,7 +412,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func handleRequest(_ request: InboundRequest, _ engine: isolated MentoryEngine) {
-        guard self.phase == .open, let context = self.context else {
+        guard self.phase == .open, self.context != nil else {
             var response = OutboundResponse.failure(id: request.id, error: MentoryError.handshakeRequired.wireError)
             self.send(response: &response)
             return
@@ -434,29 +434,24 @@ final class ConnectionHandler: ChannelDuplexHandler {
         // A request whose handler does not suspend is answered here, on the event loop (the engine's
         // executor), with no task; the loop handling pending frames goes on with the next one. Behind a
         // request still in flight it waits its turn as a task instead, so requests start in the order sent.
-        var immediate: OutboundResponse? =
-            self.inFlight.isEmpty ? engine.dispatchImmediately(request, from: id, received: received) : nil
-        // Taken out of the optional, so the reply's buffer has one owner when its frame headers are written.
-        if var response = immediate.take() {
+        switch engine.respond(to: request, from: id, received: received, queued: !self.inFlight.isEmpty) {
+        case .answered(var response):
             if self.phase != .closing {
                 self.send(response: &response, method: "\(request.namespace).\(request.method)")
             }
-            return
-        }
-        let method = "\(request.namespace).\(request.method)"
-        // Reserved before it is computed, so that the bound holds with the replies in flight.
-        let replyBytes = self.budgets.reservation(for: method)
-        let snapshotBytes = method == Self.subscribeMethod ? self.budgets.snapshotReservation : 0
-        self.inFlight[request.id] = InFlightRequest(
-            method: method, replyBytes: replyBytes, snapshotBytes: snapshotBytes)
-        self.reservedReplyBytes += replyBytes
-        self.eventReservation += snapshotBytes
-        self.account.charge(replyBytes + snapshotBytes)
-        self.account.requestStarted()
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        self.onEngine { engine in
-            let response = await engine.dispatch(request, from: id, received: received)
-            handler.value.finish(consume response)
+        case .suspended:
+            // The task cannot start before this returns (it runs on this event loop), so the reply is
+            // reserved before it is computed and the bound holds with the replies in flight. Its response
+            // comes back through the connection's sink (`finish`).
+            let method = "\(request.namespace).\(request.method)"
+            let replyBytes = self.budgets.reservation(for: method)
+            let snapshotBytes = method == Self.subscribeMethod ? self.budgets.snapshotReservation : 0
+            self.inFlight[request.id] = InFlightRequest(
+                method: method, replyBytes: replyBytes, snapshotBytes: snapshotBytes)
+            self.reservedReplyBytes += replyBytes
+            self.eventReservation += snapshotBytes
+            self.account.charge(replyBytes + snapshotBytes)
+            self.account.requestStarted()
         }
     }
 
@@ -472,7 +467,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// The request whose snapshots get a reservation: `session.subscribe`.
     private static let subscribeMethod = "session.subscribe"
 
-    private func finish(_ response: consuming OutboundResponse) {
+    func finish(_ response: consuming OutboundResponse) {
         guard let request = self.inFlight.removeValue(forKey: response.id) else {
             if self.phase != .closing { self.send(response: &response) }
             self.resume()

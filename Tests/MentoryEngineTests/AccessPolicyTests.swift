@@ -149,7 +149,10 @@ struct AccessPolicyTests {
         let engine = fixture.engine
         func ping() async -> UInt32? {
             let request = InboundRequest(id: 1, namespace: WireNames.session, method: "ping", body: ByteBuffer())
-            return await engine.dispatchImmediately(request, from: client, received: .now)?.code
+            guard case .answered(let response) = await engine.respond(to: request, from: client, received: .now) else {
+                return nil
+            }
+            return response.code
         }
         let denied = UInt32(Mentory_V1_ErrorCode.permissionDenied.rawValue)
         #expect(await ping() == 0)

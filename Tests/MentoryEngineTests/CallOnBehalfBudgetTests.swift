@@ -20,6 +20,9 @@ final class BudgetedSink: EventSink {
         self.room = Atomic(room)
     }
 
+    /// Responses of suspended requests are read from their task (`MentoryEngine.respond(to:from:)`).
+    func answer(_ response: consuming OutboundResponse) {}
+
     func deliver(_ event: SharedEvent) -> Bool { true }
 
     func startCallOnBehalf() -> Bool {
@@ -167,7 +170,7 @@ struct CallOnBehalfBudgetTests {
     func handlerDeadlineInherited() async throws {
         let fixture = try await self.fixture()
         let client = await self.attach(fixture, id: 1, sink: BudgetedSink(room: 10))
-        let response = await fixture.engine.dispatch(self.request("probe", "nested", timeoutMs: 300), from: client)
+        let response = await fixture.engine.respond(to: self.request("probe", "nested", timeoutMs: 300), from: client)
         guard case .body(let body) = response.result else {
             Issue.record("probe.nested failed: \(response.error.message)")
             return
@@ -181,7 +184,7 @@ struct CallOnBehalfBudgetTests {
         let fixture = try await self.fixture()
         let sink = BudgetedSink(room: 10)
         let client = await self.attach(fixture, id: 1, sink: sink)
-        let response = await fixture.engine.dispatch(self.request("probe", "expired"), from: client)
+        let response = await fixture.engine.respond(to: self.request("probe", "expired"), from: client)
         #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.deadlineExceeded.rawValue))
         #expect(sink.started.load(ordering: .relaxed) == 0)
     }
@@ -218,7 +221,8 @@ struct CallOnBehalfBudgetTests {
         try await fixture.engine.register(ForwardingHandler())
         let plugin = try await PluginTests.connectPlugin(fixture)
         let client = await self.attach(fixture, id: 1, sink: BudgetedSink(room: 10))
-        async let answered = fixture.engine.dispatch(self.request("forward", "suggest", timeoutMs: 250), from: client)
+        async let answered = fixture.engine.respond(
+            to: self.request("forward", "suggest", timeoutMs: 250), from: client)
         let forwarded = try #require(await plugin.sink.nextCall())
         #expect(forwarded.timeoutMs <= 250, "the plugin was given \(forwarded.timeoutMs) ms, of the caller's 250")
         // The plugin never answers: the caller's deadline ends the nested call.

@@ -27,6 +27,9 @@ final class RecordingSink: EventSink {
         (self.stream, self.continuation) = AsyncStream.makeStream(of: Mentory_V1_Event.self)
     }
 
+    /// Responses of suspended requests are read from their task (`MentoryEngine.respond(to:from:)`).
+    func answer(_ response: consuming OutboundResponse) {}
+
     func deliver(_ event: SharedEvent) -> Bool {
         guard self.accepting.load(ordering: .relaxed) else { return false }
         self.continuation.yield(event.event)
@@ -93,7 +96,7 @@ final class EngineFixture: Sendable {
         request.namespace = namespace
         request.method = method
         request.body = try body.serializedData()
-        let response = await self.engine.dispatch(request, from: connection)
+        let response = await self.engine.respond(to: request, from: connection)
         #expect(response.id == id)
         return response
     }

@@ -38,7 +38,7 @@ struct EngineTests {
         request.namespace = WireNames.diary
         request.method = "add"
         request.body = .init([0xFF, 0xFF, 0xFF])
-        let response = await fixture.engine.dispatch(request, from: client)
+        let response = await fixture.engine.respond(to: request, from: client)
         #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.invalidArgument.rawValue))
     }
 

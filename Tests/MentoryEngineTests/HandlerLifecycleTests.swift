@@ -90,7 +90,7 @@ struct HandlerLifecycleTests {
             request.id = 1
             request.namespace = "settings"
             request.method = "read"
-            let response = await engine.dispatch(request, from: id)
+            let response = await engine.respond(to: request, from: id)
             return try Google_Protobuf_StringValue(serializedBytes: response.body).value
         }
         func count() async {
@@ -98,7 +98,7 @@ struct HandlerLifecycleTests {
             request.id = 2
             request.namespace = "settings"
             request.method = "count"
-            _ = await engine.dispatch(request, from: id)
+            _ = await engine.respond(to: request, from: id)
         }
 
         let described = SettingsHandler.describe(Self.settings)

@@ -192,7 +192,7 @@ struct HandlerSDKTests {
         request.namespace = "echo"
         request.method = "slow"
         request.timeoutMs = 50
-        let response = await fixture.engine.dispatch(request, from: client)
+        let response = await fixture.engine.respond(to: request, from: client)
         #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.deadlineExceeded.rawValue))
         #expect(response.error.message.contains("echo.slow"))
         #expect(response.error.message.contains("50 ms"))

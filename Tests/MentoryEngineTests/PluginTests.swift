@@ -16,6 +16,9 @@ final class PluginSink: EventSink {
         (self.calls, self.continuation) = AsyncStream.makeStream(of: Mentory_V1_PluginCall.self)
     }
 
+    /// Responses of suspended requests are read from their task (`MentoryEngine.respond(to:from:)`).
+    func answer(_ response: consuming OutboundResponse) {}
+
     func deliver(_ event: SharedEvent) -> Bool { true }
 
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
@@ -110,7 +113,7 @@ struct PluginTests {
         request.method = "suggest"
         request.body = try Mentory_V1_MentorSetRequest.make("hello").serializedData()
         request.timeoutMs = timeoutMs
-        return await fixture.engine.dispatch(request, from: id)
+        return await fixture.engine.respond(to: request, from: id)
     }
 
     static func reply(_ call: Mentory_V1_PluginCall, content: String) throws -> Mentory_V1_PluginReply {

@@ -162,7 +162,7 @@ struct SubscriptionRaceTests {
             request.namespace = namespace
             request.method = method
             request.body = Data(garbage)
-            let response = await fixture.engine.dispatch(request, from: client)
+            let response = await fixture.engine.respond(to: request, from: client)
             #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.invalidArgument.rawValue))
             #expect(response.error.message.contains("empty body"))
         }

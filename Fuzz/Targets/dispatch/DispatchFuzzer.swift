@@ -191,7 +191,7 @@ private func perform(_ operation: Operation, engine: isolated MentoryEngine, mod
         let shuttingDown = model.isShutDown
         // Resumes asked for here may replay events before the response; tell the sink.
         attached?.expectResumes(call.resumes)
-        let response = await engine.dispatch(request, from: ConnectionID(UInt64(connection)))
+        let response = await engine.respond(to: request, from: ConnectionID(UInt64(connection)))
         // A connection that detached while its request was suspended (a subscribe awaiting a
         // snapshot) is refused as not attached: the engine keeps nothing of it.
         let detachedMeanwhile = attached != nil && model.sink(of: connection) == nil
