@@ -11,6 +11,8 @@ struct EngineNamespace {
     let info: NamespaceInfo
     /// What answers each method, by name.
     let answers: [String: MethodRoute.Answer]
+    /// The methods that queue snapshot events for their caller before they answer.
+    var snapshotMethods: Set<String> = []
 
     /// The declarations of both, `session` first, as `session.describe` lists them.
     static let declared = [MentorySchema.Session.info, MentorySchema.Plugin.info]
@@ -59,7 +61,8 @@ extension MentoryEngine {
                     _ = try Session.metrics.decodeRequest(body)
                     return self.metricsSnapshot().replyBody()
                 },
-            ])
+            ],
+            snapshotMethods: [Session.subscribe.name])
     }
 
     /// `service Plugin`: what a plugin process calls to register, publish and call on a caller's behalf.

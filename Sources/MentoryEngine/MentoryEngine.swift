@@ -386,8 +386,10 @@ public actor MentoryEngine {
         /// Answered already, without suspending: the response to send.
         case answered(OutboundResponse)
         /// Being answered by a task on the engine's executor. Its response goes to the connection's sink
-        /// (``EventSink/answer(_:)``) when it is done, and is the task's value too.
-        case suspended(Task<OutboundResponse, Never>)
+        /// (``EventSink/answer(_:)``) when it is done, and is the task's value too. `queuesSnapshots` says
+        /// that the method queues snapshot events for the connection before it answers (`session.subscribe`),
+        /// for which the connection reserves room.
+        case suspended(Task<OutboundResponse, Never>, queuesSnapshots: Bool)
     }
 
     /// Answers `request` from connection `id`: the one way into the engine for every request, whatever
@@ -441,25 +443,26 @@ public actor MentoryEngine {
             return .answered(self.settle(request, response, route, id, received))
         }
         let answer = route!.answer
-        return .suspended(
-            Task {
-                var response: OutboundResponse
-                do {
-                    let body: ProtobufBuffer
-                    switch answer {
-                    case .immediate(let answer): body = try answer(request.body, call)
-                    case .suspending(let answer): body = try await answer(self, request.body, call)
-                    }
-                    response = .success(id: request.id, body: body)
-                } catch {
-                    response = .failure(id: request.id, error: self.wireError(error, for: request))
+        let queuesSnapshots = route!.queuesSnapshots
+        let task = Task {
+            var response: OutboundResponse
+            do {
+                let body: ProtobufBuffer
+                switch answer {
+                case .immediate(let answer): body = try answer(request.body, call)
+                case .suspending(let answer): body = try await answer(self, request.body, call)
                 }
-                response = self.settle(request, response, route, id, received)
-                // Always answered, even to a connection that detached meanwhile: its budget holds the
-                // request's reservation until then.
-                sink.answer(response)
-                return response
-            })
+                response = .success(id: request.id, body: body)
+            } catch {
+                response = .failure(id: request.id, error: self.wireError(error, for: request))
+            }
+            response = self.settle(request, response, route, id, received)
+            // Always answered, even to a connection that detached meanwhile: its budget holds the
+            // request's reservation until then.
+            sink.answer(response)
+            return response
+        }
+        return .suspended(task, queuesSnapshots: queuesSnapshots)
     }
 
     /// Answers `request` through ``respond(to:from:received:queued:)``, waiting for a suspended one (tests
@@ -467,7 +470,7 @@ public actor MentoryEngine {
     package func respond(to request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
         switch self.respond(to: InboundRequest(request), from: id, received: .now) {
         case .answered(let response): return response.wireResponse
-        case .suspended(let task): return await task.value.wireResponse
+        case .suspended(let task, _): return await task.value.wireResponse
         }
     }
 

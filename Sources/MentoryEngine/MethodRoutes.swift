@@ -43,6 +43,8 @@ final class MethodRoute {
     let method: String
     let answer: Answer
     let server: Server
+    /// Whether the method queues snapshot events for its caller before it answers (`session.subscribe`).
+    let queuesSnapshots: Bool
     /// The engine's route generation when the route was made; an older route is made again.
     let generation: UInt64
     /// The request counters by result code, and the duration histogram, of this method.
@@ -52,13 +54,14 @@ final class MethodRoute {
     private var accessGeneration: UInt64 = 0
 
     init(
-        namespace: String, method: String, answer: Answer, server: Server, generation: UInt64,
-        metrics: EngineMetrics.MethodMetrics
+        namespace: String, method: String, answer: Answer, server: Server, queuesSnapshots: Bool = false,
+        generation: UInt64, metrics: EngineMetrics.MethodMetrics
     ) {
         self.namespace = namespace
         self.method = method
         self.answer = answer
         self.server = server
+        self.queuesSnapshots = queuesSnapshots
         self.generation = generation
         self.metrics = metrics
     }
@@ -131,10 +134,12 @@ extension MentoryEngine {
         let answer: MethodRoute.Answer
         let server: MethodRoute.Server
         let declared: [String]
+        var queuesSnapshots = false
         if self.engineNamespaces.isEmpty { self.engineNamespaces = self.makeEngineNamespaces() }
         if let builtIn = self.engineNamespaces.first(where: { $0.info.name == namespace }) {
             guard let found = builtIn.answers[method] else { return nil }
             (answer, server, declared) = (found, .engine, builtIn.info.methods.map(\.name))
+            queuesSnapshots = builtIn.snapshotMethods.contains(method)
         } else if let plugin = self.plugins[namespace] {
             guard plugin.info.method(named: method) != nil else { return nil }
             // The plugin protocol carries bodies as `Data` (`PluginCall.body`, `PluginReply.body`): the request
@@ -163,7 +168,8 @@ extension MentoryEngine {
             return nil
         }
         let route = MethodRoute(
-            namespace: namespace, method: method, answer: answer, server: server, generation: self.routeGeneration,
+            namespace: namespace, method: method, answer: answer, server: server, queuesSnapshots: queuesSnapshots,
+            generation: self.routeGeneration,
             metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared))
         self.methodRoutes[namespace, default: [:]][method] = route
         return route

@@ -439,13 +439,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if self.phase != .closing {
                 self.send(response: &response, method: "\(request.namespace).\(request.method)")
             }
-        case .suspended:
+        case .suspended(_, let queuesSnapshots):
             // The task cannot start before this returns (it runs on this event loop), so the reply is
             // reserved before it is computed and the bound holds with the replies in flight. Its response
             // comes back through the connection's sink (`finish`).
             let method = "\(request.namespace).\(request.method)"
             let replyBytes = self.budgets.reservation(for: method)
-            let snapshotBytes = method == Self.subscribeMethod ? self.budgets.snapshotReservation : 0
+            let snapshotBytes = queuesSnapshots ? self.budgets.snapshotReservation : 0
             self.inFlight[request.id] = InFlightRequest(
                 method: method, replyBytes: replyBytes, snapshotBytes: snapshotBytes)
             self.reservedReplyBytes += replyBytes
@@ -463,9 +463,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let id = self.id
         self.onEngine { engine in engine.pluginReply(reply, from: id) }
     }
-
-    /// The request whose snapshots get a reservation: `session.subscribe`.
-    private static let subscribeMethod = "session.subscribe"
 
     func finish(_ response: consuming OutboundResponse) {
         guard let request = self.inFlight.removeValue(forKey: response.id) else {
