@@ -2,7 +2,7 @@
 # scripts/bench.sh - mentoryd's cost per request beside Redis 7, a raw C echo server and
 # plain SQLite, in one table. A benchmark, not a test: it prints figures and asserts nothing.
 #
-#   scripts/bench.sh [--quick] [--rows ROW,ROW...] [--no-build] [--keep]
+#   scripts/bench.sh [--quick] [--rows ROW,ROW...] [--no-build] [--bin-dir DIR] [--keep]
 #
 # Rows (default: all): latency, rps, fanout, storage, cli, ready, rss.
 #   latency  round trip p50/p99, 1 client, 1 in flight (raw echo / Redis PING / session.ping)
@@ -25,7 +25,9 @@
 # scripts/install.sh ships them, so that the ready and cli rows time what is installed (a
 # dynamically linked binary spends several ms more in the dynamic loader before main); the
 # benchmark clients come from .build/release. --no-build uses both as they are; the table's
-# header says whether that mentoryd links the Swift runtime statically.
+# header says whether that mentoryd links the Swift runtime statically. --bin-dir DIR takes
+# mentoryd and mentoryctl from DIR instead and builds nothing, e.g. to compare two commits'
+# builds, each beside Redis, one run after the other.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,17 +35,23 @@ quick=0
 build=1
 keep=0
 rows="latency,rps,fanout,storage,cli,ready,rss"
+bin_dir=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) quick=1 ;;
     --no-build) build=0 ;;
+    --bin-dir)
+        bin_dir=$(cd "${2:?--bin-dir needs a directory}" && pwd)
+        build=0
+        shift
+        ;;
     --keep) keep=1 ;;
     --rows)
         rows="${2:?--rows needs a list, e.g. latency,rps}"
         shift
         ;;
     -h | --help)
-        sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *)
@@ -96,7 +104,7 @@ release="$root/.build/release"
 # between the two link modes does not rebuild everything.
 static_build=(swift build -c release --static-swift-stdlib --traits ShippedBinaries
     --scratch-path "$root/.build-static")
-static_release="$root/.build-static/release"
+static_release="${bin_dir:-$root/.build-static/release}"
 if [ "$build" = 1 ]; then
     log "swift build -c release (the benchmark clients; several minutes the first time)"
     (cd "$root" && swift build -c release --product mentory-storage-bench >&2)
@@ -105,10 +113,10 @@ if [ "$build" = 1 ]; then
         (cd "$root" && "${static_build[@]}" --product "$product" >&2)
     done
 fi
-[ -x "$release/mentory-storage-bench" ] || {
+if want storage && [ ! -x "$release/mentory-storage-bench" ]; then
     echo "bench: $release/mentory-storage-bench missing; run swift build -c release" >&2
     exit 1
-}
+fi
 for product in mentoryd mentoryctl; do
     [ -x "$static_release/$product" ] || {
         echo "bench: $static_release/$product missing; run ${static_build[*]} --product $product" >&2
