@@ -420,9 +420,10 @@ let package = Package(
             name: "MentoryMallocCounter",
             path: "Tests/MentoryMallocCounter"
         ),
-        // Allocations per request and per event on the hot paths, against budgets (docs/TESTING.md).
-        .testTarget(
-            name: "MentoryAllocationTests",
+        // Allocations per request and per event on the hot paths, against budgets, on a release build
+        // (docs/TESTING.md): `swift build -c release --product mentory-allocation-guard`, then run it.
+        .executableTarget(
+            name: "mentory-allocation-guard",
             dependencies: [
                 "MentoryWireFixtures",
                 "MentoryMallocCounter",
@@ -437,6 +438,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            path: "Tests/MentoryAllocationGuard",
             swiftSettings: strictSwift6
         ),
         .testTarget(

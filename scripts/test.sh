@@ -5,7 +5,8 @@
 #      generates (scripts/generate-manuals.sh --check), and the benchmarks' C load generators compile
 #   1. unit and end-to-end tests (debug build), then the library products' DocC documentation, built
 #      with warnings as errors (scripts/check-docs.sh: every ``symbol link`` resolves)
-#   2. the Python client's pytest suite against the real daemon, release build, as install.sh ships it
+#   2. the allocation guard on the release build (allocations per request and per event, against budgets),
+#      the Python client's pytest suite against the real daemon, release build, as install.sh ships it
 #      (scripts/test-python.sh), the example handler package, built, tested and answering calls
 #      (scripts/test-example.sh), and the README's tour of mentoryctl run as pasted (scripts/test-tour.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
@@ -80,6 +81,12 @@ swift build -c release --product mentoryd
 swift build -c release --product mentoryctl
 # The real-systemd harness (step 5) also runs the reference plugin under both instances.
 swift build -c release --product mentory-advisor
+
+# Allocations per request and per event on the hot paths, against budgets, in the optimized build users run
+# (docs/TESTING.md); the debug build allocates more, and code is not contorted to please it.
+section "allocation guard (release build)"
+swift build -c release --product mentory-allocation-guard
+"$(swift build -c release --show-bin-path)/mentory-allocation-guard"
 
 section "Python client (release build)"
 scripts/test-python.sh --bin-dir "$(swift build -c release --show-bin-path)"

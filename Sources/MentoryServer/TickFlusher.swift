@@ -6,7 +6,7 @@ import NIOCore
 /// loop for its own end-of-tick flush would cost one task per subscriber per tick; the connections of one
 /// loop share this flusher instead, which queues a single task that flushes them all, in the order they
 /// first wrote. Confined to its event loop.
-final class TickFlusher {
+package final class TickFlusher {
     private let eventLoop: any EventLoop
     /// The connections to flush at the end of this tick. Each appears once: a connection asks only when it
     /// has no flush scheduled yet.
@@ -14,7 +14,7 @@ final class TickFlusher {
     private var flushing: [ConnectionHandler] = []
     private var scheduled = false
 
-    init(eventLoop: any EventLoop) {
+    package init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
     }
 

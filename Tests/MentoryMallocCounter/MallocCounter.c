@@ -1,4 +1,4 @@
-// Counts heap allocations per thread, for the allocation tests (Tests/MentoryAllocationTests).
+// Counts heap allocations per thread, for the allocation guard (Tests/MentoryAllocationGuard).
 //
 // The definitions of malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign and valloc
 // here interpose glibc's for the whole test process (an executable's symbols come first). Each forwards
@@ -6,14 +6,15 @@
 // when the calling thread is not counting, the cost is one thread-local load and a branch.
 //
 // Counting is per thread because the test process runs every suite in parallel: a thread counts only
-// between mentory_malloc_counter_begin and mentory_malloc_counter_end, which the tests call around
+// between mentory_malloc_counter_begin and mentory_malloc_counter_end, which the guard calls around
 // synchronous work on one event-loop thread.
 //
 // ThreadSanitizer and AddressSanitizer intercept malloc themselves; under them nothing is interposed
-// and mentory_malloc_counter_is_available() is false, so the tests are skipped (the plain debug run
-// still asserts).
+// and mentory_malloc_counter_is_available() is false, and the guard refuses to run.
 
 #include "MentoryMallocCounter.h"
+
+#include <stdlib.h>
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
@@ -147,3 +148,19 @@ mentory_malloc_counts mentory_malloc_counter_end(void) { return (mentory_malloc_
 int64_t mentory_malloc_counter_total(void) { return 0; }
 
 #endif
+
+int mentory_malloc_counter_exercise(void) {
+    // Through volatile pointers, so that an optimizing compiler keeps each allocation and free.
+    for (int i = 0; i < 100; i++) {
+        void *volatile block = malloc(64);
+        free(block);
+    }
+    void *volatile zeroed = calloc(4, 8);
+    void *volatile grown = realloc(zeroed, 1000);
+    void *aligned = NULL;
+    int result = posix_memalign(&aligned, 64, 128);
+    void *volatile kept = aligned;
+    free(grown);
+    free(kept);
+    return result;
+}

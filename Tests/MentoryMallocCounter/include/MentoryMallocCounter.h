@@ -28,4 +28,9 @@ mentory_malloc_counts mentory_malloc_counter_end(void);
 /// Allocations counted on every thread since the process started (a sanity check: it only grows).
 int64_t mentory_malloc_counter_total(void);
 
+/// Makes exactly 100 malloc(64) and free pairs, a calloc(4, 8), its realloc to 1000 bytes, a
+/// posix_memalign(64, 128) and the two frees, on the calling thread, in a way no optimizer removes: what the
+/// guard's self-check counts. Returns posix_memalign's result.
+int mentory_malloc_counter_exercise(void);
+
 #endif

@@ -7,10 +7,8 @@ import MentoryWire
 import MentoryWireFixtures
 import NIOCore
 import NIOEmbedded
+import MentoryServer
 import SwiftProtobuf
-import Testing
-
-@testable import MentoryServer
 
 /// A namespace for the fan-out measurement: one method that publishes one small event.
 enum TickSchema: NamespaceSchema {
@@ -101,7 +99,7 @@ struct InProcessServer {
         try await self.loop.executeInContext {
             try channel.pipeline.syncOperations.addHandlers([
                 FrameSink(),
-                ConnectionHandler(
+                ConnectionPipeline.connectionHandler(
                     engine: engine,
                     id: id,
                     configuration: configuration,

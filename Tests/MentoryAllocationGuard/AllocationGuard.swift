@@ -1,0 +1,215 @@
+import Foundation
+import MentoryMallocCounter
+import MentoryWire
+import NIOCore
+import SwiftProtobuf
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Allocation budgets for the hot paths, in heap allocations (malloc and friends) per request or event,
+/// measured on a release build, as users run it (`swift build -c release --product mentory-allocation-guard`).
+///
+/// What is counted: everything the daemon's pipeline does from a frame entering it (after the socket read)
+/// to its reply leaving it (before the socket write), engine and handler included, and the tasks the tick
+/// queued on the event loop (the end-of-tick flush of the connections written to). Not counted: the socket's own
+/// read buffer and writes, which the in-process channel does not have. Counted though not the daemon's: the
+/// in-process loop's bookkeeping for each queued task (`NIOAsyncTestingEventLoop` allocates more per task than a
+/// real event loop, which allocates only the closure).
+///
+/// Each budget is the figure measured on a release build (Swift 6.3.1, Linux; the guard prints the figures) plus
+/// small headroom, about 10% and at least one allocation; its comment gives the measured figure. Counts are
+/// deterministic: every tick allocates exactly the same. A guard over budget means the path now allocates more:
+/// find out why, and raise the budget (with the new measured figure in its comment) only if that is intended.
+/// Lower it when a change makes a path cheaper, so the guard keeps its grip.
+enum AllocationBudget {
+    /// `session.ping`, frame in to frame out through `ConnectionHandler`: measured 13.0 (17.0 in a debug build).
+    static let ping = 14.5
+    /// `reachability.get` (a handler route answered without suspending, one peer known): measured
+    /// 16.0 (22.0 in a debug build).
+    static let reachabilityGet = 17.5
+    /// `tick.publish`, answered and its event delivered to one subscriber: measured 19.0 (35.0 in a debug build).
+    static let publishToOneSubscriber = 21.0
+    /// Each further subscriber of an event (the same encoded frame written to one more connection, flushed
+    /// by the loop's shared end-of-tick flush): measured 3.0 (4.0 in a debug build).
+    static let perSubscriber = 4.0
+}
+
+/// Requests before counting: every lazy cache, buffer and dictionary on the path reaches its steady size.
+let warmUpRequests = 1_000
+/// Requests counted; the figure is their allocations divided by this.
+let measuredRequests = 10_000
+
+/// A check the guard makes; a failed one fails the run.
+struct GuardFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Fails the run with `message` unless `condition` holds.
+func check(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+    guard condition else { throw GuardFailure(message()) }
+}
+
+/// Counts the allocations of `measuredRequests` reads of `frame` on `connection`, one read per event-loop
+/// tick (one request, its reply, the end-of-tick flush), after `warmUpRequests` uncounted ones; the figure
+/// per request leaves out what counting itself costs (``AllocationCounter/emptyTickAllocations(on:)``).
+func allocationsPerRequest(_ frame: ByteBuffer, on connection: Connection) async throws -> (
+    total: AllocationCounts, perRequest: Double
+) {
+    let before = try await connection.sink().frames
+    for _ in 0..<warmUpRequests {
+        try await connection.send(frame)
+    }
+    let markerTask = try await AllocationCounter.emptyTickAllocations(on: connection.loop)
+    var total = AllocationCounts()
+    for _ in 0..<measuredRequests {
+        total = total + (try await AllocationCounter.countTick(on: connection.loop) { connection.read(frame) })
+    }
+    let written = try await connection.sink().frames - before
+    try check(written == warmUpRequests + measuredRequests, "one reply per request, but \(written) frames")
+    return (total, Double(total.allocations) / Double(measuredRequests) - Double(markerTask))
+}
+
+/// The guard: the malloc counter's self-check, then each hot path against its budget. Prints each figure; exits
+/// 1 naming every path over its budget, 0 when all are within.
+@main
+enum AllocationGuard {
+    static func main() async {
+        guard AllocationCounter.isAvailable else {
+            print("allocation guard: the malloc counter is compiled out (ThreadSanitizer or AddressSanitizer)")
+            exit(1)
+        }
+        var failures: [String] = []
+        let checks: [(String, () async throws -> Void)] = [
+            ("the malloc counter", Self.counterCountsExactly),
+            ("session.ping", Self.ping),
+            ("reachability.get", Self.reachabilityGet),
+            ("tick.publish", Self.fanOut),
+        ]
+        for (name, run) in checks {
+            do {
+                try await run()
+            } catch {
+                print("allocation guard: FAILED \(name): \(error)")
+                failures.append(name)
+            }
+        }
+        guard failures.isEmpty else {
+            print(
+                "allocation guard: \(failures.count) of \(checks.count) checks failed: \(failures.joined(separator: ", "))"
+            )
+            exit(1)
+        }
+        print("allocation guard: all \(checks.count) checks passed")
+    }
+
+    /// The counter counts exactly the calling thread's allocations, frees and bytes, and nothing outside its window.
+    static func counterCountsExactly() throws {
+        guard let outside = malloc(16) else { throw GuardFailure("malloc failed") }
+        AllocationCounter.begin()
+        let result = mentory_malloc_counter_exercise()
+        let counts = AllocationCounter.end()
+        free(outside)
+        free(malloc(8))
+        try check(result == 0, "posix_memalign failed")
+        // 100 mallocs, the calloc, the realloc (a free and an allocation), the posix_memalign.
+        let expected = AllocationCounts(allocations: 103, frees: 103, bytes: 100 * 64 + 32 + 1000 + 128)
+        try check(counts == expected, "the counter counted \(counts), not \(expected)")
+    }
+
+    /// `session.ping` through the connection pipeline.
+    static func ping() async throws {
+        var server = try await InProcessServer()
+        let connection = try await server.connect()
+        let frame = Connection.frame(Connection.request(1, "session", "ping"))
+        let totalBefore = AllocationCounter.total
+        let (total, perRequest) = try await allocationsPerRequest(frame, on: connection)
+        let reply = try await connection.lastFrame()
+        try check(
+            reply?.response.id == 1 && reply?.response.result == .body(Data()),
+            "a ping's reply: \(String(describing: reply))")
+        try check(total.allocations > 0 && AllocationCounter.total > totalBefore, "the counter counted nothing")
+        print("allocations: session.ping \(perRequest) per request (\(total) over \(measuredRequests))")
+        try check(
+            perRequest <= AllocationBudget.ping,
+            "session.ping allocates \(perRequest) times per request, over its budget of \(AllocationBudget.ping)")
+        try await connection.close()
+    }
+
+    /// `reachability.get`, a synchronous handler route.
+    static func reachabilityGet() async throws {
+        var server = try await InProcessServer()
+        let connection = try await server.connect()
+        var peer = Mentory_V1_PeerState()
+        peer.peer = "phone"
+        peer.isPaired = true
+        peer.isReachable = true
+        try await connection.send(Connection.request(1, "reachability", "report", try peer.serializedData()))
+        let frame = Connection.frame(Connection.request(2, "reachability", "get"))
+        let (total, perRequest) = try await allocationsPerRequest(frame, on: connection)
+        let reply = try await connection.lastFrame()
+        try check(reply?.response.id == 2, "a get's reply: \(String(describing: reply))")
+        let snapshot = try Mentory_V1_ReachabilitySnapshot(serializedBytes: reply?.response.body ?? Data())
+        try check(snapshot.peers.map(\.peer) == ["phone"], "the get's snapshot: \(snapshot)")
+        try check(total.allocations > 0, "the counter counted nothing")
+        print("allocations: reachability.get \(perRequest) per request (\(total) over \(measuredRequests))")
+        let budget = AllocationBudget.reachabilityGet
+        try check(perRequest <= budget, "reachability.get allocates \(perRequest) times per request, over \(budget)")
+        try await connection.close()
+    }
+
+    /// An event fanned out to subscribers: per event, and per further subscriber.
+    static func fanOut() async throws {
+        var server = try await InProcessServer()
+        let publisher = try await server.connect()
+        var subscribers: [Connection] = []
+        var request = Mentory_V1_SubscribeRequest()
+        var topic = Mentory_V1_TopicSubscription()
+        topic.topic = TickSchema.ticks.name
+        request.topics = [topic]
+        let subscribe = Connection.request(1, "session", "subscribe", try request.serializedData())
+        func addSubscribers(_ count: Int) async throws {
+            for _ in 0..<count {
+                let subscriber = try await server.connect()
+                try await subscriber.send(subscribe)
+                // The Welcome, the reply and the snapshot.
+                try await subscriber.waitForFrames(3)
+                subscribers.append(subscriber)
+            }
+        }
+        let frame = Connection.frame(Connection.request(1, "tick", "publish"))
+
+        try await addSubscribers(1)
+        let (one, perEventOne) = try await allocationsPerRequest(frame, on: publisher)
+        let fewer = subscribers.count
+        try await addSubscribers(8)
+        let (many, perEventMany) = try await allocationsPerRequest(frame, on: publisher)
+        let perSubscriber = (perEventMany - perEventOne) / Double(subscribers.count - fewer)
+
+        for subscriber in subscribers {
+            let last = try await subscriber.lastFrame()
+            try check(
+                last?.event.topic == TickSchema.ticks.name && last?.event.kind == .change,
+                "a subscriber's last frame: \(String(describing: last))")
+        }
+        let received = try await subscribers[0].sink().frames
+        try check(
+            received == 3 + 2 * (warmUpRequests + measuredRequests),
+            "every event reached the first subscriber: \(received) frames")
+        try check(one.allocations > 0 && many.allocations > one.allocations, "the counter counted nothing")
+        print(
+            "allocations: tick.publish \(perEventOne) per event with 1 subscriber (\(one)), \(perEventMany) with"
+                + " \(subscribers.count) (\(many)): \(perSubscriber) per further subscriber"
+        )
+        let eventBudget = AllocationBudget.publishToOneSubscriber
+        try check(
+            perEventOne <= eventBudget, "a publish to one subscriber allocates \(perEventOne), over \(eventBudget)")
+        let subscriberBudget = AllocationBudget.perSubscriber
+        try check(
+            perSubscriber <= subscriberBudget,
+            "each further subscriber costs \(perSubscriber) allocations per event, over \(subscriberBudget)")
+        for connection in [publisher] + subscribers { try await connection.close() }
+    }
+}
