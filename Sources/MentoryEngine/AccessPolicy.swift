@@ -126,6 +126,35 @@ public struct AccessPolicy: Sendable, Equatable {
         self.allows(credentials, .subscription(topic: topic), daemonUID: daemonUID)
     }
 
+    /// Whether a caller with `credentials` holds `privilege`, a method's `(mentory.v1.privilege)`.
+    ///
+    /// The engine asks this before the rules, wherever it checks a call: the privilege is a floor the
+    /// rules cannot lower. `PRIVILEGE_OWNER` is held by root and by `daemonUID` (the daemon's own
+    /// user), `PRIVILEGE_ROOT` by root alone, `PRIVILEGE_UNSPECIFIED` by everyone (the rules decide).
+    /// Unknown credentials hold no privilege, and a privilege this build does not know is root's alone.
+    public static func permits(
+        _ privilege: Mentory_V1_Privilege, credentials: PeerCredentials?, daemonUID: UInt32?
+    ) -> Bool {
+        switch privilege {
+        case .unspecified:
+            return true
+        case .owner:
+            guard let credentials else { return false }
+            return credentials.uid == 0 || credentials.uid == daemonUID
+        case .root, .UNRECOGNIZED:
+            return credentials?.uid == 0
+        }
+    }
+
+    /// Who holds `privilege`, as a denial's log line says it; `nil` for `PRIVILEGE_UNSPECIFIED`.
+    static func holders(of privilege: Mentory_V1_Privilege, daemonUID: UInt32?) -> String? {
+        switch privilege {
+        case .unspecified: nil
+        case .owner: "root or the daemon's user\(daemonUID.map { " (uid \($0))" } ?? "")"
+        case .root, .UNRECOGNIZED: "root"
+        }
+    }
+
     /// Whether a caller with `credentials` may take a privileged action such as `plugin.register`:
     /// root, `daemonUID`, and callers whose first matching rule allows it. Unlike ordinary calls,
     /// no matching rule means refused.

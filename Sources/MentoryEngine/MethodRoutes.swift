@@ -24,23 +24,31 @@ final class MethodRoute {
     let target: Target
     /// The request counters by result code, and the duration histogram, of this method.
     let metrics: EngineMetrics.MethodMetrics
+    /// The method's `(mentory.v1.privilege)`, checked before the access rules.
+    let privilege: Mentory_V1_Privilege
     /// The access policy's rules that name this call, in order, as of ``accessGeneration``.
     private var accessRules: [AccessPolicy.Rule] = []
     private var accessGeneration: UInt64 = 0
 
-    init(namespace: String, method: String, target: Target, metrics: EngineMetrics.MethodMetrics) {
+    init(
+        namespace: String, method: String, target: Target, metrics: EngineMetrics.MethodMetrics,
+        privilege: Mentory_V1_Privilege = .unspecified
+    ) {
         self.namespace = namespace
         self.method = method
         self.target = target
         self.metrics = metrics
+        self.privilege = privilege
     }
 
     /// Whether the policy (at `generation`, counted from 1) lets a caller with `credentials` call this
     /// method: as ``AccessPolicy/allowsCall(_:namespace:method:daemonUID:)`` decides, with the rules
-    /// naming the call picked out once per policy.
+    /// naming the call picked out once per policy, after the method's privilege
+    /// (``AccessPolicy/permits(_:credentials:daemonUID:)``), which the rules cannot grant.
     func allows(
         _ credentials: PeerCredentials?, policy: AccessPolicy, generation: UInt64, daemonUID: UInt32?
     ) -> Bool {
+        guard AccessPolicy.permits(self.privilege, credentials: credentials, daemonUID: daemonUID) else { return false }
         if self.accessGeneration != generation {
             self.accessRules = policy.rules(matchingCall: self.namespace, method: self.method)
             self.accessGeneration = generation
@@ -99,19 +107,23 @@ extension MentoryEngine {
         if let route = self.methodRoutes[namespace]?[method] { return route }
         let target: MethodRoute.Target
         let declared: [String]
+        let privilege: Mentory_V1_Privilege
         if namespace == MentorySchema.Session.name {
             declared = MentorySchema.Session.methods.map(\.name)
             guard declared.contains(method) else { return nil }
             target = .session
+            privilege = MentorySchema.Session.methods.first { $0.name == method }?.privilege ?? .unspecified
         } else if let handler = self.handlers[namespace], let resolved = handler.resolve(method: method) {
             declared = handler.info.methods.map(\.name)
             target = .handler(resolved)
+            privilege = handler.info.method(named: method)?.privilege ?? .unspecified
         } else {
             return nil
         }
         let route = MethodRoute(
             namespace: namespace, method: method, target: target,
-            metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared))
+            metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared),
+            privilege: privilege)
         self.methodRoutes[namespace, default: [:]][method] = route
         return route
     }

@@ -46,6 +46,10 @@ struct IntrospectionEndToEndTests {
             #expect(text.stdout.contains("\(namespace.name) (version \(namespace.version))"), "\(text.stdout)")
         }
         #expect(text.stdout.contains("mentory.v1.DiaryAddRequest -> mentory.v1.DiaryEntry"))
+        #expect(
+            text.stdout.contains(
+                "mentory.v1.DaemonReloadRequest -> mentory.v1.DaemonReloadReply  (privileged: root and the daemon's user only)"
+            ), "\(text.stdout)")
         #expect(text.stdout.contains("topic: changes mentory.v1.DiaryChange, snapshots mentory.v1.DiarySnapshot"))
 
         let diary = try await daemon.ctl(["describe", "diary"])
