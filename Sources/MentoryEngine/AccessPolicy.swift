@@ -6,7 +6,11 @@ import MentoryWire
 /// Rules are tried in order and the first that matches the caller and the action decides. When
 /// no rule matches, the action is allowed: the socket's file mode (0660 by default) already
 /// admits only its owner and group. The superuser (uid 0) and the user the daemon runs as (its
-/// peers could read the daemon's files anyway) may do anything.
+/// peers could read the daemon's files anyway) pass every rule.
+///
+/// A method's privilege, its `(mentory.v1.privilege)` option, is checked before the rules
+/// (``permits(_:credentials:daemonUID:)``) and no rule can grant it: `PRIVILEGE_OWNER` methods are
+/// for root and the daemon's user alone, `PRIVILEGE_ROOT` methods for root alone.
 ///
 /// A caller whose credentials are unknown (the kernel did not report them) fails closed: it
 /// matches every deny rule, whoever the rule names, and no allow rule, so it is refused anything
