@@ -6,7 +6,11 @@ import MentoryWire
 /// Rules are tried in order and the first that matches the caller and the action decides. When
 /// no rule matches, the action is allowed: the socket's file mode (0660 by default) already
 /// admits only its owner and group. The superuser (uid 0) and the user the daemon runs as (its
-/// peers could read the daemon's files anyway) may do anything.
+/// peers could read the daemon's files anyway) pass every rule.
+///
+/// A method's privilege, its `(mentory.v1.privilege)` option, is checked before the rules
+/// (``permits(_:credentials:daemonUID:)``) and no rule can grant it: `PRIVILEGE_OWNER` methods are
+/// for root and the daemon's user alone, `PRIVILEGE_ROOT` methods for root alone.
 ///
 /// A caller whose credentials are unknown (the kernel did not report them) fails closed: it
 /// matches every deny rule, whoever the rule names, and no allow rule, so it is refused anything
@@ -124,6 +128,35 @@ public struct AccessPolicy: Sendable, Equatable {
     /// Evaluated like ``allowsCall(_:namespace:method:daemonUID:)``.
     public func allowsSubscription(_ credentials: PeerCredentials?, topic: String, daemonUID: UInt32? = nil) -> Bool {
         self.allows(credentials, .subscription(topic: topic), daemonUID: daemonUID)
+    }
+
+    /// Whether a caller with `credentials` holds `privilege`, a method's `(mentory.v1.privilege)`.
+    ///
+    /// The engine asks this before the rules, wherever it checks a call: the privilege is a floor the
+    /// rules cannot lower. `PRIVILEGE_OWNER` is held by root and by `daemonUID` (the daemon's own
+    /// user), `PRIVILEGE_ROOT` by root alone, `PRIVILEGE_UNSPECIFIED` by everyone (the rules decide).
+    /// Unknown credentials hold no privilege, and a privilege this build does not know is root's alone.
+    public static func permits(
+        _ privilege: Mentory_V1_Privilege, credentials: PeerCredentials?, daemonUID: UInt32?
+    ) -> Bool {
+        switch privilege {
+        case .unspecified:
+            return true
+        case .owner:
+            guard let credentials else { return false }
+            return credentials.uid == 0 || credentials.uid == daemonUID
+        case .root, .UNRECOGNIZED:
+            return credentials?.uid == 0
+        }
+    }
+
+    /// Who holds `privilege`, as a denial's log line says it; `nil` for `PRIVILEGE_UNSPECIFIED`.
+    static func holders(of privilege: Mentory_V1_Privilege, daemonUID: UInt32?) -> String? {
+        switch privilege {
+        case .unspecified: nil
+        case .owner: "root or the daemon's user\(daemonUID.map { " (uid \($0))" } ?? "")"
+        case .root, .UNRECOGNIZED: "root"
+        }
     }
 
     /// Whether a caller with `credentials` may take a privileged action such as `plugin.register`:

@@ -351,12 +351,53 @@ extension MentoryEngine {
             try check(topic.change, of: "topic '\(topic.name)'")
             try check(topic.snapshot, of: "topic '\(topic.name)'")
         }
+        let declared = Self.declaredPrivileges(of: request.namespace, in: request.descriptors)
         return NamespaceInfo(
             name: request.namespace,
             version: request.version,
-            methods: request.methods.map { MethodInfo(name: $0.name, request: $0.request, reply: $0.reply) },
+            methods: request.methods.map { method in
+                MethodInfo(
+                    name: method.name, request: method.request, reply: method.reply,
+                    privilege: Self.stricter(method.privilege, declared[method.name] ?? .unspecified))
+            },
             topics: request.topics.map { TopicInfo(name: $0.name, change: $0.change, snapshot: $0.snapshot) }
         )
+    }
+
+    /// The `(mentory.v1.privilege)` options of the methods of the service that `descriptors` declare
+    /// with `(mentory.v1.namespace) = namespace`, by method name: a plugin's methods are privileged as
+    /// its schema declares them, whether or not its `MethodDescription`s say so too.
+    static func declaredPrivileges(
+        of namespace: String, in descriptors: Google_Protobuf_FileDescriptorSet
+    ) -> [String: Mentory_V1_Privilege] {
+        var privileges: [String: Mentory_V1_Privilege] = [:]
+        for file in descriptors.file {
+            for service in file.service where service.hasOptions {
+                // Decoded without the schema's extensions, the options are unknown fields: decode them again.
+                guard
+                    let options = try? Google_Protobuf_ServiceOptions(
+                        serializedBytes: service.options.serializedData(), extensions: Mentory_V1_Mentory_Extensions),
+                    options.Mentory_V1_namespace == namespace
+                else { continue }
+                for method in service.method where method.hasOptions {
+                    guard
+                        let options = try? Google_Protobuf_MethodOptions(
+                            serializedBytes: method.options.serializedData(),
+                            extensions: Mentory_V1_Mentory_Extensions)
+                    else { continue }
+                    privileges[method.name] = Self.stricter(
+                        privileges[method.name] ?? .unspecified, options.Mentory_V1_privilege)
+                }
+            }
+        }
+        return privileges
+    }
+
+    /// The stricter of two privileges: a declared one over none, else the higher (root over owner).
+    static func stricter(_ first: Mentory_V1_Privilege, _ second: Mentory_V1_Privilege) -> Mentory_V1_Privilege {
+        if first == .unspecified { return second }
+        if second == .unspecified { return first }
+        return first.rawValue >= second.rawValue ? first : second
     }
 
     /// Publishes a change from the calling plugin on one of its topics.

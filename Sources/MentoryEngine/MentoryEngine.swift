@@ -189,8 +189,12 @@ public actor MentoryEngine {
 
     /// Logs a refused action, at most once a second; the rest are counted in the next line.
     ///
-    /// A refusal by `access.rules` names, in `fix`, the rule an operator would write to allow it.
-    func logDenial(_ action: String, connection: ConnectionContext, byRulesOf namespace: String? = nil) {
+    /// A refusal by `access.rules` names, in `fix`, the rule an operator would write to allow it; a
+    /// refusal for want of a method's `privilege`, which no rule grants, says in `needs` who holds it.
+    func logDenial(
+        _ action: String, connection: ConnectionContext, byRulesOf namespace: String? = nil,
+        privilege: Mentory_V1_Privilege = .unspecified
+    ) {
         let now = ContinuousClock.now
         if let last = self.lastDenialLogged, now - last < .seconds(1) {
             self.suppressedDenials += 1
@@ -202,7 +206,9 @@ public actor MentoryEngine {
             "client": "\(connection.clientName)",
             "suppressed": "\(self.suppressedDenials)",
         ]
-        if let namespace, let uid = connection.credentials?.uid {
+        if let holders = AccessPolicy.holders(of: privilege, daemonUID: self.configuration.daemonUID) {
+            metadata["needs"] = "\(holders): the method is privileged, and access.rules cannot grant it"
+        } else if let namespace, let uid = connection.credentials?.uid {
             metadata["fix"] = .string(
                 "to allow it, put \"allow uid=\(uid) \(namespace).*\" in access.rules before the rule that denies it;"
                     + " access.rules replaces the default rules, so end it with \"deny any debug.* storage.* session.monitor\""
@@ -505,8 +511,10 @@ public actor MentoryEngine {
 
     /// Logs (rate-limited) that the policy refused `request` on `connection`, and returns the error it gets.
     private func denied(_ request: InboundRequest, connection: Connection) -> MentoryError {
+        let privilege = self.unheldPrivilege(request.namespace, request.method, by: connection.context.credentials)
         self.logDenial(
-            "\(request.namespace).\(request.method)", connection: connection.context, byRulesOf: request.namespace)
+            "\(request.namespace).\(request.method)", connection: connection.context, byRulesOf: request.namespace,
+            privilege: privilege)
         return MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
     }
 
@@ -540,16 +548,19 @@ public actor MentoryEngine {
                     + " only handler and plugin namespaces can be called on a caller's behalf")
         }
         let connection = call.connection
+        let privilege = self.unheldPrivilege(namespace, method, by: connection.credentials)
         let allowed =
-            route?.allows(
+            privilege == .unspecified
+            && (route?.allows(
                 connection.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
                 daemonUID: self.configuration.daemonUID)
-            ?? self.accessPolicy.allowsCall(
-                connection.credentials, namespace: namespace, method: method, daemonUID: self.configuration.daemonUID)
+                ?? self.accessPolicy.allowsCall(
+                    connection.credentials, namespace: namespace, method: method,
+                    daemonUID: self.configuration.daemonUID))
         guard allowed else {
             self.logDenial(
                 "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection,
-                byRulesOf: namespace)
+                byRulesOf: namespace, privilege: privilege)
             throw MentoryError.permissionDenied(namespace: namespace, method: method)
         }
         guard let route else { throw self.routeFailure(namespace, method) }

@@ -49,13 +49,15 @@ final class MethodRoute {
     let generation: UInt64
     /// The request counters by result code, and the duration histogram, of this method.
     let metrics: EngineMetrics.MethodMetrics
+    /// The method's `(mentory.v1.privilege)`, checked before the access rules.
+    let privilege: Mentory_V1_Privilege
     /// The access policy's rules that name this call, in order, as of ``accessGeneration``.
     private var accessRules: [AccessPolicy.Rule] = []
     private var accessGeneration: UInt64 = 0
 
     init(
         namespace: String, method: String, answer: Answer, server: Server, queuesSnapshots: Bool = false,
-        generation: UInt64, metrics: EngineMetrics.MethodMetrics
+        privilege: Mentory_V1_Privilege = .unspecified, generation: UInt64, metrics: EngineMetrics.MethodMetrics
     ) {
         self.namespace = namespace
         self.method = method
@@ -64,14 +66,17 @@ final class MethodRoute {
         self.queuesSnapshots = queuesSnapshots
         self.generation = generation
         self.metrics = metrics
+        self.privilege = privilege
     }
 
     /// Whether the policy (at `generation`, counted from 1) lets a caller with `credentials` call this
     /// method: as ``AccessPolicy/allowsCall(_:namespace:method:daemonUID:)`` decides, with the rules
-    /// naming the call picked out once per policy.
+    /// naming the call picked out once per policy, after the method's privilege
+    /// (``AccessPolicy/permits(_:credentials:daemonUID:)``), which the rules cannot grant.
     func allows(
         _ credentials: PeerCredentials?, policy: AccessPolicy, generation: UInt64, daemonUID: UInt32?
     ) -> Bool {
+        guard AccessPolicy.permits(self.privilege, credentials: credentials, daemonUID: daemonUID) else { return false }
         if self.accessGeneration != generation {
             self.accessRules = policy.rules(matchingCall: self.namespace, method: self.method)
             self.accessGeneration = generation
@@ -169,6 +174,7 @@ extension MentoryEngine {
         }
         let route = MethodRoute(
             namespace: namespace, method: method, answer: answer, server: server, queuesSnapshots: queuesSnapshots,
+            privilege: self.namespaceInfo(namespace)?.method(named: method)?.privilege ?? .unspecified,
             generation: self.routeGeneration,
             metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared))
         self.methodRoutes[namespace, default: [:]][method] = route

@@ -17,6 +17,14 @@ public struct NamespaceDeclaration {
     public var version: UInt32
     public var methods: [MethodDescriptor]
     public var topics: [Topic]
+    /// The `(mentory.v1.privilege)` of each method declaring one other than `PRIVILEGE_UNSPECIFIED`,
+    /// by method name: who may call it whatever the access rules say.
+    public var privileges: [String: EnumValueDescriptor] = [:]
+
+    /// The privilege `method` declares, `nil` when it declares none (anyone the access rules allow).
+    public func privilege(of method: MethodDescriptor) -> EnumValueDescriptor? {
+        self.privileges[method.name]
+    }
 }
 
 /// The names under which `mentory.proto` declares the schema options.
@@ -27,6 +35,8 @@ enum SchemaOptionNames {
     static let namespaceVersion = "mentory.v1.namespace_version"
     static let topic = "mentory.v1.topic"
     static let extendee = "google.protobuf.ServiceOptions"
+    static let privilege = "mentory.v1.privilege"
+    static let methodExtendee = "google.protobuf.MethodOptions"
 }
 
 /// The schema option extensions as a file and its imports declare them.
@@ -42,6 +52,8 @@ struct SchemaOptionFields {
     var topicName: Int?
     var topicChange: Int?
     var topicSnapshot: Int?
+    /// The method option `(mentory.v1.privilege)`, when the files declare it (an older mentory.proto does not).
+    var privilege: FieldDescriptor?
 
     /// The declarations visible from `file`, or `nil` when `file` cannot use the options.
     init?(visibleFrom file: FileDescriptor) {
@@ -49,6 +61,12 @@ struct SchemaOptionFields {
         for candidate in closure(of: file) {
             for field in candidate.extensions where field.containingType.fullName == SchemaOptionNames.extendee {
                 found[field.fullName] = field
+            }
+            for field in candidate.extensions
+            where field.containingType.fullName == SchemaOptionNames.methodExtendee
+                && field.fullName == SchemaOptionNames.privilege && field.type == .enum
+            {
+                self.privilege = field
             }
         }
         guard let namespace = found[SchemaOptionNames.namespace] else { return nil }
@@ -126,9 +144,13 @@ public func namespaceDeclarations(in file: FileDescriptor) throws(SchemaGenerati
             throw .message("\(context): namespace \"\(name)\" is already declared by service \(other)")
         }
         var methodNames: Set<String> = []
+        var privileges: [String: EnumValueDescriptor] = [:]
         for method in service.methods {
             guard methodNames.insert(method.name).inserted else {
                 throw .message("\(context): method \"\(method.name)\" is declared twice")
+            }
+            if let privilege = try methodPrivilege(method, fields: fields, context: context) {
+                privileges[method.name] = privilege
             }
             if method.clientStreaming || method.serverStreaming {
                 throw .message(
@@ -166,11 +188,35 @@ public func namespaceDeclarations(in file: FileDescriptor) throws(SchemaGenerati
                 name: name,
                 version: option.version,
                 methods: service.methods,
-                topics: topics
+                topics: topics,
+                privileges: privileges
             )
         )
     }
     return declarations
+}
+
+/// The `(mentory.v1.privilege)` `method` declares, decoded from its options' unknown fields; `nil` for
+/// none or `PRIVILEGE_UNSPECIFIED`. Throws for a number the `Privilege` enum does not declare.
+func methodPrivilege(
+    _ method: MethodDescriptor, fields: SchemaOptionFields, context: String
+) throws(SchemaGenerationError) -> EnumValueDescriptor? {
+    guard let field = fields.privilege, let values = field.enumType else { return nil }
+    var number: Int32?
+    do {
+        for option in try WireFields(method.options.unknownFields.data) where option.number == Int(field.number) {
+            number = Int32(truncatingIfNeeded: try option.varint())
+        }
+    } catch {
+        throw .message("\(context): cannot decode the options of rpc \(method.name): \(error)")
+    }
+    guard let number, number != 0 else { return nil }
+    guard let value = values.values.first(where: { $0.number == number }) else {
+        throw .message(
+            "\(context): rpc \(method.name): (mentory.v1.privilege) = \(number) is not a value of "
+                + "\(values.fullName); use one of \(values.values.map(\.name).joined(separator: ", "))")
+    }
+    return value
 }
 
 /// The schema options of one service, decoded from its options' unknown fields.

@@ -192,6 +192,17 @@ struct SwiftSchemaWriter {
                     + "`\(method.outputType.fullName)`."
             )
             self.appendComments(method, indent: indent)
+            var call = "(name: \(Self.stringLiteral(method.name)))"
+            if let privilege = namespace.privilege(of: method) {
+                self.lines += [
+                    "\(indent)///",
+                    "\(indent)/// Privileged (`(mentory.v1.privilege) = \(privilege.name)`): the daemon refuses every",
+                    "\(indent)/// other caller, whatever the access rules say.",
+                ]
+                call =
+                    "(name: \(Self.stringLiteral(method.name)), privilege: "
+                    + "\(self.namer.dottedRelativeName(enumValue: privilege)))"
+            }
             self.appendDeclaration(
                 "\(indent)\(visibility) static let \(constant) = ",
                 generic: "MethodSchema",
@@ -199,7 +210,7 @@ struct SwiftSchemaWriter {
                     type, self.namer.fullName(message: method.inputType),
                     self.namer.fullName(message: method.outputType),
                 ],
-                call: "(name: \(Self.stringLiteral(method.name)))",
+                call: call,
                 indent: indent
             )
         }

@@ -36,10 +36,13 @@ public struct MethodSchema<Namespace: NamespaceSchema, Request: SwiftProtobuf.Me
 {
     /// The method's name on the wire, e.g. `add`.
     public let name: String
+    /// Who may call it whatever the access rules say: its `(mentory.v1.privilege)` option.
+    public let privilege: Mentory_V1_Privilege
 
-    /// Declares a method; generated code does this.
-    public init(name: String) {
+    /// Declares a method; generated code does this, passing `privilege` when the rpc declares one.
+    public init(name: String, privilege: Mentory_V1_Privilege = .unspecified) {
         self.name = name
+        self.privilege = privilege
     }
 
     /// The namespace's name on the wire.
@@ -47,7 +50,9 @@ public struct MethodSchema<Namespace: NamespaceSchema, Request: SwiftProtobuf.Me
 
     /// The method's untyped description.
     public var info: MethodInfo {
-        MethodInfo(name: self.name, request: Request.protoMessageName, reply: Reply.protoMessageName)
+        MethodInfo(
+            name: self.name, request: Request.protoMessageName, reply: Reply.protoMessageName,
+            privilege: self.privilege)
     }
 }
 
@@ -77,11 +82,15 @@ public struct MethodInfo: Sendable, Hashable {
     public var request: String
     /// The full protobuf name of the reply message.
     public var reply: String
+    /// Who may call it whatever the access rules say (its `(mentory.v1.privilege)` option): the
+    /// daemon refuses anyone else before it reads `access.rules`, which cannot grant it.
+    public var privilege: Mentory_V1_Privilege
 
-    public init(name: String, request: String, reply: String) {
+    public init(name: String, request: String, reply: String, privilege: Mentory_V1_Privilege = .unspecified) {
         self.name = name
         self.request = request
         self.reply = reply
+        self.privilege = privilege
     }
 }
 
@@ -130,6 +139,7 @@ public struct NamespaceInfo: Sendable, Hashable {
             wire.name = method.name
             wire.request = method.request
             wire.reply = method.reply
+            wire.privilege = method.privilege
             return wire
         }
         description.topics = self.topics.map { topic in

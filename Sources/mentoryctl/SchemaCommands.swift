@@ -55,7 +55,7 @@ struct Describe: ParsableCommand {
             let width = (namespace.methods.map(\.name.count) + namespace.topics.map(\.name.count)).max() ?? 0
             func padded(_ name: String) -> String { name + String(repeating: " ", count: width - name.count) }
             for method in namespace.methods {
-                text += "  \(padded(method.name))  \(method.request) -> \(method.reply)\n"
+                text += "  \(padded(method.name))  \(method.request) -> \(method.reply)\(Self.note(method.privilege))\n"
             }
             for topic in namespace.topics {
                 text += "  \(padded(topic.name))  topic: changes \(topic.change), snapshots \(topic.snapshot)\n"
@@ -65,6 +65,16 @@ struct Describe: ParsableCommand {
             }
         }
         return text
+    }
+
+    /// How `describe` notes a privileged method: who alone may call it.
+    static func note(_ privilege: Mentory_V1_Privilege) -> String {
+        switch privilege {
+        case .unspecified: ""
+        case .owner: "  (privileged: root and the daemon's user only)"
+        case .root: "  (privileged: root only)"
+        case .UNRECOGNIZED(let value): "  (privileged: \(value))"
+        }
     }
 
     /// The fields of `roots` and of the messages they contain, each message once.

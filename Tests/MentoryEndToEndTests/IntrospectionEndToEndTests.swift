@@ -8,6 +8,13 @@ struct IntrospectionEndToEndTests {
     /// The namespaces a daemon on its SQLite store serves without fault injection: every built-in one but debug.
     static let servedNamespaces = MentorySchema.namespaces.filter { $0.name != "debug" }
 
+    /// A method description's `privilege` as the JSON carries it: the enum value's name, absent when unspecified.
+    static func privilege(_ value: Any?) -> Mentory_V1_Privilege {
+        if let number = value as? Int { return Mentory_V1_Privilege(rawValue: number) ?? .unspecified }
+        guard let name = value as? String else { return .unspecified }
+        return Mentory_V1_Privilege.allCases.first { "PRIVILEGE_\($0)".uppercased() == name } ?? .unspecified
+    }
+
     static func json(_ text: String) throws -> [String: Any] {
         guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
             throw DaemonFailure(message: "not a JSON object: \(text)")
@@ -31,7 +38,7 @@ struct IntrospectionEndToEndTests {
             let methods = (namespace["methods"] as? [[String: Any]] ?? []).map {
                 MethodInfo(
                     name: $0["name"] as? String ?? "", request: $0["request"] as? String ?? "",
-                    reply: $0["reply"] as? String ?? "")
+                    reply: $0["reply"] as? String ?? "", privilege: Self.privilege($0["privilege"]))
             }
             #expect(methods == expected.methods, "\(expected.name)")
             let topics = (namespace["topics"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
@@ -46,6 +53,10 @@ struct IntrospectionEndToEndTests {
             #expect(text.stdout.contains("\(namespace.name) (version \(namespace.version))"), "\(text.stdout)")
         }
         #expect(text.stdout.contains("mentory.v1.DiaryAddRequest -> mentory.v1.DiaryEntry"))
+        #expect(
+            text.stdout.contains(
+                "mentory.v1.DaemonReloadRequest -> mentory.v1.DaemonReloadReply  (privileged: root and the daemon's user only)"
+            ), "\(text.stdout)")
         #expect(text.stdout.contains("topic: changes mentory.v1.DiaryChange, snapshots mentory.v1.DiarySnapshot"))
 
         let diary = try await daemon.ctl(["describe", "diary"])

@@ -86,12 +86,16 @@ struct SchemaGeneratorTests {
                     + "MethodSchema<Diary, Mentory_V1_DiaryAddRequest, Mentory_V1_DiaryEntry>(name: \"add\")"
             )
         )
-        #expect(text.contains("MethodSchema<Debug, SwiftProtobuf.Google_Protobuf_UInt32Value, Mentory_V1_Empty>"))
+        #expect(text.contains("Debug, SwiftProtobuf.Google_Protobuf_UInt32Value, Mentory_V1_Empty"))
+        #expect(text.contains(">(name: \"freezeEngine\", privilege: .root)"))
+        #expect(text.contains(">(name: \"reload\", privilege: .owner)"))
+        #expect(text.contains(">(name: \"backup\", privilege: .owner)"))
         #expect(text.contains("public static let diaryTopic ="))
         #expect(text.contains("public static let `get` = "))
         for namespace in MentorySchema.namespaces {
             for method in namespace.methods {
-                #expect(text.contains("(name: \"\(method.name)\")"))
+                let privilege = method.privilege == .unspecified ? "" : ", privilege: "
+                #expect(text.contains("(name: \"\(method.name)\"\(privilege)"))
             }
         }
         let longest = text.split(separator: "\n").map(\.count).max() ?? 0
@@ -109,6 +113,33 @@ struct SchemaGeneratorTests {
         #expect(output.contents.contains("| `diary` | 1 | `add` | `DiaryAddRequest` | `DiaryEntry` |"))
         #expect(output.contents.contains("| `freezeEngine` | `google.protobuf.UInt32Value` | `Empty` |"))
         #expect(output.contents.contains("| `diary` | `diary` | `DiaryChange` | `DiarySnapshot` |"))
+        #expect(output.contents.contains("| `DaemonReloadReply` | `PRIVILEGE_OWNER` |"))
+        #expect(output.contents.contains("| `Empty` | `PRIVILEGE_ROOT` |"))
+        #expect(output.contents.contains("| `DiaryAddRequest` | `DiaryEntry` |  |"), "no privilege: an empty cell")
+    }
+
+    /// Method options declaring `(mentory.v1.privilege) = value`.
+    static func privilegeOptions(_ value: UInt64) throws -> Google_Protobuf_MethodOptions {
+        try Google_Protobuf_MethodOptions(
+            serializedBytes: varint(UInt64(optionNumber("privilege") << 3)) + varint(value))
+    }
+
+    @Test("(privilege) on an rpc becomes its MethodSchema's privilege; an undeclared value fails, naming the values")
+    func privilege() throws {
+        let rooted = try Self.mentoryChanged { proto in
+            let diary = proto.service.firstIndex { $0.name == "Diary" }!
+            proto.service[diary].method[0].options = try Self.privilegeOptions(2)
+        }
+        let text = try #require(try Self.generate(rooted).first).contents
+        #expect(text.contains("(name: \"add\", privilege: .root)"))
+        #expect(text.contains("PRIVILEGE_ROOT`): the daemon refuses every"))
+        let unknown = try Self.mentoryChanged { proto in
+            let diary = proto.service.firstIndex { $0.name == "Diary" }!
+            proto.service[diary].method[0].options = try Self.privilegeOptions(9)
+        }
+        let error = try #require(Self.error(unknown))
+        #expect(error.contains("rpc add"), "\(error)")
+        #expect(error.contains("PRIVILEGE_OWNER"), "\(error)")
     }
 
     @Test("Markdown output also lists every message and enum as .proto source, for docs/PROTOCOL.md")

@@ -33,13 +33,15 @@ struct SchemaTests {
         let methodHeader = try #require(rows.firstIndex { $0.first == "namespace" && $0.contains("method") })
         let topicHeader = try #require(rows.firstIndex { $0.first == "topic" })
         #expect(methodHeader < topicHeader)
-        let documentedMethods = rows[(methodHeader + 1)..<topicHeader].map { Array($0.prefix(5)) }
+        #expect(rows[methodHeader].prefix(6).last == "privilege")
+        let documentedMethods = rows[(methodHeader + 1)..<topicHeader].map { Array($0.prefix(6)) }
         let documentedTopics = rows[(topicHeader + 1)...].map { Array($0.prefix(4)) }
         let declaredMethods = MentorySchema.namespaces.flatMap { namespace in
             namespace.methods.map { method in
                 [
                     namespace.name, String(namespace.version), method.name, Self.documented(method.request),
                     Self.documented(method.reply),
+                    method.privilege == .unspecified ? "" : "PRIVILEGE_\(method.privilege)".uppercased(),
                 ]
             }
         }

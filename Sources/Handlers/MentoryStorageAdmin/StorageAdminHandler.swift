@@ -27,32 +27,29 @@ public protocol StorageBackupTarget: Sendable {
 /// the same connection in pieces that fit the frame limit, and the client writes the copy with
 /// its own rights wherever it wants. The daemon never writes outside its state directory.
 ///
-/// Because the snapshot holds every diary entry, the peer must run as the daemon's user or as
-/// root; anyone else, and a peer whose credentials are unknown, gets
-/// ``MentoryError/permissionDenied(namespace:method:)`` (it fails closed).
+/// Because the snapshot holds every diary entry, both methods are privileged: mentory.proto declares
+/// them with `(privilege) = PRIVILEGE_OWNER`, so the engine lets only the daemon's user and root call
+/// them, whatever `access.rules` says; anyone else, and a peer whose credentials are unknown, gets
+/// ``MentoryError/permissionDenied(namespace:method:)`` (it fails closed) before the handler runs.
 /// Snapshots are bounded, see ``BackupSnapshots``.
 public struct StorageAdminHandler: MentoryHandler {
     public typealias Namespace = MentorySchema.Storage
 
     private let target: any StorageBackupTarget
     private let snapshots: BackupSnapshots
-    private let ownerUID: UInt32
 
     /// Creates the handler over `target`.
     ///
     /// - Parameters:
     ///   - target: The store to copy.
     ///   - snapshots: Where snapshots live while connections read them.
-    ///   - ownerUID: The user whose peers may call it (besides root).
-    public init(target: any StorageBackupTarget, snapshots: BackupSnapshots, ownerUID: UInt32 = geteuid()) {
+    public init(target: any StorageBackupTarget, snapshots: BackupSnapshots) {
         self.target = target
         self.snapshots = snapshots
-        self.ownerUID = ownerUID
     }
 
     public func routes(_ routes: inout HandlerRoutes<Self>) {
         routes.onAsync(Namespace.backup) { _, call, _ in
-            try self.authorize(call)
             let reply = try await self.snapshots.create(for: call.connection.id, from: self.target)
             call.logger.notice(
                 "backup snapshot taken",
@@ -61,20 +58,11 @@ public struct StorageAdminHandler: MentoryHandler {
             return reply
         }
         routes.onAsync(Namespace.backupRead) { request, call, _ in
-            try self.authorize(call)
             let reply = try await self.snapshots.read(for: call.connection.id, at: request.offset)
             if reply.end {
                 call.logger.notice("backup snapshot read to the end")
             }
             return reply
-        }
-    }
-
-    /// Only the daemon's own user and root may read the whole database; a peer the kernel did not
-    /// vouch for is refused whatever the access rules say.
-    private func authorize(_ call: RequestContext) throws(MentoryError) {
-        guard let peer = call.credentials, peer.uid == 0 || peer.uid == self.ownerUID else {
-            throw .permissionDenied(namespace: Namespace.name, method: call.method)
         }
     }
 

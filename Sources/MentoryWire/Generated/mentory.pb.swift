@@ -34,6 +34,53 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
+/// Who may call a method whatever the access rules say, as `(privilege)` declares it on the rpc.
+/// It is a floor: the daemon checks it before `access.rules`, and no rule can grant it to anyone
+/// else. A caller whose credentials the kernel did not report holds no privilege.
+public nonisolated enum Mentory_V1_Privilege: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// Anyone the access rules allow.
+  case unspecified // = 0
+
+  /// Root (uid 0) or the user the daemon runs as.
+  case owner // = 1
+
+  /// Root only.
+  case root // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .owner
+    case 2: self = .root
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .owner: return 1
+    case .root: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Mentory_V1_Privilege] = [
+    .unspecified,
+    .owner,
+    .root,
+  ]
+
+}
+
 /// Stable error codes.
 public nonisolated enum Mentory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
@@ -1090,6 +1137,9 @@ public nonisolated struct Mentory_V1_MethodDescription: Sendable {
 
   public var reply: String = String()
 
+  /// Who may call it whatever the access rules say: the method's `(privilege)` option.
+  public var privilege: Mentory_V1_Privilege = .unspecified
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1961,6 +2011,26 @@ public nonisolated struct Mentory_V1_PluginStatus: Sendable {
 // declaration. To avoid naming collisions, the names are prefixed with the name of
 // the scope where the extend directive occurs.
 
+nonisolated extension SwiftProtobuf.Google_Protobuf_MethodOptions {
+
+  /// Who may call the method, e.g. `rpc reload(...) returns (...) { option (privilege) = PRIVILEGE_OWNER; }`.
+  /// Unset: anyone the access rules allow.
+  public var Mentory_V1_privilege: Mentory_V1_Privilege {
+    get {return getExtensionValue(ext: Mentory_V1_Extensions_privilege) ?? .unspecified}
+    set {setExtensionValue(ext: Mentory_V1_Extensions_privilege, value: newValue)}
+  }
+  /// Returns true if extension `Mentory_V1_Extensions_privilege`
+  /// has been explicitly set.
+  public var hasMentory_V1_privilege: Bool {
+    return hasExtensionValue(ext: Mentory_V1_Extensions_privilege)
+  }
+  /// Clears the value of extension `Mentory_V1_Extensions_privilege`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearMentory_V1_privilege() {
+    clearExtensionValue(ext: Mentory_V1_Extensions_privilege)
+  }
+}
+
 nonisolated extension SwiftProtobuf.Google_Protobuf_ServiceOptions {
 
   /// The namespace the service is served under, e.g. "diary".
@@ -2012,7 +2082,8 @@ nonisolated extension SwiftProtobuf.Google_Protobuf_ServiceOptions {
 public nonisolated let Mentory_V1_Mentory_Extensions: SwiftProtobuf.SimpleExtensionMap = [
   Mentory_V1_Extensions_namespace,
   Mentory_V1_Extensions_namespace_version,
-  Mentory_V1_Extensions_topic
+  Mentory_V1_Extensions_topic,
+  Mentory_V1_Extensions_privilege
 ]
 
 // Extension Objects - The only reason these might be needed is when manually
@@ -2037,9 +2108,20 @@ public nonisolated let Mentory_V1_Extensions_topic = SwiftProtobuf.MessageExtens
   fieldName: "mentory.v1.topic"
 )
 
+/// Who may call the method, e.g. `rpc reload(...) returns (...) { option (privilege) = PRIVILEGE_OWNER; }`.
+/// Unset: anyone the access rules allow.
+public nonisolated let Mentory_V1_Extensions_privilege = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalEnumExtensionField<Mentory_V1_Privilege>, SwiftProtobuf.Google_Protobuf_MethodOptions>(
+  _protobuf_fieldNumber: 51004,
+  fieldName: "mentory.v1.privilege"
+)
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "mentory.v1"
+
+nonisolated extension Mentory_V1_Privilege: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PRIVILEGE_UNSPECIFIED\0\u{1}PRIVILEGE_OWNER\0\u{1}PRIVILEGE_ROOT\0")
+}
 
 nonisolated extension Mentory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_HANDSHAKE_REQUIRED\0\u{1}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_TRUNCATED_FRAME\0\u{1}ERROR_CODE_UNKNOWN_NAMESPACE\0\u{1}ERROR_CODE_UNKNOWN_METHOD\0\u{1}ERROR_CODE_INVALID_ARGUMENT\0\u{1}ERROR_CODE_NOT_FOUND\0\u{1}ERROR_CODE_CONFLICT\0\u{1}ERROR_CODE_PERMISSION_DENIED\0\u{1}ERROR_CODE_DUPLICATE_REQUEST_ID\0\u{1}ERROR_CODE_TOO_MANY_REQUESTS\0\u{1}ERROR_CODE_STORAGE_FAILURE\0\u{1}ERROR_CODE_SHUTTING_DOWN\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_ALREADY_HANDSHAKEN\0\u{1}ERROR_CODE_TOO_MANY_CONNECTIONS\0\u{1}ERROR_CODE_HANDSHAKE_TIMEOUT\0\u{1}ERROR_CODE_STARTUP_FAILED\0\u{1}ERROR_CODE_UNAVAILABLE\0\u{1}ERROR_CODE_DEADLINE_EXCEEDED\0")
@@ -3250,7 +3332,7 @@ nonisolated extension Mentory_V1_DescribeRequest: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Mentory_V1_MethodDescription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MethodDescription"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}request\0\u{1}reply\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}request\0\u{1}reply\0\u{1}privilege\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3261,6 +3343,7 @@ nonisolated extension Mentory_V1_MethodDescription: SwiftProtobuf.Message, Swift
       case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.request) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.reply) }()
+      case 4: try { try decoder.decodeSingularEnumField(value: &self.privilege) }()
       default: break
       }
     }
@@ -3276,6 +3359,9 @@ nonisolated extension Mentory_V1_MethodDescription: SwiftProtobuf.Message, Swift
     if !self.reply.isEmpty {
       try visitor.visitSingularStringField(value: self.reply, fieldNumber: 3)
     }
+    if self.privilege != .unspecified {
+      try visitor.visitSingularEnumField(value: self.privilege, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3283,6 +3369,7 @@ nonisolated extension Mentory_V1_MethodDescription: SwiftProtobuf.Message, Swift
     if lhs.name != rhs.name {return false}
     if lhs.request != rhs.request {return false}
     if lhs.reply != rhs.reply {return false}
+    if lhs.privilege != rhs.privilege {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

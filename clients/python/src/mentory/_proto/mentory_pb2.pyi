@@ -57,9 +57,14 @@ PLUGIN_STATE_CONNECTED: PluginState
 PLUGIN_STATE_FAILED: PluginState
 PLUGIN_STATE_UNSPECIFIED: PluginState
 PLUGIN_STATE_WAITING: PluginState
+PRIVILEGE_FIELD_NUMBER: _ClassVar[int]
+PRIVILEGE_OWNER: Privilege
+PRIVILEGE_ROOT: Privilege
+PRIVILEGE_UNSPECIFIED: Privilege
 TOPIC_FIELD_NUMBER: _ClassVar[int]
 namespace: _descriptor.FieldDescriptor
 namespace_version: _descriptor.FieldDescriptor
+privilege: _descriptor.FieldDescriptor
 topic: _descriptor.FieldDescriptor
 
 class ActionItem(_message.Message):
@@ -309,14 +314,16 @@ class MentorState(_message.Message):
     def __init__(self, message: _Optional[_Union[MentorMessage, _Mapping]] = ...) -> None: ...
 
 class MethodDescription(_message.Message):
-    __slots__ = ["name", "reply", "request"]
+    __slots__ = ["name", "privilege", "reply", "request"]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIVILEGE_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     name: str
+    privilege: Privilege
     reply: str
     request: str
-    def __init__(self, name: _Optional[str] = ..., request: _Optional[str] = ..., reply: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., request: _Optional[str] = ..., reply: _Optional[str] = ..., privilege: _Optional[_Union[Privilege, str]] = ...) -> None: ...
 
 class MetricFamily(_message.Message):
     __slots__ = ["bucket_bounds", "help", "name", "samples", "type"]
@@ -715,6 +722,9 @@ class Welcome(_message.Message):
     protocol_version: int
     server_version: str
     def __init__(self, protocol_version: _Optional[int] = ..., server_version: _Optional[str] = ..., handlers: _Optional[_Iterable[_Union[HandlerDescription, _Mapping]]] = ..., max_frame_length: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class Privilege(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
