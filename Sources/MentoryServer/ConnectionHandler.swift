@@ -6,8 +6,14 @@ import NIOCore
 
 /// Speaks the protocol on one connection: handshake, request routing, errors and back-pressure.
 ///
-/// It holds only I/O state (the handshake phase, the ids in flight, the outbound byte count); every
-/// request goes to the engine, which runs on this channel's event loop, so a request costs no thread hop.
+/// It holds only I/O state; every request goes to the engine, which runs on this channel's event loop, so a
+/// request costs no thread hop.
+///
+/// The connection's lifecycle and back-pressure state (the handshake phase, whether the engine knows the
+/// connection, the outbound byte count, whether reading, events or a flush wait) is a
+/// ``ConnectionStateMachine``, a value stored here and mutated in place. This handler turns each NIO callback
+/// and engine call into an event for it and performs the action it returns; the framing, the encoding, the
+/// engine calls, the ids in flight with their reservations and all I/O stay here.
 ///
 /// Back-pressure, both ways:
 /// - Every reply and event is encoded here and counted in ``outboundBytes`` until the kernel has taken
@@ -37,12 +43,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private enum Phase {
-        case awaitingHello
-        case open
-        case closing
-    }
-
     private let engine: MentoryEngine
     private let id: ConnectionID
     private let configuration: ServerConfiguration
@@ -51,9 +51,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let metrics: ServerMetrics
     /// Shared by the connections of this event loop; `nil` flushes with a task of this handler's own.
     private let flusher: TickFlusher?
-    private var phase = Phase.awaitingHello
-    /// Whether the engine knows this connection (from the handshake until it is detached).
-    private var attached = false
+    /// The lifecycle and back-pressure state: the handshake phase, whether the engine knows this connection,
+    /// the outbound bytes and whether reading, events or a flush wait. Mutated in place, never copied out.
+    private var state: ConnectionStateMachine
     /// A request being computed: its `namespace.method` for error messages, and the bytes reserved for it.
     private struct InFlightRequest {
         var method: String
@@ -69,32 +69,22 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let budgets: UIDBudgets
     /// This connection's uid's share of ``budgets``.
     private let account: UIDAccount
-    private var accountClosed = false
     /// Bytes reserved in ``account`` for the replies of the requests in flight.
     private var reservedReplyBytes = 0
     /// Bytes reserved in ``account`` for snapshots and resets being taken; the events they become use it up.
     private var eventReservation = 0
-    /// Whether ``account`` will wake this connection when its uid has room again.
-    private var waitingForBudget = false
     /// The bytes read whose frames are not handled yet: a frame cut short, or whole frames waiting for room.
     private var inbound = ConnectionHandler.noBytes
     private let frameDecoder: LengthPrefixedFrameDecoder
     /// When the frames being handled now were taken up: the clock is read once per batch of frames, not per
     /// request. A request's duration counts from here, so it includes the requests ahead of it in its batch.
     private var batchStarted: ContinuousClock.Instant?
-    private var readHeldBack = false
     /// Bytes written into the pipeline that the kernel has not taken yet.
-    private(set) var outboundBytes = 0
-    /// The part of ``outboundBytes`` written since the last flush.
-    private var unflushedBytes = 0
+    var outboundBytes: Int { self.state.outboundBytes }
     /// Small frames written since the last flush, not yet handed to the channel (see ``write(_:promise:)``).
     private var coalesced: ByteBuffer?
     /// Whether ``coalesced`` is this connection's own buffer rather than the one frame it holds.
     private var coalescedIsOwned = false
-    private var outboundPaused = false
-    private var eventsRefused = false
-    private var unflushed = false
-    private var flushScheduled = false
     private var handshakeTimeout: Scheduled<Void>?
     private var context: ChannelHandlerContext?
     /// The channel's allocator, taken once: asking the channel for it on every write costs more than the write.
@@ -111,6 +101,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         budgets: UIDBudgets? = nil
     ) {
         self.flusher = flusher
+        self.state = ConnectionStateMachine(configuration)
         let budgets = budgets ?? UIDBudgets(configuration)
         self.budgets = budgets
         self.account = budgets.open(uid: credentials?.uid)
@@ -137,15 +128,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.handshakeTimeout?.cancel()
         self.context = nil
         // Written but never flushed: no write promise will count these out.
-        if self.unflushedBytes > 0 {
-            self.outboundBytes -= self.unflushedBytes
-            self.account.release(self.unflushedBytes)
-            self.unflushedBytes = 0
-        }
-        if !self.accountClosed {
-            self.accountClosed = true
-            self.account.connectionClosed(self)
-        }
+        let removed = self.state.handlerRemoved()
+        if removed.discardedBytes > 0 { self.account.release(removed.discardedBytes) }
+        if removed.closeAccount { self.account.connectionClosed(self) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -154,7 +139,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func startHandshakeTimer(context: ChannelHandlerContext) {
-        guard self.handshakeTimeout == nil, self.phase == .awaitingHello else { return }
+        guard self.handshakeTimeout == nil, self.state.isAwaitingHello else { return }
         let seconds = self.configuration.handshakeTimeoutSeconds
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.handshakeTimeout = context.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
@@ -164,14 +149,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         self.handshakeTimeout?.cancel()
-        self.detach()
-        self.phase = .closing
+        if self.state.channelInactive() { self.detach() }
         self.inbound = Self.noBytes
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard self.phase != .closing else { return }
+        guard !self.state.isClosing else { return }
         var bytes = Self.unwrapInboundIn(data)
         if self.inbound.readableBytes == 0 {
             self.inbound = bytes
@@ -194,13 +178,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         // With remote half-closure allowed, a frame cut short gets TRUNCATED_FRAME, then close; EOF at a
         // frame boundary just closes. Whole frames still waiting for room are dropped with the connection.
-        if event as? ChannelEvent == .some(.inputClosed), self.phase != .closing {
+        if event as? ChannelEvent == .some(.inputClosed), !self.state.isClosing {
             self.handlePendingFrames()
             if let error = self.unfinishedFrame() { self.failConnection(error) }
         }
-        if event as? ChannelEvent == .some(.inputClosed), self.phase != .closing {
+        if event as? ChannelEvent == .some(.inputClosed), self.state.inputClosed() {
             self.logger.debug("peer closed its side")
-            self.phase = .closing
             self.flushIfNeeded()
             context.close(promise: nil)
         }
@@ -210,15 +193,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // Frame errors never come this way: this handler splits the frames itself (handlePendingFrames).
         self.logger.debug("connection error", metadata: ["error": "\(error)"])
-        self.phase = .closing
+        self.state.errorCaught()
         context.close(promise: nil)
     }
 
     func read(context: ChannelHandlerContext) {
-        if self.canHandleFrames, !self.hasWholeFrame {
+        switch self.state.readRequested(inFlight: self.inFlight.count, hasWholeFrame: self.hasWholeFrame) {
+        case .read:
             context.read()
-        } else {
-            self.readHeldBack = true
+        case .holdBack:
             self.waitForBudgetIfNeeded()
         }
     }
@@ -227,8 +210,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Whether another frame may be handled now: requests in flight and outbound bytes are under their bounds.
     private var canHandleFrames: Bool {
-        self.phase != .closing && !self.outboundPaused
-            && self.inFlight.count < self.configuration.maxRequestsInFlight
+        self.state.canHandleFrames(inFlight: self.inFlight.count)
     }
 
     /// Whether another request may be dispatched now: outbound bytes with the replies reserved are under this
@@ -252,8 +234,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Asks the account to wake this connection once its uid has room again (once until woken).
     private func waitForRoom() {
-        guard !self.waitingForBudget, self.phase != .closing else { return }
-        self.waitingForBudget = true
+        guard self.state.budgetExhausted() else { return }
         self.metrics.budgetWaits.increment()
         self.logger.debug(
             "uid over its budget; this connection waits for room",
@@ -267,7 +248,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// The account has room again: handles what waited, next tick (not inside the release that freed it).
     func budgetFreed() {
-        self.waitingForBudget = false
+        self.state.budgetAvailable()
         guard let context = self.context else { return }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.execute {
@@ -346,8 +327,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Handles what waited, then reads again if a read was held back and nothing waits any more.
     private func resume() {
         self.handlePendingFrames()
-        if self.readHeldBack, self.canHandleFrames, !self.hasWholeFrame, let context = self.context {
-            self.readHeldBack = false
+        guard let context = self.context else { return }
+        if self.state.readMayResume(inFlight: self.inFlight.count, hasWholeFrame: self.hasWholeFrame) {
             context.read()
         }
     }
@@ -382,23 +363,17 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func handleHello(_ hello: Mentory_V1_Hello) {
         guard let context = self.context else { return }
-        guard self.phase == .awaitingHello else {
-            self.sendConnectionError(.alreadyHandshaken, closing: false)
+        switch self.state.helloReceived(rejection: Self.rejection(of: hello)) {
+        case .attach:
+            break
+        case .refuse(let error):
+            self.sendConnectionError(error, closing: false)
             return
-        }
-        guard hello.protocolVersion == WireProtocol.version else {
-            self.failConnection(.unsupportedVersion(requested: hello.protocolVersion, supported: WireProtocol.version))
-            return
-        }
-        do {
-            try FieldLimits.clientName.check(hello.clientName)
-        } catch {
+        case .fail(let error):
             self.failConnection(error)
             return
         }
         self.handshakeTimeout?.cancel()
-        self.phase = .open
-        self.attached = true
         let connection = ConnectionContext(id: self.id, clientName: hello.clientName, credentials: self.credentials)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let sink = ChannelEventSink(handler: handler)
@@ -411,8 +386,22 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.sendWelcome(welcome)
     }
 
+    /// What is wrong with `hello`, if anything: a protocol version this server does not speak, or a client
+    /// name over its limit.
+    private static func rejection(of hello: Mentory_V1_Hello) -> MentoryError? {
+        guard hello.protocolVersion == WireProtocol.version else {
+            return .unsupportedVersion(requested: hello.protocolVersion, supported: WireProtocol.version)
+        }
+        do {
+            try FieldLimits.clientName.check(hello.clientName)
+        } catch {
+            return error
+        }
+        return nil
+    }
+
     private func handleRequest(_ request: InboundRequest, _ engine: isolated MentoryEngine) {
-        guard self.phase == .open, self.context != nil else {
+        guard case .dispatch = self.state.requestReceived(), self.context != nil else {
             var response = OutboundResponse.failure(id: request.id, error: MentoryError.handshakeRequired.wireError)
             self.send(response: &response)
             return
@@ -436,7 +425,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         // request still in flight it waits its turn as a task instead, so requests start in the order sent.
         switch engine.respond(to: request, from: id, received: received, queued: !self.inFlight.isEmpty) {
         case .answered(var response):
-            if self.phase != .closing {
+            if !self.state.isClosing {
                 self.send(response: &response, method: "\(request.namespace).\(request.method)")
             }
         case .suspended(_, let queuesSnapshots):
@@ -456,8 +445,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func handlePluginReply(_ reply: Mentory_V1_PluginReply) {
-        guard self.phase == .open else {
-            self.sendConnectionError(.handshakeRequired, closing: false)
+        if case .refuse(let error) = self.state.pluginReplyReceived() {
+            self.sendConnectionError(error, closing: false)
             return
         }
         let id = self.id
@@ -466,11 +455,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func finish(_ response: consuming OutboundResponse) {
         guard let request = self.inFlight.removeValue(forKey: response.id) else {
-            if self.phase != .closing { self.send(response: &response) }
+            if !self.state.isClosing { self.send(response: &response) }
             self.resume()
             return
         }
-        if self.phase != .closing {
+        if !self.state.isClosing {
             let bytes = self.send(response: &response, method: request.method)
             self.budgets.learn(request.method, replyBytes: bytes)
         }
@@ -486,7 +475,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Delivers an event to the peer, or refuses it (`false`) when the subscriber's queue is full or the
     /// event would not fit in a frame; the engine then sends a reset once ``outboundBytes`` drain.
     func deliver(_ shared: SharedEvent) -> Bool {
-        guard self.phase == .open else { return false }
+        guard self.state.isOpen else { return false }
         guard shared.payloadLength <= self.configuration.maxFrameLength else {
             let event = shared.event
             self.logger.error(
@@ -496,7 +485,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     "maxFrameLength": "\(self.configuration.maxFrameLength)",
                 ]
             )
-            self.eventsRefused = true
+            self.state.eventRefused()
             // A change is followed by a reset soon; a reset or snapshot too large waits for the next drain
             // so an unsendable snapshot cannot loop.
             if event.kind == .change { self.checkDrained(soon: true) }
@@ -504,12 +493,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         let frame = shared.frame
         if self.outboundBytes > 0, self.outboundBytes + frame.readableBytes > self.configuration.subscriberQueueBytes {
-            self.eventsRefused = true
+            self.state.eventRefused()
             return false
         }
         // A snapshot or reset being taken had its room reserved; a live event needs room in the uid's budget.
         guard self.account.hasRoom(for: frame.readableBytes, ownReserved: self.eventReservation) else {
-            self.eventsRefused = true
+            self.state.eventRefused()
             self.waitForRoom()
             return false
         }
@@ -540,7 +529,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// the connection's outbound bytes to ``ServerConfiguration/maxOutboundBytes`` (the plugin is not
     /// reading: it may be hung) or would not fit in a frame. The engine then fails the call UNAVAILABLE.
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
-        guard self.phase == .open else { return false }
+        guard self.state.isOpen else { return false }
         var envelope = Mentory_V1_Envelope()
         envelope.pluginCall = pluginCall
         guard
@@ -556,7 +545,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     // MARK: Output
 
     private func sendWelcome(_ welcome: Mentory_V1_Welcome) {
-        guard self.phase == .open else { return }
+        guard self.state.isOpen else { return }
         var envelope = Mentory_V1_Envelope()
         envelope.welcome = welcome
         switch ServerFrameEncoder.encode(envelope, maxFrameLength: self.configuration.maxFrameLength) {
@@ -624,8 +613,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             return
         }
         let bytes = frame.readableBytes
-        self.outboundBytes += bytes
-        self.unflushedBytes += bytes
+        let action = self.state.frameWritten(bytes: bytes)
         self.account.charge(bytes)
         if promise == nil, bytes <= Self.maxCoalescedFrameBytes {
             self.coalesce(frame)
@@ -633,16 +621,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.handOffCoalesced(context: context, promise: nil)
             context.write(Self.wrapOutboundOut(frame), promise: promise)
         }
-        self.unflushed = true
-        if !self.outboundPaused, self.outboundBytes >= self.configuration.maxOutboundBytes {
-            self.outboundPaused = true
+        switch action {
+        case .none:
+            break
+        case .scheduleFlush:
+            self.scheduleFlush(context: context)
+        case .pauseReading(let scheduleFlush):
             self.metrics.outboundBackpressure.increment()
             self.logger.debug(
                 "outbound bound reached; no longer reading this connection",
                 metadata: ["outboundBytes": "\(self.outboundBytes)"]
             )
+            if scheduleFlush { self.scheduleFlush(context: context) }
         }
-        self.scheduleFlush()
     }
 
     /// Frames up to this size are copied into ``coalesced``; larger ones are written as they are.
@@ -689,8 +680,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             context.eventLoop.execute { handler.value.checkDrained(soon: false) }
             return
         }
-        if self.outboundPaused, self.outboundBytes <= self.configuration.maxOutboundBytes / 2 {
-            self.outboundPaused = false
+        if self.state.outboundDrained() {
             self.logger.debug("outbound drained; reading again")
             self.resume()
         }
@@ -700,15 +690,17 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Tells the engine there is room for the events it refused, once the connection's queue is back to half
     /// and its uid has room for a snapshot, which is reserved while the resets are taken.
     private func checkEventsDrained() {
-        guard self.eventsRefused, self.phase == .open, let context = self.context,
-            self.outboundBytes <= self.configuration.subscriberQueueBytes / 2
-        else { return }
+        guard let context = self.context else { return }
         let reserved = self.budgets.snapshotReservation
-        guard self.account.hasRoom(for: reserved) else {
+        switch self.state.checkEventsDrained(roomForSnapshot: self.account.hasRoom(for: reserved)) {
+        case .none:
+            return
+        case .waitForRoom:
             self.waitForRoom()
             return
+        case .tellEngine:
+            break
         }
-        self.eventsRefused = false
         self.eventReservation += reserved
         self.account.charge(reserved)
         let id = self.id
@@ -728,23 +720,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Flushes once at the end of this event-loop tick, after the engine work queued before it: with
     /// the loop's other connections when they share a ``TickFlusher``, else with a task of its own.
-    private func scheduleFlush() {
-        guard !self.flushScheduled, let context = self.context else { return }
-        self.flushScheduled = true
+    private func scheduleFlush(context: ChannelHandlerContext) {
         if let flusher = self.flusher {
             flusher.flushAtEndOfTick(self)
             return
         }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.execute {
-            handler.value.flushScheduled = false
+            handler.value.state.scheduledFlushRan()
             handler.value.flushIfNeeded()
         }
     }
 
     /// The end-of-tick flush ``scheduleFlush()`` asked ``TickFlusher`` for.
     func flushScheduledWrites() {
-        self.flushScheduled = false
+        self.state.scheduledFlushRan()
         self.flushIfNeeded()
     }
 
@@ -754,13 +744,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// One promise per flush, not per frame, on the flush's last write: the channel completes writes
     /// in order. That write is the coalesced frames, or else an empty buffer written as a marker.
     private func flushIfNeeded() {
-        guard self.unflushed, let context = self.context else { return }
-        self.unflushed = false
-        let bytes = self.unflushedBytes
-        self.unflushedBytes = 0
+        guard let context = self.context, let bytes = self.state.flushRequested() else { return }
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.assumeIsolated().whenComplete { _ in
-            self.outboundBytes -= bytes
+            self.state.bytesTaken(bytes)
             self.account.release(bytes)
             self.checkDrained(soon: false)
         }
@@ -776,10 +763,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Tells the peer why, then closes the connection once that is written or the drain deadline passes.
     func failConnection(_ error: MentoryError) {
-        guard self.phase != .closing else { return }
+        guard case .close(let detach) = self.state.closeRequested() else { return }
         self.logger.debug("closing connection", metadata: ["reason": "\(error.message)"])
-        self.detach()
-        self.phase = .closing
+        if detach { self.detach() }
         self.inbound = Self.noBytes
         self.closeAfter(error)
     }
@@ -813,9 +799,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     // MARK: Engine
 
+    /// Tells the engine this connection is gone (the state machine says when: once, if it was attached).
     private func detach() {
-        guard self.attached else { return }
-        self.attached = false
         let id = self.id
         self.onEngine { engine in engine.detach(id) }
     }

@@ -558,4 +558,41 @@ struct ConnectionHandlerTests {
             refused.allSatisfy { $0.error.code == code(.unavailable) && $0.error.message.contains("queue is full") })
         _ = try await harness.channel.finish()
     }
+
+    @Test(
+        "a request before the Hello gets HANDSHAKE_REQUIRED, a second Hello ALREADY_HANDSHAKEN; a second shutdown sends nothing"
+    )
+    func handshakeAndCloseTransitions() async throws {
+        let harness = try await Harness()
+        try await harness.send([Harness.request(1, "session", "ping")])
+        let early = try await harness.received()
+        #expect(early.map(\.response.id) == [1])
+        #expect(early.first?.response.error.code == code(.handshakeRequired))
+
+        try await harness.handshake()
+        var hello = Mentory_V1_Hello()
+        hello.protocolVersion = WireProtocol.version
+        hello.clientName = "again"
+        var again = Mentory_V1_Envelope()
+        again.hello = hello
+        try await harness.send([again, Harness.request(2, "session", "ping")])
+        let second = try await harness.received()
+        #expect(second.count == 2)
+        #expect(second.first?.connectionError.error.code == code(.alreadyHandshaken))
+        #expect(second.first?.connectionError.closing == false)
+        #expect(second.last?.response.id == 2 && second.last?.response.error.code == 0, "the connection goes on")
+
+        let channel = harness.channel
+        try await harness.channel.testingEventLoop.executeInContext {
+            let handler = try channel.pipeline.syncOperations.handler(type: ConnectionHandler.self)
+            handler.shutDown()
+            handler.shutDown()
+        }
+        await harness.channel.testingEventLoop.run()
+        let closing = try await harness.received()
+        #expect(closing.count == 1, "one closing error: \(closing)")
+        #expect(closing.first?.connectionError.error.code == code(.shuttingDown))
+        #expect(closing.first?.connectionError.closing == true)
+        try await harness.channel.closeFuture.get()
+    }
 }
