@@ -471,6 +471,9 @@ let package = Package(
                 "MentoryDaemonKit",
                 "MentoryStorageSQLite",
                 .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSwift6
         ),

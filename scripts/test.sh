@@ -4,7 +4,8 @@
 #      schema generates (scripts/generate-protos.sh --check), the man pages are what the commands' help
 #      generates (scripts/generate-manuals.sh --check), and the benchmarks' C load generators compile
 #   1. unit and end-to-end tests (debug build), then the library products' DocC documentation, built
-#      with warnings as errors (scripts/check-docs.sh: every ``symbol link`` resolves)
+#      with warnings as errors (scripts/check-docs.sh: every ``symbol link`` resolves), then their public
+#      API compared with the baseline's, failing on a breaking change (scripts/check-api.sh)
 #   2. the allocation guard on the release build (allocations per request and per event, against budgets),
 #      the Python client's pytest suite against the real daemon, release build, as install.sh ships it
 #      (scripts/test-python.sh), the example handler package, built, tested and answering calls
@@ -15,7 +16,8 @@
 #
 # Usage: scripts/test.sh [--quick]
 #   --quick   only step 0 and the tests of step 1, for a fast local loop
-# Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 4's time per target.
+# Environment: MENTORYD_FUZZ_SECONDS (default 30) sets step 4's time per target; MENTORYD_API_BASELINE (a tag,
+# branch or commit) the API check's baseline, by default the newest v* tag, else the commit in .ci/api-baseline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -73,6 +75,10 @@ swift_test "$(swift build --show-bin-path)"
 
 section "DocC documentation of the library products"
 scripts/check-docs.sh
+
+section "API compatibility of the library products"
+# Against MENTORYD_API_BASELINE when set; docs/TESTING.md, "API compatibility", says how to take in an intended break.
+scripts/check-api.sh
 
 # The optimized build is what users run, and the optimizer is where a miscompile shows up (the
 # dispatch fuzzer once found `diary.list` crashing only there), so the Python suite uses it.

@@ -16,11 +16,13 @@ import NIOPosix
 import ServiceLifecycle
 import UnixSignals
 
-/// Starts mentoryd's parts in order and stops them in reverse.
+/// Starts mentoryd's parts in order and stops them in reverse, as the services of one `ServiceGroup`.
 ///
-/// Start-up: open the store, register the handlers, bind (or adopt) the socket, then report ready
-/// (`READY=1`). Shut-down: say `STOPPING=1`, stop reloading, stop accepting and close
-/// connections, stop the watchdog, close the handlers, close the store.
+/// Start-up: the event loop, open the store, register the handlers, bind (or adopt) the socket, then
+/// report ready (`READY=1`). Shut-down, on every exit path: say `STOPPING=1`, stop reloading, stop
+/// accepting and close connections, stop the watchdog, let a background store check finish, close the
+/// handlers, close the store, stop the event loop. Each resource is a ``ResourceService``, opened once
+/// the one before it has set its ``Latch``; see docs/ARCHITECTURE.md, "Start-up and shut-down".
 struct Daemon {
     /// What systemd handed this process; all of it empty or `nil` when started by hand.
     struct Systemd: Sendable {
@@ -63,101 +65,91 @@ struct Daemon {
         // The engine and every connection share one event loop: a request never changes thread.
         var step = ContinuousClock.now
         let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let eventLoop = eventLoopGroup.next()
         self.logStep("event loop", since: &step)
-        var teardown = OrderedTeardown(logger: self.logger)
-        teardown.add("event loop", deadline: .seconds(5)) { try? await eventLoopGroup.shutdownGracefully() }
-        do {
-            try await self.run(on: eventLoopGroup.next(), teardown: &teardown)
-        } catch {
-            await teardown.run()
-            throw error
-        }
-        await teardown.run()
-        self.logger.info("stopped")
-    }
+        let settings = self.settings
+        let logger = self.logger
+        let version = self.version
+        let notifier = self.systemd.notifier
+        let started = self.started
 
-    private func run(on eventLoop: any EventLoop, teardown: inout OrderedTeardown) async throws {
-
-        // 1. The store. A store that cannot open ends start-up; systemctl status shows why.
-        // (Each step's duration is logged at debug level, with the time since the process began.)
-        var step = ContinuousClock.now
-        let stores: OpenedStores
-        do {
-            stores = try await StoreBootstrap.open(
-                settings: self.settings, executor: eventLoop.executor, logger: self.logger)
-        } catch {
-            throw StartupFailure(cause: "\(error)")
-        }
-        teardown.add("store", deadline: Self.closeDeadline) { await stores.close() }
-        self.logStep("store open", since: &step)
-
-        // 2. The engine and its handlers.
         let engine = MentoryEngine(
             configuration: .init(
                 serverVersion: self.version,
-                eventRingCapacity: self.settings.eventRingCapacity,
-                eventRingBytes: self.settings.eventRingBytes,
-                accessPolicy: self.settings.accessPolicy,
-                requestTimeout: .milliseconds(self.settings.requestTimeoutMilliseconds),
-                maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength),
-                pluginCallTimeout: .milliseconds(self.settings.pluginCallTimeoutMilliseconds),
+                eventRingCapacity: settings.eventRingCapacity,
+                eventRingBytes: settings.eventRingBytes,
+                accessPolicy: settings.accessPolicy,
+                requestTimeout: .milliseconds(settings.requestTimeoutMilliseconds),
+                maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: settings.maxFrameLength),
+                pluginCallTimeout: .milliseconds(settings.pluginCallTimeoutMilliseconds),
                 pluginRegistrations: PluginRegistrationFiles(
-                    directory: (self.settings.stateDirectory.hasSuffix("/")
-                        ? self.settings.stateDirectory : self.settings.stateDirectory + "/") + "plugins"),
+                    directory: (settings.stateDirectory.hasSuffix("/")
+                        ? settings.stateDirectory : settings.stateDirectory + "/") + "plugins"),
                 instance: DaemonInstance.current().wire,
-                maxSubscriptionsPerUID: self.settings.uidSubscriptions,
-                handlerSettings: self.settings.handlerSettings(instance: .current())
+                maxSubscriptionsPerUID: settings.uidSubscriptions,
+                handlerSettings: settings.handlerSettings(instance: .current())
             ),
             executor: eventLoop.executor,
             logger: self.logger,
             metrics: self.metrics
         )
         let reloadRequests = ReloadRequests()
-        var available: [any MentoryHandler] =
-            [
-                MentorHandler(store: stores.mentor),
-                ReachabilityHandler(),
-                DiaryHandler(
-                    store: stores.diary,
-                    maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: self.settings.maxFrameLength)
-                ),
-                DaemonHandler(reloads: reloadRequests),
-            ] + stores.handlers
-        if self.settings.faultInjection {
-            self.logger.warning(
-                "fault injection is enabled (debug.faultInjection): root may freeze the engine; never enable it in production"
-            )
-            available.append(DebugHandler())
-        }
-        available += self.extraHandlers
-        let handlers = try Self.enabledHandlers(available, settings: self.settings, logger: self.logger)
-        // Handlers registered so far are closed, in reverse, even if a later one fails to open.
-        teardown.add("handlers", deadline: Self.closeDeadline) { await engine.closeHandlers() }
-        for entry in handlers {
-            switch entry {
-            case .handler(let handler):
-                let namespace = Self.namespace(of: handler)
-                do throws(MentoryError) {
-                    try await engine.register(handler, config: self.settings.handlerConfig(namespace))
-                } catch {
-                    // A handler's configuration it cannot use is a configuration error, like the daemon's own.
-                    throw StartupFailure(
-                        cause: "the \(namespace) handler cannot start: \(error.message)",
-                        exitStatus: error.code == .invalidArgument ? MentorydCommand.configurationExitStatus : 1)
-                }
-            case .plugin(let declaration):
+        let extraHandlers = self.extraHandlers
+
+        // The latches carry start-up from one resource to the next; each service sets its `ended`
+        // latch when it stops, and a resource closes only after every service that uses it has.
+        let start = Latch<Void>()
+        await start.set(())
+        let eventLoopOpened = Latch<Void>()
+        let storesOpened = Latch<OpenedStores>()
+        let handlersOpened = Latch<Void>()
+        let ended = (0..<8).map { _ in Latch<Void>() }
+
+        // 1. The event loop, made above (the engine and the server are bound to it); stopped last.
+        let eventLoopService = ResourceService(
+            name: "event loop", after: start, opened: eventLoopOpened, ended: ended[0], before: Array(ended[1...]),
+            closeDeadline: .seconds(5), logger: logger,
+            open: { _ in },
+            close: { _ in try? await eventLoopGroup.shutdownGracefully() }
+        )
+
+        // 2. The store. A store that cannot open ends start-up; systemctl status shows why.
+        // (Each step's duration is logged at debug level.)
+        let storeService = ResourceService(
+            name: "store", after: eventLoopOpened, opened: storesOpened, ended: ended[1],
+            before: Array(ended[2...]), closeDeadline: Self.closeDeadline, logger: logger,
+            open: { _ in
+                let begun = ContinuousClock.now
+                let stores: OpenedStores
                 do {
-                    try await engine.declarePlugin(declaration)
+                    stores = try await StoreBootstrap.open(
+                        settings: settings, executor: eventLoop.executor, logger: logger)
                 } catch {
-                    throw StartupFailure(
-                        cause: "plugin '\(declaration.name)' cannot be declared: \(error)",
-                        exitStatus: MentorydCommand.configurationExitStatus)
+                    throw StartupFailure(cause: "\(error)")
                 }
-            }
-        }
-        self.logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
-        self.logStep("handlers open", since: &step)
-        // 3. The socket, then readiness.
+                logger.debug("start-up step", metadata: ["step": "store open", "ms": "\(Milliseconds(since: begun))"])
+                return stores
+            },
+            close: { stores in await stores.close() }
+        )
+
+        // 3. The engine's handlers, in dependency order. Handlers registered so far are closed, in
+        // reverse, even if a later one fails to open.
+        let handlerService = ResourceService(
+            name: "handlers", after: storesOpened, opened: handlersOpened, ended: ended[2],
+            before: Array(ended[3...]), closeDeadline: Self.closeDeadline, logger: logger,
+            open: { stores in
+                let begun = ContinuousClock.now
+                try await Self.registerHandlers(
+                    stores: stores, extraHandlers: extraHandlers, reloadRequests: reloadRequests, engine: engine,
+                    settings: settings, logger: logger)
+                logger.debug(
+                    "start-up step", metadata: ["step": "handlers open", "ms": "\(Milliseconds(since: begun))"])
+            },
+            close: { _ in await engine.closeHandlers() }
+        )
+
+        // 4. The socket, then readiness.
         let listener: ServerConfiguration.Listener
         if let activated = self.systemd.activatedSocket {
             self.logger.info(
@@ -169,14 +161,9 @@ struct Daemon {
             )
             listener = .activatedSocket(descriptor: activated.descriptor, path: activated.path)
         } else {
-            listener = .path(self.settings.socketPath)
+            listener = .path(settings.socketPath)
         }
-        let logger = self.logger
-        let version = self.version
-        let notifier = self.systemd.notifier
         let (readySignal, readyContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let serverStarted = step
-        let started = self.started
         let status: @Sendable () async -> String = {
             let reply = await engine.status()
             return Self.statusLine(connections: Int(reply.connections), subscribers: Int(reply.subscribers))
@@ -184,26 +171,24 @@ struct Daemon {
         let server = MentoryServer(
             configuration: ServerConfiguration(
                 listener: listener,
-                socketMode: self.settings.socketMode,
-                maxFrameLength: self.settings.maxFrameLength,
-                subscriberQueueBytes: self.settings.subscriberQueueBytes,
-                maxRequestsInFlight: self.settings.maxRequestsInFlight,
-                maxConnections: self.settings.maxConnections,
-                maxConnectionsPerUID: self.settings.maxConnectionsPerUID,
-                handshakeTimeoutSeconds: self.settings.handshakeTimeoutSeconds,
-                maxOutboundBytes: self.settings.maxOutboundBytes,
-                shutdownDrainSeconds: self.settings.shutdownDrainSeconds,
-                uidQueuedBytes: self.settings.uidQueuedBytes,
-                uidRequestsInFlight: self.settings.uidRequestsInFlight,
-                totalQueuedBytes: self.settings.totalQueuedBytes
+                socketMode: settings.socketMode,
+                maxFrameLength: settings.maxFrameLength,
+                subscriberQueueBytes: settings.subscriberQueueBytes,
+                maxRequestsInFlight: settings.maxRequestsInFlight,
+                maxConnections: settings.maxConnections,
+                maxConnectionsPerUID: settings.maxConnectionsPerUID,
+                handshakeTimeoutSeconds: settings.handshakeTimeoutSeconds,
+                maxOutboundBytes: settings.maxOutboundBytes,
+                shutdownDrainSeconds: settings.shutdownDrainSeconds,
+                uidQueuedBytes: settings.uidQueuedBytes,
+                uidRequestsInFlight: settings.uidRequestsInFlight,
+                totalQueuedBytes: settings.totalQueuedBytes
             ),
             engine: engine,
             eventLoop: eventLoop,
             logger: self.logger,
             onReady: {
                 // The store is open, the handlers are registered and the socket is bound or adopted.
-                logger.debug(
-                    "start-up step", metadata: ["step": "socket", "ms": "\(Milliseconds(since: serverStarted))"])
                 logger.info("ready", metadata: ["version": "\(version)"])
                 let line = await status()
                 do {
@@ -231,7 +216,7 @@ struct Daemon {
             notifier: notifier,
             signals: hangups,
             requests: reloadRequests,
-            initial: self.settings,
+            initial: settings,
             logger: self.logger,
             readyStatus: { await status() },
             reload: { current in
@@ -253,43 +238,113 @@ struct Daemon {
             probe: { _ = await engine.probeLiveness() }
         )
         let statusReporter = StatusService(notifier: notifier, logger: self.logger, status: status)
+        // After READY=1, and the last of these to stop (a check under way finishes while the rest
+        // shuts down, before the handlers and the store close): a check that passes leaves the
+        // service idle; one that finds damage stops the daemon (exit status 1), see
+        // StoreVerificationService.
+        let verification = StoreVerificationService(
+            ready: readySignal, readyContinuation: readyContinuation,
+            verify: { await storesOpened.wait().verify?() ?? .pending }, logger: self.logger)
 
-        // The group stops services last to first: STOPPING=1 goes out first, the watchdog keeps
-        // proving liveness until the server has closed every connection.
+        // The group starts these in this order and stops them last to first: STOPPING=1 goes out
+        // first, the watchdog keeps proving liveness until the server has closed every connection,
+        // then the handlers close, then the store, then the event loop. Every service, on failing,
+        // shuts the group down gracefully (in that order) and its error is what run() throws.
         // Each named here: without a name, the group names a service with "\(service)", whose reflection
         // (a conformance scan of the whole binary for each type it meets) cost start-up over a millisecond.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: watchdog, serviceName: watchdog.description),
-            .init(service: server, serviceName: "MentoryServer"),
-            .init(service: reload, serviceName: "ReloadService"),
-            .init(service: statusReporter, serviceName: statusReporter.description),
+        let services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            Self.member(eventLoopService, "event loop"),
+            Self.member(storeService, "store"),
+            Self.member(handlerService, "handlers"),
+            Self.member(
+                AfterLatch(after: handlersOpened, service: verification, ended: ended[3]), "StoreVerificationService"),
+            Self.member(AfterLatch(after: handlersOpened, service: watchdog, ended: ended[4]), watchdog.description),
+            Self.member(AfterLatch(after: handlersOpened, service: server, ended: ended[5]), "MentoryServer"),
+            Self.member(AfterLatch(after: handlersOpened, service: reload, ended: ended[6]), "ReloadService"),
+            Self.member(
+                AfterLatch(after: handlersOpened, service: statusReporter, ended: ended[7]), statusReporter.description),
         ]
-        if let verify = stores.verify {
-            // After READY=1, and the last to stop (a check under way finishes while the rest shuts
-            // down): a check that passes ends the service alone; one that finds damage stops the
-            // daemon (exit status 1), see StoreVerificationService.
-            let verification = StoreVerificationService(
-                ready: readySignal, readyContinuation: readyContinuation, verify: verify, logger: self.logger)
-            services.insert(
-                .init(
-                    service: verification,
-                    successTerminationBehavior: .ignore,
-                    failureTerminationBehavior: .gracefullyShutdownGroup,
-                    serviceName: "StoreVerificationService"
-                ),
-                at: 0
-            )
-        }
-        let group = ServiceGroup(
-            configuration: .init(
-                services: services,
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: self.logger
-            )
+        var configuration = ServiceGroupConfiguration(
+            services: services,
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: self.logger
         )
-        // On return or throw the group has stopped its services last to first (the server has
-        // closed its socket and connections); the caller's teardown then closes handlers, then store.
-        try await group.run()
+        configuration.maximumGracefulShutdownDuration = Self.gracefulShutdownDeadline(
+            drainSeconds: settings.shutdownDrainSeconds)
+        configuration.maximumCancellationDuration = Self.cancellationDeadline
+        // On return or throw every service has stopped, last to first.
+        try await ServiceGroup(configuration: configuration).run()
+        self.logger.info("stopped")
+    }
+
+    /// A service of the daemon's group: a failure shuts the group down gracefully, in order.
+    private static func member(_ service: some Service, _ name: String)
+        -> ServiceGroupConfiguration.ServiceConfiguration
+    {
+        .init(
+            service: service,
+            successTerminationBehavior: .gracefullyShutdownGroup,
+            failureTerminationBehavior: .gracefullyShutdownGroup,
+            serviceName: name
+        )
+    }
+
+    /// Registers the enabled handlers and declares the plugins, in dependency order; on a failure,
+    /// closes the handlers registered so far and throws a ``StartupFailure``.
+    private static func registerHandlers(
+        stores: OpenedStores,
+        extraHandlers: [any MentoryHandler],
+        reloadRequests: ReloadRequests,
+        engine: MentoryEngine,
+        settings: DaemonSettings,
+        logger: Logger
+    ) async throws {
+        var available: [any MentoryHandler] =
+            [
+                MentorHandler(store: stores.mentor),
+                ReachabilityHandler(),
+                DiaryHandler(
+                    store: stores.diary,
+                    maxReplyBytes: ReplyBudget.bodyBytes(maxFrameLength: settings.maxFrameLength)
+                ),
+                DaemonHandler(reloads: reloadRequests),
+            ] + stores.handlers
+        if settings.faultInjection {
+            logger.warning(
+                "fault injection is enabled (debug.faultInjection): root may freeze the engine; never enable it in production"
+            )
+            available.append(DebugHandler())
+        }
+        available += extraHandlers
+        let handlers = try Self.enabledHandlers(available, settings: settings, logger: logger)
+        do {
+            for entry in handlers {
+                switch entry {
+                case .handler(let handler):
+                    let namespace = Self.namespace(of: handler)
+                    do throws(MentoryError) {
+                        try await engine.register(handler, config: settings.handlerConfig(namespace))
+                    } catch {
+                        // A handler's configuration it cannot use is a configuration error, like the daemon's own.
+                        throw StartupFailure(
+                            cause: "the \(namespace) handler cannot start: \(error.message)",
+                            exitStatus: error.code == .invalidArgument ? MentorydCommand.configurationExitStatus : 1)
+                    }
+                case .plugin(let declaration):
+                    do {
+                        try await engine.declarePlugin(declaration)
+                    } catch {
+                        throw StartupFailure(
+                            cause: "plugin '\(declaration.name)' cannot be declared: \(error)",
+                            exitStatus: MentorydCommand.configurationExitStatus)
+                    }
+                }
+            }
+        } catch {
+            await engine.closeHandlers()
+            throw error
+        }
+        logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
     }
 
     /// Logs, at debug level, how long the start-up step that just ended took, and restarts the clock.
@@ -370,6 +425,18 @@ struct Daemon {
 
     /// How long closing the handlers, or the store, may take before shut-down moves on.
     static let closeDeadline = Duration.seconds(10)
+
+    /// How long the group's graceful shutdown may take before it cancels its services: the server's
+    /// drain (`limits.shutdownDrainSeconds`) and its one-second backstop, closing the handlers and the
+    /// store, stopping the event loop, and a second to spare. systemd's `TimeoutStopSec=` (30 s in
+    /// the shipped units) stays the outer bound.
+    static func gracefulShutdownDeadline(drainSeconds: Int) -> Duration {
+        .seconds(drainSeconds + 1) + closeDeadline * 2 + .seconds(5) + .seconds(1)
+    }
+
+    /// How long cancelled services may take to end before the group stops the process: long enough
+    /// for the handlers, the store and the event loop to close in order, each within its deadline.
+    static let cancellationDeadline = closeDeadline * 2 + .seconds(10)
 
     /// The `STATUS=` line `systemctl status` shows.
     static func statusLine(connections: Int, subscribers: Int) -> String {

@@ -17,12 +17,14 @@ import ServiceLifecycle
 /// about 10 ms at 10,000 entries), so that a daemon stopped right after start-up still closes with
 /// a verified file and its next start skips the check too; only cancelling the group (a second
 /// signal) interrupts it. A shutdown that comes before `READY=1` skips the check, and the next start
-/// checks the file before opening it.
+/// checks the file before opening it. After a check that passes (or with nothing to check) the
+/// service waits for graceful shutdown: a service of the group that ended on its own while the group
+/// shuts down would make the group cancel the rest.
 struct StoreVerificationService: Service {
     /// Yields once the daemon has reported ready; finished by the service at graceful shutdown.
     let ready: AsyncStream<Void>
     let readyContinuation: AsyncStream<Void>.Continuation
-    /// Runs the check (``SQLiteSessionStore/verifyIntegrity()``).
+    /// Runs the check (``SQLiteSessionStore/verifyIntegrity()``); `.pending` when there is nothing to check.
     let verify: @Sendable () async -> SQLiteSessionStore.IntegrityCheck
     let logger: Logger
 
@@ -47,8 +49,9 @@ struct StoreVerificationService: Service {
             self.logger.error("the background integrity check found the store damaged; stopping: \(reason)")
             throw StoreDamaged(reason: reason)
         case .pending, .verifiedAtOpen:
-            return
+            break
         }
+        try? await gracefulShutdown()
     }
 }
 

@@ -5,43 +5,9 @@ import ServiceLifecycleTestKit
 import Testing
 import UnixSignals
 
-/// What ran, in order.
-private actor Record {
-    private(set) var names: [String] = []
-    func append(_ name: String) { self.names.append(name) }
-}
-
-@Suite("Ordered teardown and requested reloads")
-struct TeardownAndReloadRequestTests {
+@Suite("Requested reloads")
+struct ReloadRequestTests {
     let logger = Logger(label: "test")
-
-    @Test("teardown runs the steps last to first, each once")
-    func reverseOrder() async {
-        let record = Record()
-        var teardown = OrderedTeardown(logger: self.logger)
-        for name in ["event loop", "store", "handlers"] {
-            teardown.add(name, deadline: .seconds(30)) { await record.append(name) }
-        }
-        #expect(await teardown.run().isEmpty)
-        #expect(await record.names == ["handlers", "store", "event loop"])
-        #expect(await teardown.run().isEmpty)
-        #expect(await record.names.count == 3, "a second run does nothing")
-    }
-
-    @Test("a step that overruns its deadline is reported and the earlier steps still run")
-    func overrunningStep() async {
-        let record = Record()
-        let (stuck, release) = AsyncStream.makeStream(of: Void.self)
-        var teardown = OrderedTeardown(logger: self.logger)
-        teardown.add("store", deadline: .seconds(30)) { await record.append("store") }
-        teardown.add("handlers", deadline: .milliseconds(50)) {
-            for await _ in stuck {}
-            await record.append("handlers")
-        }
-        #expect(await teardown.run() == ["handlers"])
-        #expect(await record.names == ["store"])
-        release.finish()
-    }
 
     @Test("a requested reload answers with its outcome; a failed one throws why and keeps the configuration")
     func requestedReload() async throws {
