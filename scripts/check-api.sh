@@ -2,8 +2,9 @@
 # Fails when the public API of a library product changed incompatibly since the baseline, and prints what broke.
 #
 # Compares every library product of Package.swift (read from `swift package dump-package`) with
-# `swift package diagnose-api-breaking-changes`. Only `public` and `open` declarations count: `package` and
-# `internal` ones may change freely. The baseline, first found wins:
+# `swift package diagnose-api-breaking-changes`. Its `public` and `open` declarations count, and the digester
+# reports removed `package` ones too; `internal` ones and modules that are no product may change freely. The
+# baseline, first found wins:
 #   1. $MENTORYD_API_BASELINE, any tree-ish (a tag, a branch, a commit)
 #   2. the newest git tag matching v* (by version order)
 #   3. the commit in .ci/api-baseline (one line: a full commit hash)

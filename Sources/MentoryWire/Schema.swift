@@ -39,8 +39,13 @@ public struct MethodSchema<Namespace: NamespaceSchema, Request: SwiftProtobuf.Me
     /// Who may call it whatever the access rules say: its `(mentory.v1.privilege)` option.
     public let privilege: Mentory_V1_Privilege
 
+    /// Declares a method that anyone the access rules allow may call; generated code does this.
+    public init(name: String) {
+        self.init(name: name, privilege: .unspecified)
+    }
+
     /// Declares a method; generated code does this, passing `privilege` when the rpc declares one.
-    public init(name: String, privilege: Mentory_V1_Privilege = .unspecified) {
+    public init(name: String, privilege: Mentory_V1_Privilege) {
         self.name = name
         self.privilege = privilege
     }
@@ -86,7 +91,13 @@ public struct MethodInfo: Sendable, Hashable {
     /// daemon refuses anyone else before it reads `access.rules`, which cannot grant it.
     public var privilege: Mentory_V1_Privilege
 
-    public init(name: String, request: String, reply: String, privilege: Mentory_V1_Privilege = .unspecified) {
+    /// A method that anyone the access rules allow may call.
+    public init(name: String, request: String, reply: String) {
+        self.init(name: name, request: request, reply: reply, privilege: .unspecified)
+    }
+
+    /// A method only `privilege`'s holders may call.
+    public init(name: String, request: String, reply: String, privilege: Mentory_V1_Privilege) {
         self.name = name
         self.request = request
         self.reply = reply
