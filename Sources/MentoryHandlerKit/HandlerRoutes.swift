@@ -109,6 +109,10 @@ extension SwiftProtobuf.Message {
 
     /// The message serialized as a reply body, once, into a buffer with room in front for the frame's headers.
     package func replyBody() -> ProtobufBuffer {
+        // `Empty` (the reply of ping and of most writes) serializes to no bytes: skip the serializer.
+        if Self.self == Mentory_V1_Empty.self, self.unknownFields.data.isEmpty {
+            return ProtobufBuffer(repeating: 0, count: 0)
+        }
         // Serializing an in-memory proto3 message cannot fail: it has no required fields.
         return (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
     }
@@ -122,7 +126,11 @@ extension MethodSchema {
     /// `session` methods decode through this one place.
     /// The body is read where it is, in its frame: nothing is copied but the decoded fields.
     package func decodeRequest(_ body: ByteBuffer) throws(MentoryError) -> Request {
-        if Request.self == Mentory_V1_Empty.self { try self.checkEmpty(body) }
+        if Request.self == Mentory_V1_Empty.self {
+            try self.checkEmpty(body)
+            // No bytes decode to the default message: skip the decoder.
+            if let empty = Mentory_V1_Empty() as? Request { return empty }
+        }
         do {
             return try Request(serializedBytes: ProtobufBuffer(body))
         } catch {
@@ -137,5 +145,25 @@ extension MethodSchema {
             throw .invalidArgument(
                 "'\(self.name)' takes an empty body (Empty), but the request carried \(body.readableBytes) bytes")
         }
+    }
+}
+
+extension MethodSchema where Request == Mentory_V1_Empty {
+    /// ``decodeRequest(_:)`` where the method is known to take `Empty` (the engine's `session` methods):
+    /// the same answer, without looking up the generic request type at run time.
+    package func decodeRequest(_ body: ByteBuffer) throws(MentoryError) -> Mentory_V1_Empty {
+        try self.checkEmpty(body)
+        return Mentory_V1_Empty()
+    }
+}
+
+extension Mentory_V1_Empty {
+    /// ``SwiftProtobuf/Message/replyBody()`` for `Empty`, which serializes to no bytes (a message made in memory
+    /// carries no unknown fields): no serializer, no generic lookups.
+    package func replyBody() -> ProtobufBuffer {
+        guard self.unknownFields.data.isEmpty else {
+            return (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
+        }
+        return ProtobufBuffer(repeating: 0, count: 0)
     }
 }
