@@ -202,6 +202,9 @@ final class Model: Sendable {
 
 /// A subscriber that checks every event it accepts and can pretend its queue is full.
 final class FuzzSink: EventSink {
+    /// Responses of suspended requests are read from their task (`MentoryEngine.respond(to:from:)`).
+    func answer(_ response: consuming OutboundResponse) {}
+
     private struct Track {
         /// The sequence number of the last event seen, or `nil` before any.
         var last: UInt64?
