@@ -548,19 +548,17 @@ public actor MentoryEngine {
                     + " only handler and plugin namespaces can be called on a caller's behalf")
         }
         let connection = call.connection
-        let privilege = self.unheldPrivilege(namespace, method, by: connection.credentials)
+        // A route checks its method's privilege before the rules; a name without a route declares none.
         let allowed =
-            privilege == .unspecified
-            && (route?.allows(
+            route?.allows(
                 connection.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
                 daemonUID: self.configuration.daemonUID)
-                ?? self.accessPolicy.allowsCall(
-                    connection.credentials, namespace: namespace, method: method,
-                    daemonUID: self.configuration.daemonUID))
+            ?? self.accessPolicy.allowsCall(
+                connection.credentials, namespace: namespace, method: method, daemonUID: self.configuration.daemonUID)
         guard allowed else {
             self.logDenial(
                 "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection,
-                byRulesOf: namespace, privilege: privilege)
+                byRulesOf: namespace, privilege: self.unheldPrivilege(namespace, method, by: connection.credentials))
             throw MentoryError.permissionDenied(namespace: namespace, method: method)
         }
         guard let route else { throw self.routeFailure(namespace, method) }
