@@ -111,7 +111,7 @@ extension SwiftProtobuf.Message {
     package func replyBody() -> ProtobufBuffer {
         // `Empty` (the reply of ping and of most writes) serializes to no bytes: skip the serializer.
         if Self.self == Mentory_V1_Empty.self, self.unknownFields.data.isEmpty {
-            return ProtobufBuffer(repeating: 0, count: 0)
+            return .empty
         }
         // Serializing an in-memory proto3 message cannot fail: it has no required fields.
         return (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
@@ -159,11 +159,11 @@ extension MethodSchema where Request == Mentory_V1_Empty {
 
 extension Mentory_V1_Empty {
     /// ``SwiftProtobuf/Message/replyBody()`` for `Empty`, which serializes to no bytes (a message made in memory
-    /// carries no unknown fields): no serializer, no generic lookups.
+    /// carries no unknown fields): no serializer, no generic lookups, and no allocation (``ProtobufBuffer/empty``).
     package func replyBody() -> ProtobufBuffer {
         guard self.unknownFields.data.isEmpty else {
             return (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
         }
-        return ProtobufBuffer(repeating: 0, count: 0)
+        return .empty
     }
 }

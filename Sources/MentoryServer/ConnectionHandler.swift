@@ -564,6 +564,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Sends `response`, taking its reply body out of it to frame in place; returns the bytes of its frame.
     @discardableResult
     private func send(response: inout OutboundResponse, method: @autoclosure () -> String = "?") -> Int {
+        if let length = self.coalesceResponse(response) { return length }
         switch ServerFrameEncoder.encode(&response, maxFrameLength: self.configuration.maxFrameLength) {
         case .success(let frame):
             self.write(frame)
@@ -621,6 +622,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.handOffCoalesced(context: context, promise: nil)
             context.write(Self.wrapOutboundOut(frame), promise: promise)
         }
+        self.perform(action, context: context)
+    }
+
+    /// Appends a small successful response to the frames this tick already coalesced, its headers and then its
+    /// body copied once, without framing the body on its own first (an `Empty` reply then costs no buffer);
+    /// returns the frame's length. `nil` sends it the usual way: the tick's first frame (kept as it is), an
+    /// error, or a frame too large to coalesce or over the frame limit.
+    private func coalesceResponse(_ response: OutboundResponse) -> Int? {
+        guard self.coalesced != nil, let body = response.body, let context = self.context else { return nil }
+        let payload = body.responsePayloadLength(id: response.id)
+        let bytes = WireProtocol.lengthPrefixSize + payload
+        guard bytes <= Self.maxCoalescedFrameBytes, payload <= self.configuration.maxFrameLength else { return nil }
+        let action = self.state.frameWritten(bytes: bytes)
+        self.account.charge(bytes)
+        var buffer = self.takeOwnedCoalesced(adding: bytes)
+        body.writeResponseFrame(id: response.id, into: &buffer)
+        self.coalesced = buffer
+        self.perform(action, context: context)
+        return bytes
+    }
+
+    /// Schedules the flush, or pauses reading, as a write's `action` says.
+    private func perform(_ action: ConnectionStateMachine.FrameWrittenAction, context: ChannelHandlerContext) {
         switch action {
         case .none:
             break
@@ -648,20 +672,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// place: a copy of it still held (as the first frame once was, for the whole function) would make every
     /// write copy all of it.
     private func coalesce(_ frame: ByteBuffer) {
-        guard var buffer = self.coalesced.take() else {
+        guard self.coalesced != nil else {
             self.coalesced = frame
             self.coalescedIsOwned = false
             return
         }
+        var buffer = self.takeOwnedCoalesced(adding: frame.readableBytes)
+        buffer.writeImmutableBuffer(frame)
+        self.coalesced = buffer
+    }
+
+    /// Takes ``coalesced`` (which holds at least one frame) as this connection's own buffer, copying the one
+    /// frame it held into a new one first, with room for `bytes` more.
+    private func takeOwnedCoalesced(adding bytes: Int) -> ByteBuffer {
+        guard var buffer = self.coalesced.take() else {
+            preconditionFailure("only a tick's second and later frames go into a buffer of the connection's own")
+        }
         if !self.coalescedIsOwned {
             let first = buffer
-            buffer = self.allocator.buffer(
-                capacity: max(Self.coalescedBufferCapacity, first.readableBytes + frame.readableBytes))
+            buffer = self.allocator.buffer(capacity: max(Self.coalescedBufferCapacity, first.readableBytes + bytes))
             buffer.writeImmutableBuffer(first)
             self.coalescedIsOwned = true
         }
-        buffer.writeImmutableBuffer(frame)
-        self.coalesced = buffer
+        return buffer
     }
 
     /// Writes what was coalesced to the channel, with `promise`; returns whether there was anything.

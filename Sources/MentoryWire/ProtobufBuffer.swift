@@ -25,6 +25,11 @@ public struct ProtobufBuffer: SwiftProtobufContiguousBytes, Sendable {
     /// The bytes: the buffer's readable bytes.
     public var buffer: ByteBuffer
 
+    /// No bytes, in one buffer shared by every user: an `Empty` reply costs no allocation. Framing it
+    /// (``responseFrame(id:)``) copies it, as there is no room in front of it; ``writeResponseFrame(id:into:)``
+    /// only reads it.
+    public static let empty = ProtobufBuffer(ByteBuffer())
+
     /// Wraps `buffer`'s readable bytes without copying them.
     public init(_ buffer: ByteBuffer) {
         self.buffer = buffer
@@ -82,9 +87,7 @@ extension ProtobufBuffer {
     /// buffer.
     public consuming func responseFrame(id: UInt64) -> ByteBuffer {
         let bodyLength = self.count
-        let response = Self.responseLength(id: id, bodyLength: bodyLength)
-        let payload = 1 + Varint.size(UInt64(response)) + response
-        let headerLength = WireProtocol.lengthPrefixSize + payload - bodyLength
+        let headerLength = Self.responseHeaderLength(id: id, bodyLength: bodyLength)
         if self.buffer.readerIndex < headerLength {
             var copy = Self.allocator.buffer(capacity: headerLength + bodyLength)
             copy.moveWriterIndex(forwardBy: headerLength)
@@ -96,37 +99,68 @@ extension ProtobufBuffer {
         // The headers are written through one access to the storage: byte by byte through `setInteger`,
         // each byte would check the storage's uniqueness and bounds again (this is on every reply's path).
         let end = self.buffer.withVeryUnsafeMutableBytes { storage in
-            var index = start
-            func put(_ byte: UInt8) {
-                storage[index] = byte
-                index += 1
-            }
-            func putVarint(_ value: UInt64) {
-                var value = value
-                while value >= 0x80 {
-                    put(UInt8(truncatingIfNeeded: value) | 0x80)
-                    value >>= 7
-                }
-                put(UInt8(value))
-            }
-            let length = UInt32(payload)
-            put(UInt8(truncatingIfNeeded: length >> 24))
-            put(UInt8(truncatingIfNeeded: length >> 16))
-            put(UInt8(truncatingIfNeeded: length >> 8))
-            put(UInt8(truncatingIfNeeded: length))
-            put(0x22)  // Envelope.response = 4, length-delimited
-            putVarint(UInt64(response))
-            if id != 0 {
-                put(0x08)  // Response.id = 1, varint
-                putVarint(id)
-            }
-            put(0x12)  // Response.body = 2, length-delimited
-            putVarint(UInt64(bodyLength))
-            return index
+            Self.putResponseHeaders(into: storage, at: start, id: id, bodyLength: bodyLength)
         }
         precondition(end == self.buffer.readerIndex, "the response headers fill the room left for them")
         self.buffer.moveReaderIndex(to: start)
         return self.buffer
+    }
+
+    /// Appends the frame ``responseFrame(id:)`` makes to `frames`: its headers, then a copy of these bytes.
+    /// Returns the frame's length. These bytes are only read, so a shared buffer (``empty``) costs nothing.
+    @discardableResult
+    public func writeResponseFrame(id: UInt64, into frames: inout ByteBuffer) -> Int {
+        let bodyLength = self.count
+        let headerLength = Self.responseHeaderLength(id: id, bodyLength: bodyLength)
+        frames.reserveCapacity(minimumWritableBytes: headerLength + bodyLength)
+        frames.writeWithUnsafeMutableBytes(minimumWritableBytes: headerLength) { storage in
+            Self.putResponseHeaders(into: storage, at: 0, id: id, bodyLength: bodyLength)
+        }
+        frames.writeImmutableBuffer(self.buffer)
+        return headerLength + bodyLength
+    }
+
+    /// The length prefix and the `Envelope.response`, `Response.id` and `Response.body` headers in front of a
+    /// body of `bodyLength` bytes.
+    private static func responseHeaderLength(id: UInt64, bodyLength: Int) -> Int {
+        let response = Self.responseLength(id: id, bodyLength: bodyLength)
+        return WireProtocol.lengthPrefixSize + 1 + Varint.size(UInt64(response)) + response - bodyLength
+    }
+
+    /// Writes the headers of ``responseHeaderLength(id:bodyLength:)`` into `storage` from `start`; returns
+    /// the index after them.
+    private static func putResponseHeaders(
+        into storage: UnsafeMutableRawBufferPointer, at start: Int, id: UInt64, bodyLength: Int
+    ) -> Int {
+        let response = Self.responseLength(id: id, bodyLength: bodyLength)
+        let payload = 1 + Varint.size(UInt64(response)) + response
+        var index = start
+        func put(_ byte: UInt8) {
+            storage[index] = byte
+            index += 1
+        }
+        func putVarint(_ value: UInt64) {
+            var value = value
+            while value >= 0x80 {
+                put(UInt8(truncatingIfNeeded: value) | 0x80)
+                value >>= 7
+            }
+            put(UInt8(value))
+        }
+        let length = UInt32(payload)
+        put(UInt8(truncatingIfNeeded: length >> 24))
+        put(UInt8(truncatingIfNeeded: length >> 16))
+        put(UInt8(truncatingIfNeeded: length >> 8))
+        put(UInt8(truncatingIfNeeded: length))
+        put(0x22)  // Envelope.response = 4, length-delimited
+        putVarint(UInt64(response))
+        if id != 0 {
+            put(0x08)  // Response.id = 1, varint
+            putVarint(id)
+        }
+        put(0x12)  // Response.body = 2, length-delimited
+        putVarint(UInt64(bodyLength))
+        return index
     }
 }
 

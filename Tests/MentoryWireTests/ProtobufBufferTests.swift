@@ -43,6 +43,39 @@ struct ProtobufBufferTests {
         #expect(body.responseFrame(id: 9) == expected)
     }
 
+    @Test("a response frame appended to other frames is byte for byte what SwiftProtobuf writes", arguments: ids)
+    func appendedResponseFrame(_ id: UInt64) throws {
+        var frames = ByteBuffer(bytes: [0xAA, 0xBB])
+        var expected = frames
+        for length in Self.bodyLengths {
+            let reply = Google_Protobuf_BytesValue(Data((0..<length).map { UInt8(truncatingIfNeeded: $0) }))
+            let body: ProtobufBuffer = try reply.serializedBytes()
+            var envelope = Mentory_V1_Envelope()
+            envelope.response = .success(id: id, body: try reply.serializedData())
+            let before = expected.readableBytes
+            expected.writeFrame(envelope)
+            let written = body.writeResponseFrame(id: id, into: &frames)
+            #expect(written == expected.readableBytes - before, "id \(id), body of \(length) bytes")
+            #expect(written == WireProtocol.lengthPrefixSize + body.responsePayloadLength(id: id))
+        }
+        #expect(frames == expected)
+    }
+
+    @Test("the shared empty body frames as an empty reply and is never written into")
+    func sharedEmptyBody() {
+        var envelope = Mentory_V1_Envelope()
+        envelope.response = .success(id: 7, body: Data())
+        var expected = ByteBuffer()
+        expected.writeFrame(envelope)
+        var frames = ByteBuffer()
+        ProtobufBuffer.empty.writeResponseFrame(id: 7, into: &frames)
+        #expect(frames == expected)
+        #expect(ProtobufBuffer.empty.responseFrame(id: 7) == expected)
+        // Framing copied it rather than writing headers in front of the shared bytes.
+        #expect(ProtobufBuffer.empty.buffer.readerIndex == 0)
+        #expect(ProtobufBuffer.empty.count == 0)
+    }
+
     @Test("a message decodes from a slice of a buffer and round-trips")
     func decode() throws {
         var message = Mentory_V1_Hello()
