@@ -17,8 +17,10 @@ import NIOCore
 ///
 /// Back-pressure, both ways:
 /// - Every reply and event is encoded here and counted in ``outboundBytes`` until the kernel has taken
-///   it. At ``ServerConfiguration/maxOutboundBytes`` the handler stops dispatching requests and stops
-///   reading the socket; it resumes once half of that has been written. Nothing is dropped.
+///   it: everything flushed is counted out together once the channel holds no unwritten byte (its water
+///   marks, ``everythingTaken``, make writability say so). At ``ServerConfiguration/maxOutboundBytes`` the
+///   handler stops dispatching requests and stops reading the socket; it resumes once that has drained to
+///   half. Nothing is dropped.
 /// - Events are refused (the engine sends a reset later) once the connection's outbound bytes would
 ///   pass ``ServerConfiguration/subscriberQueueBytes``.
 /// - Frames already read wait here, in order and still in the bytes read, while more than
@@ -119,6 +121,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.allocator = context.channel.allocator
+        // Writability then tells when the kernel took what was flushed (see `flushIfNeeded`).
+        try? context.channel.syncOptions?.setOption(.writeBufferWaterMark, value: Self.everythingTaken)
         if context.channel.isActive {
             self.startHandshakeTimer(context: context)
         }
@@ -127,7 +131,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.handshakeTimeout?.cancel()
         self.context = nil
-        // Written but never flushed: no write promise will count these out.
+        // Written but never flushed, or flushed but never taken: nothing else will count these out.
         let removed = self.state.handlerRemoved()
         if removed.discardedBytes > 0 { self.account.release(removed.discardedBytes) }
         if removed.closeAccount { self.account.connectionClosed(self) }
@@ -149,6 +153,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         self.handshakeTimeout?.cancel()
+        // What was flushed and not taken will not be: the channel failed those writes.
+        self.flushedBytesTaken()
         if self.state.channelInactive() { self.detach() }
         self.inbound = Self.noBytes
         context.fireChannelInactive()
@@ -774,23 +780,38 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Flushes what was written since the last flush, and counts it out of ``outboundBytes`` once the
     /// kernel has taken all of it.
     ///
-    /// One promise per flush, not per frame, on the flush's last write: the channel completes writes
-    /// in order. That write is the coalesced frames, or else an empty buffer written as a marker.
+    /// No promise per flush: the channel's water marks (``everythingTaken``) make it writable exactly when it
+    /// holds no byte unwritten, so a flush the kernel took at once is counted out here, and one it did not is
+    /// counted out when the channel becomes writable again (``channelWritabilityChanged(context:)``).
     private func flushIfNeeded() {
-        guard let context = self.context, let bytes = self.state.flushRequested() else { return }
-        let written = context.eventLoop.makePromise(of: Void.self)
-        written.futureResult.assumeIsolated().whenComplete { _ in
-            self.state.bytesTaken(bytes)
-            self.account.release(bytes)
-            self.checkDrained(soon: false)
+        guard let context = self.context, self.state.flushRequested() != nil else { return }
+        if let last = self.coalesced.take() {
+            // Written and flushed in one pass through the pipeline.
+            context.writeAndFlush(Self.wrapOutboundOut(last), promise: nil)
+        } else {
+            context.flush()
         }
-        // Written and flushed in one pass through the pipeline.
-        let last = self.coalesced.take() ?? Self.flushMarker
-        context.writeAndFlush(Self.wrapOutboundOut(last), promise: written)
+        if self.context != nil, context.channel.isWritable { self.flushedBytesTaken() }
     }
 
-    /// The empty buffer written to mark the end of a flush whose last frame was written as it is.
-    private static let flushMarker = ByteBuffer()
+    /// The kernel took every byte flushed, or the channel closed: counts them out of ``outboundBytes`` and
+    /// the uid's account, then resumes what waited for room.
+    private func flushedBytesTaken() {
+        let bytes = self.state.flushedBytesTaken()
+        guard bytes > 0 else { return }
+        self.account.release(bytes)
+        self.checkDrained(soon: false)
+    }
+
+    /// The write buffer water marks ``ConnectionHandler`` sets on its channel: it turns unwritable as soon as
+    /// a byte waits (more than one, strictly: a frame has at least four) and writable again only once none
+    /// does, so that writability says whether the kernel took everything flushed.
+    static let everythingTaken = ChannelOptions.Types.WriteBufferWaterMark(low: 1, high: 1)
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { self.flushedBytesTaken() }
+        context.fireChannelWritabilityChanged()
+    }
 
     // MARK: Closing
 

@@ -97,7 +97,8 @@ struct ConnectionStateMachine {
 
     /// What to do when the handler is removed from the pipeline.
     struct RemovedAction: Equatable {
-        /// Written but never flushed: no write promise will count these out, so they are counted out here.
+        /// Written but never flushed, or flushed but never taken: nothing else will count these out, so they are
+        /// counted out here.
         var discardedBytes: Int
         /// Whether to tell the uid's account that the connection is gone (once).
         var closeAccount: Bool
@@ -115,6 +116,8 @@ struct ConnectionStateMachine {
     private(set) var outboundBytes = 0
     /// The part of ``outboundBytes`` written since the last flush.
     private(set) var unflushedBytes = 0
+    /// The part of ``outboundBytes`` flushed that the kernel has not taken yet.
+    private(set) var flushedBytes = 0
     /// Whether ``outboundBytes`` reached ``maxOutboundBytes`` and have not drained to half since.
     private(set) var outboundPaused = false
     /// Whether something was written since the last flush.
@@ -252,11 +255,13 @@ struct ConnectionStateMachine {
         return detach
     }
 
-    /// The handler left the pipeline: what was never flushed is counted out, and the account is closed once.
+    /// The handler left the pipeline: what was never flushed, or never taken, is counted out, and the account is
+    /// closed once.
     mutating func handlerRemoved() -> RemovedAction {
-        let discarded = self.unflushedBytes
+        let discarded = self.unflushedBytes + self.flushedBytes
         self.outboundBytes -= discarded
         self.unflushedBytes = 0
+        self.flushedBytes = 0
         let closeAccount = self.accountOpen
         self.accountOpen = false
         return RemovedAction(discardedBytes: discarded, closeAccount: closeAccount)
@@ -317,19 +322,24 @@ struct ConnectionStateMachine {
         self.flushScheduled = false
     }
 
-    /// A flush is due: returns the bytes it sends (to count out once the kernel took them), `nil` when nothing
-    /// was written since the last one.
+    /// A flush is due: returns the bytes it sends (``flushedBytes`` until the kernel took them), `nil` when
+    /// nothing was written since the last one.
     mutating func flushRequested() -> Int? {
         guard self.unflushed else { return nil }
         self.unflushed = false
         let bytes = self.unflushedBytes
         self.unflushedBytes = 0
+        self.flushedBytes += bytes
         return bytes
     }
 
-    /// The kernel took `bytes` flushed before (or the write failed: they are gone all the same).
-    mutating func bytesTaken(_ bytes: Int) {
+    /// The kernel took every byte flushed so far (or the channel closed: they are gone all the same). Counts
+    /// them out of ``outboundBytes`` and returns how many they were: 0 when nothing flushed was waiting.
+    mutating func flushedBytesTaken() -> Int {
+        let bytes = self.flushedBytes
+        self.flushedBytes = 0
         self.outboundBytes -= bytes
+        return bytes
     }
 
     /// Whether reading resumes: it was paused at the outbound bound and the bytes drained to half of it.

@@ -30,7 +30,7 @@ package final class TickFlusher {
     private func flushAll() {
         self.scheduled = false
         // Swapped rather than copied, so that a connection asking again while being flushed (a write from
-        // a promise callback) lands in the next tick's list, and neither array is reallocated per tick.
+        // a writability callback) lands in the next tick's list, and neither array is reallocated per tick.
         swap(&self.pending, &self.flushing)
         for connection in self.flushing {
             connection.flushScheduledWrites()

@@ -24,21 +24,24 @@ import SwiftProtobuf
 /// find out why, and raise the budget (with the new measured figure in its comment) only if that is intended.
 /// Lower it when a change makes a path cheaper, so the guard keeps its grip.
 enum AllocationBudget {
-    /// `session.ping`, frame in to frame out through `ConnectionHandler`: measured 13.0 (17.0 in a debug build).
-    static let ping = 14.5
+    /// `session.ping`, frame in to frame out through `ConnectionHandler`: measured 10.0 (13.0 while each flush
+    /// took a promise and a callback to learn when the kernel had taken its bytes).
+    static let ping = 11.0
     /// `session.ping` pipelined, 16 requests to a read: their replies share one buffer and one flush. Measured
-    /// 0.94 (15 allocations a read; 2.81 before replies after a tick's first were written straight into the
-    /// connection's coalescing buffer, each `Empty` reply having cost a buffer of its own). The headroom is
-    /// about two allocations a read.
-    static let pipelinedPing = 1.1
-    /// `reachability.get` (a handler route answered without suspending, one peer known): measured
-    /// 16.0 (22.0 in a debug build).
-    static let reachabilityGet = 17.5
-    /// `tick.publish`, answered and its event delivered to one subscriber: measured 19.0 (35.0 in a debug build).
-    static let publishToOneSubscriber = 21.0
+    /// 0.75 (12 allocations a read; 2.81 before replies after a tick's first were written straight into the
+    /// connection's coalescing buffer, each `Empty` reply having cost a buffer of its own, and 0.94 with a
+    /// promise per flush). The headroom is about two allocations a read.
+    static let pipelinedPing = 0.9
+    /// `reachability.get` (a handler route answered without suspending, one peer known): measured 13.0 (16.0
+    /// with a promise per flush).
+    static let reachabilityGet = 14.5
+    /// `tick.publish`, answered and its event delivered to one subscriber: measured 13.0 (19.0 with a promise
+    /// per flush).
+    static let publishToOneSubscriber = 14.5
     /// Each further subscriber of an event (the same encoded frame written to one more connection, flushed
-    /// by the loop's shared end-of-tick flush): measured 3.0 (4.0 in a debug build).
-    static let perSubscriber = 4.0
+    /// by the loop's shared end-of-tick flush): measured 0.0 (3.0 with a promise per flush). Half an
+    /// allocation: one per subscriber would fail it.
+    static let perSubscriber = 0.5
 }
 
 /// Requests before counting: every lazy cache, buffer and dictionary on the path reaches its steady size.
@@ -228,7 +231,8 @@ enum AllocationGuard {
         try check(
             received == 3 + 2 * (warmUpRequests + measuredRequests),
             "every event reached the first subscriber: \(received) frames")
-        try check(one.allocations > 0 && many.allocations > one.allocations, "the counter counted nothing")
+        // Further subscribers may cost nothing (the same frame, written and flushed with no promise), never less.
+        try check(one.allocations > 0 && many.allocations >= one.allocations, "the counter counted nothing")
         print(
             "allocations: tick.publish \(perEventOne) per event with 1 subscriber (\(one)), \(perEventMany) with"
                 + " \(subscribers.count) (\(many)): \(perSubscriber) per further subscriber"

@@ -43,6 +43,8 @@ final class PeerSimulator: ChannelOutboundHandler {
         self.writes += 1
         if self.holding {
             self.held.append((data, promise))
+            // As a socket channel whose peer does not read: bytes wait, so the channel is not writable.
+            Self.setWritable(false, context: context)
         } else {
             context.write(data, promise: promise)
         }
@@ -65,6 +67,16 @@ final class PeerSimulator: ChannelOutboundHandler {
         self.held.removeAll()
         for (data, promise) in held { context.write(data, promise: promise) }
         context.flush()
+        // Nothing waits any more: writable again, as a socket channel says once the kernel took every byte.
+        Self.setWritable(true, context: context)
+    }
+
+    /// Sets the testing channel's writability and tells the handlers after this one, as a socket channel does
+    /// when its unwritten bytes cross the water marks.
+    private static func setWritable(_ writable: Bool, context: ChannelHandlerContext) {
+        guard let channel = context.channel as? NIOAsyncTestingChannel, channel.isWritable != writable else { return }
+        channel.isWritable = writable
+        context.fireChannelWritabilityChanged()
     }
 }
 
