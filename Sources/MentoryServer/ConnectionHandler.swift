@@ -620,15 +620,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
             return
         }
         let bytes = frame.readableBytes
-        let action = self.state.frameWritten(bytes: bytes)
-        self.account.charge(bytes)
-        if promise == nil, bytes <= Self.maxCoalescedFrameBytes {
-            self.coalesce(frame)
-        } else {
-            self.handOffCoalesced(context: context, promise: nil)
-            context.write(Self.wrapOutboundOut(frame), promise: promise)
+        self.countWritten(bytes, context: context) {
+            if promise == nil, bytes <= Self.maxCoalescedFrameBytes {
+                self.coalesce(frame)
+            } else {
+                self.handOffCoalesced(context: context, promise: nil)
+                context.write(Self.wrapOutboundOut(frame), promise: promise)
+            }
         }
-        self.perform(action, context: context)
     }
 
     /// Appends a small successful response to the frames this tick already coalesced, its headers and then its
@@ -640,17 +639,20 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let payload = body.responsePayloadLength(id: response.id)
         let bytes = WireProtocol.lengthPrefixSize + payload
         guard bytes <= Self.maxCoalescedFrameBytes, payload <= self.configuration.maxFrameLength else { return nil }
-        let action = self.state.frameWritten(bytes: bytes)
-        self.account.charge(bytes)
-        var buffer = self.takeOwnedCoalesced(adding: bytes)
-        body.writeResponseFrame(id: response.id, into: &buffer)
-        self.coalesced = buffer
-        self.perform(action, context: context)
+        self.countWritten(bytes, context: context) {
+            var buffer = self.takeOwnedCoalesced(adding: bytes)
+            body.writeResponseFrame(id: response.id, into: &buffer)
+            self.coalesced = buffer
+        }
         return bytes
     }
 
-    /// Schedules the flush, or pauses reading, as a write's `action` says.
-    private func perform(_ action: ConnectionStateMachine.FrameWrittenAction, context: ChannelHandlerContext) {
+    /// Counts `bytes` of frames as written (in ``outboundBytes`` and the uid's account, until the kernel takes
+    /// them), has `put` place them, then schedules the flush or pauses reading, as the state machine says.
+    private func countWritten(_ bytes: Int, context: ChannelHandlerContext, _ put: () -> Void) {
+        let action = self.state.frameWritten(bytes: bytes)
+        self.account.charge(bytes)
+        put()
         switch action {
         case .none:
             break

@@ -131,43 +131,38 @@ enum AllocationGuard {
         try check(counts == expected, "the counter counted \(counts), not \(expected)")
     }
 
-    /// `session.ping` through the connection pipeline.
+    /// `session.ping` through the connection pipeline, one request to a read.
     static func ping() async throws {
-        var server = try await InProcessServer()
-        let connection = try await server.connect()
-        let frame = Connection.frame(Connection.request(1, "session", "ping"))
-        let totalBefore = AllocationCounter.total
-        let (total, perRequest) = try await allocationsPerRequest(frame, on: connection)
-        let reply = try await connection.lastFrame()
-        try check(
-            reply?.response.id == 1 && reply?.response.result == .body(Data()),
-            "a ping's reply: \(String(describing: reply))")
-        try check(total.allocations > 0 && AllocationCounter.total > totalBefore, "the counter counted nothing")
-        print("allocations: session.ping \(perRequest) per request (\(total) over \(measuredRequests))")
-        try check(
-            perRequest <= AllocationBudget.ping,
-            "session.ping allocates \(perRequest) times per request, over its budget of \(AllocationBudget.ping)")
-        try await connection.close()
+        try await Self.ping(requestsPerRead: 1, budget: AllocationBudget.ping)
     }
 
     /// `session.ping` pipelined: 16 requests in each read, answered in that read's tick.
     static func pipelinedPing() async throws {
+        try await Self.ping(requestsPerRead: 16, budget: AllocationBudget.pipelinedPing)
+    }
+
+    /// `session.ping`, `requestsPerRead` requests (ids 1 and up) in each read, against `budget` per request.
+    static func ping(requestsPerRead: Int, budget: Double) async throws {
         var server = try await InProcessServer()
         let connection = try await server.connect()
         var frames = ByteBuffer()
-        for id in 1...16 {
+        for id in 1...requestsPerRead {
             var frame = Connection.frame(Connection.request(UInt64(id), "session", "ping"))
             frames.writeBuffer(&frame)
         }
-        let (total, perRequest) = try await allocationsPerRequest(frames, requestsPerRead: 16, on: connection)
+        let totalBefore = AllocationCounter.total
+        let (total, perRequest) = try await allocationsPerRequest(
+            frames, requestsPerRead: requestsPerRead, on: connection)
         let reply = try await connection.lastFrame()
         try check(
-            reply?.response.id == 16 && reply?.response.result == .body(Data()),
-            "the last pipelined ping's reply: \(String(describing: reply))")
-        try check(total.allocations > 0, "the counter counted nothing")
-        print("allocations: session.ping pipelined 16 to a read, \(perRequest) per request (\(total))")
-        let budget = AllocationBudget.pipelinedPing
-        try check(perRequest <= budget, "a pipelined session.ping allocates \(perRequest) times, over \(budget)")
+            reply?.response.id == UInt64(requestsPerRead) && reply?.response.result == .body(Data()),
+            "the last ping's reply: \(String(describing: reply))")
+        try check(total.allocations > 0 && AllocationCounter.total > totalBefore, "the counter counted nothing")
+        let reads = requestsPerRead == 1 ? "" : ", \(requestsPerRead) to a read"
+        print("allocations: session.ping\(reads) \(perRequest) per request (\(total) over \(measuredRequests))")
+        try check(
+            perRequest <= budget,
+            "session.ping\(reads) allocates \(perRequest) times per request, over its budget of \(budget)")
         try await connection.close()
     }
 
