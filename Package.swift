@@ -66,6 +66,11 @@ let package = Package(
             exclude: ["Proto"],
             swiftSettings: strictSources
         ),
+        // The plainest command lines of mentoryd and mentoryctl, read before (and instead of) swift-argument-parser.
+        .target(
+            name: "MentoryCommandLine",
+            swiftSettings: strictSources
+        ),
         // Protobuf binary <-> proto3 JSON for any message of a descriptor set (mentoryctl's generic commands).
         .target(
             name: "MentoryDescriptors",
@@ -260,6 +265,7 @@ let package = Package(
         .target(
             name: "MentoryDaemonKit",
             dependencies: [
+                "MentoryCommandLine",
                 "MentoryHandlerKit",
                 "MentorySystemd",
                 "MentoryDebug",
@@ -323,6 +329,7 @@ let package = Package(
             name: "mentoryctl",
             dependencies: [
                 "MentoryClient",
+                "MentoryCommandLine",
                 "MentoryDescriptors",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -462,6 +469,19 @@ let package = Package(
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
                 "MentoryMetrics",
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryCommandLineTests",
+            dependencies: ["MentoryCommandLine"],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryctlTests",
+            dependencies: [
+                "mentoryctl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -3,6 +3,7 @@ import Configuration
 import CoreMetrics
 import Foundation
 import Logging
+import MentoryCommandLine
 import MentoryHandlerKit
 import MentoryMetrics
 import MentorySystemd
@@ -71,44 +72,31 @@ struct MentorydCommand: AsyncParsableCommand {
         try await self.run(adding: [])
     }
 
+    /// The options above in their plainest form, which ``plain(_:)`` reads.
+    static let plainCommandLine = PlainCommandLine(
+        options: ["--socket", "--state-dir", "--config", "--log-level", "--max-frame-length"].map { .valued($0) }
+    )
+
     /// The options of `arguments` (the command line without the program name) when each of them is one
     /// of the options above in its plainest form, else `nil`.
     ///
-    /// swift-argument-parser's parse (reflection over the command, dynamic casts that scan every protocol
-    /// conformance in the binary) cost start-up about 1.5 ms before `READY=1`, and even making the
-    /// command without parsing (its property wrappers build sets of names) about 0.4 ms. A command line
-    /// of these options only, each at most once as `--name VALUE` or `--name=VALUE`, with a value that
-    /// does not start with `-` (and, for `--max-frame-length`, is a whole number), is read here into the
-    /// options the parsed command would hold. Anything else (help, `--version`, a repeated or unknown
-    /// option, a bad value) goes to the parser, which accepts it or says what is wrong.
+    /// swift-argument-parser's parse cost start-up about 1.5 ms before `READY=1`, and even making the
+    /// command without parsing (its property wrappers build sets of names) about 0.4 ms. A command line of
+    /// these options only, as ``PlainCommandLine`` reads them, with a whole number for
+    /// `--max-frame-length`, is read here into the options the parsed command would hold. Anything else
+    /// (help, `--version`, a repeated or unknown option, a bad value) goes to the parser, which accepts it
+    /// or says what is wrong.
     static func plain(_ arguments: [String]) -> MentorydOptions? {
-        var options = MentorydOptions()
-        var seen: [String] = []
-        var index = arguments.startIndex
-        while index < arguments.endIndex {
-            let word = arguments[index]
-            index += 1
-            var name = word
-            var value: String?
-            if let equals = word.firstIndex(of: "=") {
-                name = String(word[..<equals])
-                value = String(word[word.index(after: equals)...])
-            } else if index < arguments.endIndex {
-                value = arguments[index]
-                index += 1
-            }
-            guard !seen.contains(name), let value, !value.isEmpty, !value.hasPrefix("-") else { return nil }
-            seen.append(name)
-            switch name {
-            case "--socket": options.socketPath = value
-            case "--state-dir": options.stateDirectory = value
-            case "--config": options.configFile = value
-            case "--log-level": options.logLevel = value
-            case "--max-frame-length":
-                guard let length = Int(value) else { return nil }
-                options.maxFrameLength = length
-            default: return nil
-            }
+        guard let reading = self.plainCommandLine.read(arguments), reading.operands.isEmpty else { return nil }
+        var options = MentorydOptions(
+            socketPath: reading["--socket"],
+            stateDirectory: reading["--state-dir"],
+            configFile: reading["--config"],
+            logLevel: reading["--log-level"]
+        )
+        if let length = reading["--max-frame-length"] {
+            guard let length = Int(length) else { return nil }
+            options.maxFrameLength = length
         }
         return options
     }

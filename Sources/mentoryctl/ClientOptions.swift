@@ -5,7 +5,8 @@ import MentoryWire
 
 /// Options every `mentoryctl` command takes: where the daemon is and how to print.
 ///
-/// They are global: they may be written before the subcommand too (see ``GlobalOptions``).
+/// They are global: the root command, ``Mentoryctl``, holds them, so they may be written before or after
+/// the subcommand, and each subcommand reads them through its `@ParentCommand`.
 struct ClientOptions: ParsableArguments {
     @Option(help: "The daemon's socket (default: $MENTORY_SOCKET, else the first trusted socket found).")
     var socket: String?
@@ -79,43 +80,5 @@ extension ClientSettings {
             clientName: "mentoryctl",
             defaultTimeout: self.answerTimeout
         )
-    }
-}
-
-/// Moves the global options written before the subcommand to after it, where the parser takes them.
-///
-/// `mentoryctl --socket PATH --json diary list` becomes `mentoryctl diary list --socket PATH --json`.
-/// Only the options of ``ClientOptions`` are moved, and only from before the first other word;
-/// they are put before a `--` terminator, if any, so they stay options.
-enum GlobalOptions {
-    /// Options that take a value (as `--name value` or `--name=value`).
-    static let valued = ["--socket", "--timeout"]
-    /// Options that take none.
-    static let flags = ["--json"]
-
-    static func reorder(_ arguments: [String]) -> [String] {
-        var leading: [String] = []
-        var index = arguments.startIndex
-        while index < arguments.endIndex {
-            let word = arguments[index]
-            let name = word.split(separator: "=", maxSplits: 1).first.map(String.init) ?? word
-            if self.flags.contains(word) {
-                leading.append(word)
-                index += 1
-            } else if self.valued.contains(name), word.contains("=") {
-                leading.append(word)
-                index += 1
-            } else if self.valued.contains(word), index + 1 < arguments.endIndex {
-                leading += [word, arguments[index + 1]]
-                index += 2
-            } else {
-                break
-            }
-        }
-        guard !leading.isEmpty else { return arguments }
-        var rest = Array(arguments[index...])
-        let end = rest.firstIndex(of: "--") ?? rest.endIndex
-        rest.insert(contentsOf: leading, at: end)
-        return rest
     }
 }

@@ -14,7 +14,8 @@ struct DiaryCommand: AsyncParsableCommand {
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "add", abstract: "Add the entry for a day.")
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Option(help: "One of: \(EmotionArgument.allCases.map(\.rawValue).joined(separator: ", ")).")
         var emotion: EmotionArgument
@@ -65,7 +66,8 @@ struct DiaryCommand: AsyncParsableCommand {
 
     struct Get: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "get", abstract: "Show one entry.")
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Argument(help: "The entry's id.")
         var id: String
@@ -80,7 +82,8 @@ struct DiaryCommand: AsyncParsableCommand {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "list", abstract: "List entries, newest day first.")
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Option(help: "At most this many entries (1-1000).")
         var limit: UInt32 = 50
@@ -116,7 +119,8 @@ struct DiaryCommand: AsyncParsableCommand {
 
     struct Delete: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete an entry.")
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Argument(help: "The entry's id.")
         var id: String
@@ -138,7 +142,8 @@ struct DiaryCommand: AsyncParsableCommand {
             commandName: "suggestion-done",
             abstract: "Tick off (or, with --undo, untick) one of an entry's action items."
         )
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Argument(help: "The entry's id.")
         var entryID: String

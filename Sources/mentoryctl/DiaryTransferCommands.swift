@@ -18,7 +18,8 @@ struct DiaryExport: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Option(name: .customLong("output"), help: "Write to this file instead of standard output.")
     var output: String?
@@ -145,7 +146,8 @@ struct DiaryImport: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Option(name: .customLong("input"), help: "Read this file instead of standard input.")
     var input: String?
@@ -325,7 +327,8 @@ struct Backup: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Option(name: .customLong("to"), help: "The copy's path (relative paths start at the current directory).")
     var destination: String

@@ -12,7 +12,8 @@ struct MentorCommand: AsyncParsableCommand {
     struct Get: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "get", abstract: "Show the current mentor message.")
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         func run() throws {
             try Self.run(self.options)
@@ -28,7 +29,8 @@ struct MentorCommand: AsyncParsableCommand {
 
     struct Set: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "set", abstract: "Replace the mentor message.")
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Option(help: "The message text.")
         var content: String
@@ -59,7 +61,8 @@ struct MentorCommand: AsyncParsableCommand {
             commandName: "complete-todo",
             abstract: "Mark one of the mentor's action items done."
         )
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Argument(help: "The action item's id (see 'mentor get').")
         var id: String

@@ -1,4 +1,5 @@
 import ArgumentParser
+import MentoryCommandLine
 
 #if canImport(Glibc)
     import Glibc
@@ -39,31 +40,39 @@ struct Mentoryctl: AsyncParsableCommand {
         ]
     )
 
-    /// Parses with the global options allowed before the subcommand, then runs.
-    ///
-    /// One-shot commands are plain `ParsableCommand`s: they run synchronously here, on the main thread,
-    /// over a ``BlockingMentoryConnection``, so the process starts no thread at all. Only the commands that
-    /// stream (`AsyncParsableCommand`s: watch, monitor, export...) await, and start the event loop.
+    /// The global options: written before or after the subcommand, read by every subcommand.
+    @OptionGroup(title: "Global options") var options: ClientOptions
+
+    /// Runs the process's command line, then exits; a failure is printed as the parser prints it.
     static func main() async {
         // libdispatch renices its worker threads after their QoS class, which an ordinary user may not
         // do, and says so through syslog into the journal ("Failed to set thread priority for worker
         // thread"). It reads LIBDISPATCH_LOG at its first log line, not at start, so this comes in time.
         // The unit files set the same for the daemon and the plugins.
         setenv("LIBDISPATCH_LOG", "NO", 0)
-        let arguments = GlobalOptions.reorder(Array(CommandLine.arguments.dropFirst()))
         do {
-            if let (run, settings) = FastPath.match(arguments) {
-                try run(settings)
-                return
-            }
-            var command = try self.parseAsRoot(arguments)
-            if var streaming = command as? any AsyncParsableCommand {
-                try await streaming.run()
-            } else {
-                try command.run()
-            }
+            try await self.run(Array(CommandLine.arguments.dropFirst()))
         } catch {
             self.exit(withError: error)
+        }
+    }
+
+    /// Runs the command `arguments` (a command line without the program's name) names: through
+    /// ``FastPath`` when it is one of the plainest, else as the parser reads it.
+    ///
+    /// One-shot commands are plain `ParsableCommand`s: they run synchronously here, on the calling thread,
+    /// over a ``BlockingMentoryConnection``, so the process starts no thread at all. Only the commands that
+    /// stream (`AsyncParsableCommand`s: watch, monitor, export...) await, and start the event loop.
+    static func run(_ arguments: [String]) async throws {
+        if let (run, settings) = FastPath.match(arguments) {
+            try run(settings)
+            return
+        }
+        var command = try self.parseAsRoot(arguments)
+        if var streaming = command as? any AsyncParsableCommand {
+            try await streaming.run()
+        } else {
+            try command.run()
         }
     }
 }
@@ -72,10 +81,9 @@ struct Mentoryctl: AsyncParsableCommand {
 ///
 /// swift-argument-parser's generic parse (reflection over every command, dynamic casts that scan the
 /// binary's protocol conformances) costs a short command more than its call to the daemon. A command line
-/// that is exactly one of ``commands`` followed by global options, each at most once and in the forms
-/// `--json`, `--socket PATH`, `--socket=PATH`, `--timeout SECONDS` or `--timeout=SECONDS`, runs that
-/// command directly with the same code the parsed command runs. Anything else (help, a repeated or
-/// unknown option, a bad value, `--`) goes to the parser, which accepts it or says what is wrong.
+/// that ``PlainCommandLine`` reads as exactly the words of one of ``commands`` and the global options, in
+/// any order, runs that command directly with the same code the parsed command runs. Anything else goes
+/// to the parser, which accepts it or says what is wrong.
 enum FastPath {
     typealias Run = @Sendable (PlainClientSettings) throws -> Void
 
@@ -87,49 +95,21 @@ enum FastPath {
         (["reachability", "get"], { try ReachabilityCommand.Get.run($0) }),
     ]
 
-    /// The command and its options when `arguments` (with the global options already moved after the
-    /// subcommand) are in the plain form described on the type; `nil` otherwise.
+    /// The global options (``ClientOptions``) in their plainest form.
+    static let globalOptions = PlainCommandLine(options: [.valued("--socket"), .flag("--json"), .valued("--timeout")])
+
+    /// The command and its options when `arguments` are in the plain form described on the type; `nil`
+    /// otherwise.
     static func match(_ arguments: [String]) -> (Run, PlainClientSettings)? {
         guard
-            let command = self.commands.first(where: { arguments.starts(with: $0.path) }),
-            let settings = self.settings(arguments.dropFirst(command.path.count))
+            let reading = self.globalOptions.read(arguments),
+            let command = self.commands.first(where: { $0.path == reading.operands })
         else { return nil }
-        return (command.run, settings)
-    }
-
-    private static func settings(_ words: ArraySlice<String>) -> PlainClientSettings? {
-        var settings = PlainClientSettings()
-        var seen: [String] = []
-        var index = words.startIndex
-        while index < words.endIndex {
-            let word = words[index]
-            index += 1
-            var name = word
-            var value: String?
-            if let equals = word.firstIndex(of: "=") {
-                name = String(word[..<equals])
-                value = String(word[word.index(after: equals)...])
-            }
-            guard !seen.contains(name) else { return nil }
-            seen.append(name)
-            if name == "--json", value == nil {
-                settings.json = true
-                continue
-            }
-            guard name == "--socket" || name == "--timeout" else { return nil }
-            if value == nil, index < words.endIndex {
-                value = words[index]
-                index += 1
-            }
-            // A missing value, or one the parser could take for an option, is left to the parser.
-            guard let value, !value.isEmpty, !value.hasPrefix("-") else { return nil }
-            if name == "--socket" {
-                settings.socket = value
-            } else {
-                guard let seconds = Double(value) else { return nil }
-                settings.timeout = seconds
-            }
+        var settings = PlainClientSettings(socket: reading["--socket"], json: reading.isSet("--json"))
+        if let timeout = reading["--timeout"] {
+            guard let seconds = Double(timeout) else { return nil }
+            settings.timeout = seconds
         }
-        return settings
+        return (command.run, settings)
     }
 }

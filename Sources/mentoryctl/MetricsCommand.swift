@@ -18,7 +18,8 @@ struct Metrics: ParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Flag(help: "Print the Prometheus text exposition format (0.0.4) instead of text.")
     var prometheus = false

@@ -24,7 +24,8 @@ struct Monitor: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Option(name: .customLong("namespace"), help: "Only requests to this namespace (repeatable).")
     var namespaces: [String] = []

@@ -11,7 +11,8 @@ struct ReachabilityCommand: AsyncParsableCommand {
 
     struct Get: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "get", abstract: "Show every peer's state.")
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         func run() throws {
             try Self.run(self.options)
@@ -41,7 +42,8 @@ struct ReachabilityCommand: AsyncParsableCommand {
                 'report' exits at once unless --hold keeps the connection open until interrupted.
                 """
         )
-        @OptionGroup var options: ClientOptions
+        @ParentCommand var mentoryctl: Mentoryctl
+        var options: ClientOptions { self.mentoryctl.options }
 
         @Argument(help: "The peer's name, e.g. phone or watch.")
         var peer: String

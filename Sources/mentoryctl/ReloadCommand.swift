@@ -15,7 +15,8 @@ struct Reload: ParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     func run() throws {
         try self.options.withConnection { client in

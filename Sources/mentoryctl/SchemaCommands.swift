@@ -18,7 +18,8 @@ struct Describe: ParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Argument(help: "Only this namespace (default: every namespace).")
     var namespace: String?
@@ -143,7 +144,8 @@ struct Call: ParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Argument(help: "The method, as NAMESPACE.METHOD (e.g. diary.list).")
     var method: String

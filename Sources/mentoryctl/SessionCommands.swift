@@ -7,7 +7,8 @@ struct Ping: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ping", abstract: "Check that the daemon answers, and how fast.")
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     func run() throws {
         try Self.run(self.options)
@@ -36,7 +37,8 @@ struct Status: ParsableCommand {
         abstract: "Show the daemon's version, uptime, connections, handlers and subscribers."
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     func run() throws {
         try Self.run(self.options)
@@ -157,7 +159,8 @@ struct Watch: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var options: ClientOptions
+    @ParentCommand var mentoryctl: Mentoryctl
+    var options: ClientOptions { self.mentoryctl.options }
 
     @Argument(help: "Topics to watch (default: every topic the daemon describes).")
     var topics: [String] = []

@@ -26,19 +26,19 @@ struct TransferCommandTests {
             await client.close()
 
             let file = directory + "/diary.jsonl"
-            try await DiaryExport.parse(["--socket", socket, "--output", file]).run()
+            try await Mentoryctl.run(["diary", "export", "--socket", socket, "--output", file])
             let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
             #expect(lines.count == original.count)
             #expect(try lines.map { try Mentory_V1_DiaryEntry(jsonString: String($0)) } == original)
             let backup = directory + "/backup.sqlite"
-            try await Backup.parse(["--socket", socket, "--to", backup]).run()
+            try await Mentoryctl.run(["backup", "--socket", socket, "--to", backup])
             #expect(FileManager.default.fileExists(atPath: backup))
             #expect(await daemon.stop(with: SIGTERM) == 0)
 
             // A fresh daemon: import restores every entry exactly, twice over without change.
             daemon = try await DaemonProcess.start(socketPath: socket, stateDirectory: directory + "/b", logPath: log)
-            try await DiaryImport.parse(["--socket", socket, "--input", file]).run()
-            try await DiaryImport.parse(["--socket", socket, "--input", file, "--concurrency", "3"]).run()
+            try await Mentoryctl.run(["diary", "import", "--socket", socket, "--input", file])
+            try await Mentoryctl.run(["diary", "import", "--socket", socket, "--input", file, "--concurrency", "3"])
             client = try await MentoryClient.connect(socketPath: socket, clientName: "transfer-test")
             #expect(try await client.diaryList(limit: 1000) == original)
 
@@ -118,7 +118,7 @@ struct LargeDiaryTransferTests {
             #expect(try await client.diaryListAll() == listed)
 
             let file = directory + "/diary.jsonl"
-            try await DiaryExport.parse(["--socket", socket, "--output", file]).run()
+            try await Mentoryctl.run(["diary", "export", "--socket", socket, "--output", file])
             let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
             #expect(try lines.map { try Mentory_V1_DiaryEntry(jsonString: String($0)) } == listed)
 
@@ -133,7 +133,7 @@ struct LargeDiaryTransferTests {
             }
             let upperFile = directory + "/upper.jsonl"
             try upper.joined(separator: "\n").write(toFile: upperFile, atomically: true, encoding: .utf8)
-            try await DiaryImport.parse(["--socket", socket, "--input", upperFile]).run()
+            try await Mentoryctl.run(["diary", "import", "--socket", socket, "--input", upperFile])
             #expect(try await client.diaryList(limit: 1000) == listed)
             await client.close()
             #expect(await daemon.stop(with: SIGTERM) == 0)
