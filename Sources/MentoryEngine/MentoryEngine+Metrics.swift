@@ -180,7 +180,7 @@ extension MentoryEngine {
     /// Every metric now, as `session.metrics` replies: the gauges the engine knows are set first,
     /// and every topic's counters shown, at zero if need be.
     public func metricsSnapshot() -> Mentory_V1_MetricsReply {
-        for topic in self.topicOwners.keys { self.metrics.declareTopic(topic) }
+        for topic in self.hub.topicNames { self.metrics.declareTopic(topic) }
         self.metrics.setGauges(connections: self.connectionCount, subscribers: self.subscriberCount)
         for refresh in self.metricsRefreshers { refresh(self) }
         return self.metricsFactory.snapshot(maxBytes: self.configuration.maxReplyBytes)
@@ -196,7 +196,7 @@ extension MentoryEngine {
         var counts: [UInt32: Int] = [:]
         for (id, connection) in self.connections {
             guard let uid = connection.context.credentials?.uid else { continue }
-            let count = self.subscriptions.count(of: id)
+            let count = self.hub.count(of: id)
             if count > 0 { counts[uid, default: 0] += count }
         }
         return counts

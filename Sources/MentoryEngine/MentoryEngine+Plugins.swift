@@ -21,7 +21,7 @@ extension MentoryEngine {
         }
         let plugin = PluginHostedHandler(declaration, since: self.clock.now(), engine: self)
         self.handlers[namespace] = plugin
-        self.plugins[namespace] = plugin
+        self.plugins.declare(plugin)
         self.registrationOrder.append(namespace)
         self.restoreRegistration(of: plugin)
         self.refreshDescriptors()
@@ -52,11 +52,7 @@ extension MentoryEngine {
             let (info, encoded) = try self.checkRegistration(request)
             plugin.update(info: info, descriptors: SchemaDescriptors(base64Files: encoded))
             for topic in info.topics {
-                self.topicOwners[topic.name] = plugin.namespace
-                if self.logs[topic.name] == nil {
-                    self.logs[topic.name] = EventLog(
-                        capacity: self.configuration.eventRingCapacity, byteCapacity: self.configuration.eventRingBytes)
-                }
+                self.hub.declare(topic.name, publishedBy: plugin.namespace)
             }
             self.logger.debug(
                 "restored the plugin's last registration",
@@ -68,34 +64,9 @@ extension MentoryEngine {
         }
     }
 
-    /// The declared plugins, in declaration order.
-    var declaredPlugins: [PluginHostedHandler] {
-        self.registrationOrder.compactMap { self.plugins[$0] }
-    }
-
     /// Every declared plugin's state, as `session.status` reports it.
     public var pluginStatuses: [Mentory_V1_PluginStatus] {
-        self.declaredPlugins.map { plugin in
-            var status = Mentory_V1_PluginStatus()
-            status.name = plugin.declaration.name
-            status.namespace = plugin.namespace
-            let since: Date
-            switch plugin.state {
-            case .waiting(let date):
-                status.state = .waiting
-                since = date
-            case .connected(_, let date):
-                status.state = .connected
-                since = date
-            case .failed(let reason, let date, _):
-                status.state = .failed
-                status.reason = reason
-                since = date
-            }
-            status.sinceUnixMs = Int64((since.timeIntervalSince1970 * 1000).rounded())
-            status.callsInFlight = UInt32(clamping: plugin.pending.count)
-            return status
-        }
+        self.plugins.statuses
     }
 
     /// Forgets what was derived from the plugins' registrations: the merged descriptors and the routes.
@@ -122,9 +93,7 @@ extension MentoryEngine {
     /// calling plugin and still in flight, with that caller's access, deadline and call chain.
     func callForPlugin(_ body: ByteBuffer, call: RequestContext) async throws -> ProtobufBuffer {
         let request = try Self.decodePluginRequest(Mentory_V1_PluginCallRequest.self, body, method: call.method)
-        guard let namespace = self.pluginConnections[call.connection.id],
-            let plugin = self.plugins[namespace]
-        else {
+        guard let plugin = self.plugins.plugin(on: call.connection.id) else {
             throw MentoryError.invalidArgument("register with plugin.register before calling on a caller's behalf")
         }
         guard let pending = plugin.pending[request.callID] else {
@@ -137,7 +106,8 @@ extension MentoryEngine {
                 "call \(request.callID) asks for a snapshot, which has no caller to call on behalf of")
         }
         let reply = try await self.call(
-            request.namespace, request.method, body: ByteBuffer(bytes: request.body), for: caller, from: namespace)
+            request.namespace, request.method, body: ByteBuffer(bytes: request.body), for: caller,
+            from: plugin.namespace)
         var message = Mentory_V1_PluginCallReply()
         message.body = Data(reply.buffer.readableBytesView)
         return message.replyBody()
@@ -151,9 +121,7 @@ extension MentoryEngine {
         let connection = call.connection
         let namespace = request.namespace
         guard
-            self.accessPolicy.allowsPrivileged(
-                connection.credentials, action: "\(WireNames.plugin).\(call.method)",
-                daemonUID: self.configuration.daemonUID)
+            self.gate.allowsPrivileged(connection.credentials, action: "\(WireNames.plugin).\(call.method)")
         else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
             let who = connection.credentials.map { "uid=\($0.uid)" } ?? "uid=N"
@@ -166,22 +134,14 @@ extension MentoryEngine {
         }
         guard let plugin = self.plugins[namespace] else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
-            let declared = self.declaredPlugins.map { "\($0.declaration.name) (\($0.namespace))" }
+            let declared = self.plugins.declared.map { "\($0.declaration.name) (\($0.namespace))" }
             throw .permissionDenied(
                 namespace: WireNames.plugin,
                 method:
                     "register(\(namespace)): no plugin declares namespace '\(namespace)' under plugins.<name>.namespace"
                     + " (declared: \(declared.isEmpty ? "none" : declared.joined(separator: ", ")))")
         }
-        if let served = self.pluginConnections[connection.id], served != namespace {
-            throw .invalidArgument("this connection already serves namespace '\(served)'; one namespace per connection")
-        }
-        if case .connected(let other, _) = plugin.state, other != connection.id {
-            throw .conflict(
-                "plugin '\(plugin.declaration.name)' is already connected (connection \(other))"
-                    + " and serves '\(namespace)';"
-                    + " stop the other instance first")
-        }
+        try self.plugins.checkConnection(connection.id, mayRegisterAs: plugin)
         let info: NamespaceInfo
         let files: [String]
         do throws(MentoryError) {
@@ -192,18 +152,12 @@ extension MentoryEngine {
         }
         // Topics the plugin no longer declares stop being its; their ring stays for a later registration.
         for topic in plugin.info.topics where !info.topics.contains(where: { $0.name == topic.name }) {
-            self.topicOwners[topic.name] = nil
+            self.hub.withdraw(topic.name)
         }
         plugin.update(info: info, descriptors: SchemaDescriptors(base64Files: files))
-        let since = self.clock.now()
-        plugin.state = .connected(connection.id, since: since)
-        self.pluginConnections[connection.id] = namespace
+        self.plugins.connect(plugin, on: connection.id, since: self.clock.now())
         for topic in info.topics {
-            self.topicOwners[topic.name] = namespace
-            if self.logs[topic.name] == nil {
-                self.logs[topic.name] = EventLog(
-                    capacity: self.configuration.eventRingCapacity, byteCapacity: self.configuration.eventRingBytes)
-            }
+            self.hub.declare(topic.name, publishedBy: namespace)
         }
         self.refreshDescriptors()
         self.saveRegistration(request, of: plugin)
@@ -234,9 +188,7 @@ extension MentoryEngine {
         guard let files = self.configuration.pluginRegistrations else { return }
         let name = plugin.declaration.name
         let logger = self.logger
-        let previous = self.lastRegistrationSave
-        self.lastRegistrationSave = Task.detached {
-            await previous?.value
+        self.plugins.saveRegistration {
             do {
                 try files.save(request, for: name)
             } catch {
@@ -260,7 +212,7 @@ extension MentoryEngine {
         }
         let info = try Self.validate(request)
         for topic in info.topics {
-            if let owner = self.topicOwners[topic.name], owner != request.namespace {
+            if let owner = self.hub.owner(of: topic.name), owner != request.namespace {
                 throw .invalidArgument("topic '\(topic.name)' is already published by '\(owner)'")
             }
         }
@@ -402,9 +354,7 @@ extension MentoryEngine {
 
     /// Publishes a change from the calling plugin on one of its topics.
     func publishFromPlugin(_ request: Mentory_V1_PluginPublishRequest, call: RequestContext) throws(MentoryError) {
-        guard let namespace = self.pluginConnections[call.connection.id],
-            let plugin = self.plugins[namespace]
-        else {
+        guard let plugin = self.plugins.plugin(on: call.connection.id) else {
             throw .invalidArgument("register with plugin.register before publishing")
         }
         guard plugin.info.topics.contains(where: { $0.name == request.topic }) else {
@@ -418,20 +368,16 @@ extension MentoryEngine {
     /// Sends a reset to every subscriber of `topics`, e.g. after their plugin registered again.
     func resetSubscribers(of topics: [String]) async {
         for topic in topics {
-            for id in self.subscriptions.subscribers(of: topic).sorted(by: { $0.rawValue < $1.rawValue }) {
-                let delivery = self.subscriptions.entry(id, topic)?.delivery
-                if delivery == .live || delivery == .held {
-                    self.subscriptions.setDelivery(.overflowed, id, topic)
-                }
-                guard let generation = self.subscriptions.beginReset(id, topic) else { continue }
+            for id in self.hub.subscribers(of: topic).sorted(by: { $0.rawValue < $1.rawValue }) {
+                guard let generation = self.hub.beginForcedReset(id, topic) else { continue }
                 do throws(MentoryError) {
                     try await self.sendState(of: topic, to: id, kind: .reset, generation: generation)
                 } catch {
                     // Logged by sendState. Held again if the plugin went away meanwhile; otherwise
                     // the subscriber's next drain tries again.
-                    if self.subscriptions.entry(id, topic)?.generation == generation {
+                    if self.hub.entry(id, topic)?.generation == generation {
                         let absent = self.absentPlugin(publishing: topic) != nil
-                        self.subscriptions.setDelivery(absent ? .held : .overflowed, id, topic)
+                        self.hub.setDelivery(absent ? .held : .overflowed, id, topic)
                     }
                 }
             }
@@ -439,44 +385,6 @@ extension MentoryEngine {
     }
 
     // MARK: Forwarding
-
-    /// Why a call to `plugin` cannot be forwarded now, if it cannot: it is not connected, or a
-    /// namespace it requires is served by a plugin that is not.
-    func unavailability(of plugin: PluginHostedHandler) -> MentoryError? {
-        if let absence = Self.absence(of: plugin) {
-            let name = plugin.declaration.name
-            let remedy =
-                if case .failed = plugin.state {
-                    "fix it and restart it, e.g. systemctl restart"
-                } else {
-                    "start it, e.g. systemctl start"
-                }
-            return .unavailable(
-                "namespace '\(plugin.namespace)' is unavailable: its plugin '\(name)' \(absence);"
-                    + " \(remedy) mentoryd-plugin@\(name)")
-        }
-        for required in plugin.declaration.requires {
-            guard let dependency = self.plugins[required],
-                let absence = Self.absence(of: dependency)
-            else { continue }
-            return .unavailable(
-                "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
-                    + " '\(dependency.declaration.name)' \(absence)")
-        }
-        return nil
-    }
-
-    /// Why `plugin` is not serving, and since when, as a phrase after its name; `nil` when it is connected.
-    private static func absence(of plugin: PluginHostedHandler) -> String? {
-        switch plugin.state {
-        case .waiting(let since):
-            "is not connected (waiting since \(since.formatted(.iso8601)))"
-        case .failed(let reason, let since, _):
-            "failed to register: \(reason) (failed since \(since.formatted(.iso8601)))"
-        case .connected:
-            nil
-        }
-    }
 
     /// Forwards a call (or, with `snapshotTopic`, a snapshot) to the plugin serving `namespace` and
     /// awaits its answer until the deadline: the call's own, at most `limits.pluginCallTimeoutMilliseconds`.
@@ -494,7 +402,7 @@ extension MentoryEngine {
         guard let plugin = self.plugins[namespace] else {
             throw MentoryError.unknownNamespace(namespace)
         }
-        if let unavailable = self.unavailability(of: plugin) { throw unavailable }
+        if let unavailable = self.plugins.unavailability(of: plugin) { throw unavailable }
         guard case .connected(let pluginConnection, _) = plugin.state,
             let connection = self.connections[pluginConnection]
         else {
@@ -567,8 +475,7 @@ extension MentoryEngine {
 
     /// Completes the forwarded call a plugin answered; a late or unknown answer is dropped.
     package func pluginReply(_ reply: Mentory_V1_PluginReply, from id: ConnectionID) {
-        guard let namespace = self.pluginConnections[id], let plugin = self.plugins[namespace]
-        else {
+        guard let plugin = self.plugins.plugin(on: id) else {
             self.logger.debug(
                 "a PluginReply from a connection that serves no plugin", metadata: ["connection": "\(id)"])
             return
@@ -591,7 +498,7 @@ extension MentoryEngine {
         case nil:
             pending.continuation.resume(
                 throwing: MentoryError.internal(
-                    "plugin '\(plugin.declaration.name)' answered \(namespace).\(pending.label)"
+                    "plugin '\(plugin.declaration.name)' answered \(plugin.namespace).\(pending.label)"
                         + " with neither body nor error"
                 ))
         }
@@ -602,18 +509,11 @@ extension MentoryEngine {
         // A failed plugin stays failed (with its reason) after the refused connection closes: a plugin
         // that exits when refused, as mentory-advisor does under systemd, still shows why in status
         // until a registration succeeds.
-        guard let namespace = self.pluginConnections.removeValue(forKey: id),
-            let plugin = self.plugins[namespace]
-        else { return }
-        plugin.state = .waiting(since: self.clock.now())
+        guard let plugin = self.plugins.disconnect(id, since: self.clock.now()) else { return }
+        let namespace = plugin.namespace
         // Its subscribers stay subscribed, held until it registers again (and resets them).
-        for topic in plugin.info.topics.map(\.name) {
-            for id in self.subscriptions.subscribers(of: topic) {
-                let delivery = self.subscriptions.entry(id, topic)?.delivery
-                if delivery == .live || delivery == .overflowed {
-                    self.subscriptions.setDelivery(.held, id, topic)
-                }
-            }
+        for topic in plugin.info.topics {
+            self.hub.holdSubscribers(of: topic.name)
         }
         let inFlight = plugin.pending.count
         plugin.failPending(

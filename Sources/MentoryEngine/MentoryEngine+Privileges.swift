@@ -15,9 +15,6 @@ extension MentoryEngine {
     func unheldPrivilege(
         _ namespace: String, _ method: String, by credentials: PeerCredentials?
     ) -> Mentory_V1_Privilege {
-        let privilege = self.privilege(namespace, method)
-        let daemonUID = self.configuration.daemonUID
-        return AccessPolicy.permits(privilege, credentials: credentials, daemonUID: daemonUID)
-            ? .unspecified : privilege
+        self.gate.unheld(self.privilege(namespace, method), by: credentials)
     }
 }

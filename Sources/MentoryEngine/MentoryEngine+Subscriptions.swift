@@ -3,16 +3,11 @@ import MentoryWire
 
 extension MentoryEngine {
     /// Every topic some handler publishes on, sorted.
-    public var topicNames: [String] { self.topicOwners.keys.sorted() }
+    public var topicNames: [String] { self.hub.topicNames }
 
     /// Each topic with the sequence number of its newest event.
     public var topicPositions: [Mentory_V1_TopicPosition] {
-        self.topicNames.map { topic in
-            var position = Mentory_V1_TopicPosition()
-            position.topic = topic
-            position.sequence = self.lastSequence(of: topic)
-            return position
-        }
+        self.hub.positions(of: self.hub.topicNames)
     }
 
     var uptimeSeconds: Double {
@@ -41,7 +36,7 @@ extension MentoryEngine {
         guard !request.topics.isEmpty else {
             throw .invalidArgument("name at least one topic to subscribe to")
         }
-        for subscription in request.topics where self.topicOwners[subscription.topic] == nil {
+        for subscription in request.topics where self.hub.owner(of: subscription.topic) == nil {
             throw .invalidArgument(
                 "unknown topic '\(subscription.topic)'; topics are: \(self.topicNames.joined(separator: ", "))"
             )
@@ -49,16 +44,14 @@ extension MentoryEngine {
         guard let connection = self.connections[id] else { throw .handshakeRequired }
         let sink = connection.sink
         for subscription in request.topics
-        where !self.accessPolicy.allowsSubscription(
-            connection.context.credentials,
-            topic: subscription.topic,
-            daemonUID: self.configuration.daemonUID
-        ) {
+        where !self.gate.allowsSubscription(connection.context.credentials, topic: subscription.topic) {
             self.logDenial("subscribe:\(subscription.topic)", connection: connection.context)
             throw .permissionDenied(namespace: WireNames.session, method: "subscribe(\(subscription.topic))")
         }
         if let uid = connection.context.credentials?.uid {
-            try self.checkSubscriptionBudget(of: uid, adding: request.topics.map(\.topic), on: id)
+            try self.hub.checkBudget(
+                of: uid, adding: request.topics.map(\.topic), on: id,
+                heldOn: self.connections.lazy.filter { $0.value.context.credentials?.uid == uid }.map(\.key))
         }
         for subscription in request.topics {
             // Re-checked for every topic: the previous one's snapshot may have suspended while
@@ -67,29 +60,26 @@ extension MentoryEngine {
             let topic = subscription.topic
             if self.absentPlugin(publishing: topic) != nil {
                 // Held until the plugin registers; its registration resets every subscriber of its topics.
-                _ = self.subscriptions.insert(id, topic, delivery: .held, sink: sink)
+                _ = self.hub.subscribe(id, to: topic, delivery: .held, sink: sink)
                 continue
             }
-            let canResume =
-                subscription.hasResumeAfter && subscription.epoch == self.epoch
-                && self.logs[topic]?.events(after: subscription.resumeAfter) != nil
-            if canResume {
-                _ = self.subscriptions.insert(id, topic, delivery: .live, sink: sink)
+            if self.hub.canResume(subscription, epoch: self.epoch) {
+                _ = self.hub.subscribe(id, to: topic, delivery: .live, sink: sink)
                 self.replay(topic, after: subscription.resumeAfter, to: id)
             } else {
-                let generation = self.subscriptions.insert(id, topic, delivery: .resetting, sink: sink)
+                let generation = self.hub.subscribe(id, to: topic, delivery: .resetting, sink: sink)
                 do throws(MentoryError) {
                     try await self.sendState(
                         of: topic, to: id, kind: subscription.hasResumeAfter ? .reset : .snapshot,
                         generation: generation)
                 } catch {
-                    if self.subscriptions.entry(id, topic)?.generation == generation {
+                    if self.hub.entry(id, topic)?.generation == generation {
                         if error.code == .unavailable, self.absentPlugin(publishing: topic) != nil {
                             // Its plugin went away while the snapshot was asked for: held like any other.
-                            self.subscriptions.setDelivery(.held, id, topic)
+                            self.hub.setDelivery(.held, id, topic)
                             continue
                         }
-                        self.subscriptions.remove(id, topic)
+                        self.hub.unsubscribe(id, from: topic)
                     }
                     throw error
                 }
@@ -97,12 +87,7 @@ extension MentoryEngine {
         }
         guard self.connections[id] != nil else { throw .handshakeRequired }
         var reply = Mentory_V1_SubscribeReply()
-        reply.topics = request.topics.map { subscription in
-            var position = Mentory_V1_TopicPosition()
-            position.topic = subscription.topic
-            position.sequence = self.lastSequence(of: subscription.topic)
-            return position
-        }
+        reply.topics = self.hub.positions(of: request.topics.lazy.map(\.topic))
         reply.epoch = self.epoch
         return reply
     }
@@ -110,29 +95,10 @@ extension MentoryEngine {
     /// The plugin that publishes `topic`, when it is not registered now; `nil` for a topic of a
     /// built-in handler or of a registered plugin.
     func absentPlugin(publishing topic: String) -> PluginHostedHandler? {
-        guard let owner = self.topicOwners[topic], let plugin = self.plugins[owner],
+        guard let owner = self.hub.owner(of: topic), let plugin = self.plugins[owner],
             !plugin.isConnected
         else { return nil }
         return plugin
-    }
-
-    /// Throws UNAVAILABLE when subscribing `id` to `topics` would take `uid`'s connections past
-    /// ``Configuration/maxSubscriptionsPerUID`` subscriptions together.
-    private func checkSubscriptionBudget(of uid: UInt32, adding topics: [String], on id: ConnectionID)
-        throws(MentoryError)
-    {
-        let new = Set(topics).filter { self.subscriptions.entry(id, $0) == nil }.count
-        guard new > 0 else { return }
-        var held = 0
-        for (other, connection) in self.connections where connection.context.credentials?.uid == uid {
-            held += self.subscriptions.count(of: other)
-        }
-        let limit = self.configuration.maxSubscriptionsPerUID
-        guard held + new <= limit else {
-            throw .unavailable(
-                "uid \(uid) holds \(held) subscriptions and may hold \(limit) (limits.uidSubscriptions);"
-                    + " unsubscribe or close some connections first")
-        }
     }
 
     /// Ends a connection's subscriptions to `topics`; an empty list ends them all.
@@ -140,11 +106,11 @@ extension MentoryEngine {
     /// A snapshot or reset still being taken for an ended subscription is dropped when it completes.
     public func unsubscribe(_ id: ConnectionID, from topics: [String]) {
         if topics.isEmpty {
-            self.subscriptions.removeAll(id)
+            self.hub.unsubscribeAll(id)
             return
         }
         for topic in topics {
-            self.subscriptions.remove(id, topic)
+            self.hub.unsubscribe(id, from: topic)
         }
     }
 }

@@ -125,39 +125,28 @@ public actor MentoryEngine {
     var engineNamespaces: [EngineNamespace] = []
     /// Every namespace a handler or a plugin serves, by name.
     var handlers: [String: any HostedHandler] = [:]
-    /// The namespaces plugins serve (also in ``handlers``), by name.
-    var plugins: [String: PluginHostedHandler] = [:]
+    /// The declared plugins (also in ``handlers``) and the connections that serve them.
+    var plugins = PluginHost()
+    /// Every namespace in ``handlers``, in the order it was registered or declared.
     var registrationOrder: [String] = []
-    var topicOwners: [String: String] = [:]
     /// The descriptors `session.describe` sends, merged on first use after a registration changed them
     /// (decoding them costs; start-up should not pay for a describe nobody asked for).
     var describedDescriptorsCache: Google_Protobuf_FileDescriptorSet?
     var connections: [ConnectionID: Connection] = [:]
-    /// The methods resolved so far, by namespace and method (see ``MethodRoute``).
-    var methodRoutes: [String: [String: MethodRoute]] = [:]
-    /// Counts the changes to what is served (``invalidateRoutes()``), so that cached routes know they are stale.
-    var routeGeneration: UInt64 = 1
-    /// The namespace each registered plugin's connection serves.
-    var pluginConnections: [ConnectionID: String] = [:]
-    /// The newest write of a plugin's registration (``Configuration/pluginRegistrations``); each write
-    /// waits for the one before, so they land in order, and shut-down waits for the last.
-    var lastRegistrationSave: Task<Void, Never>?
-    var logs: [String: EventLog] = [:]
-    /// Every subscription, indexed both by connection and by topic.
-    var subscriptions = Subscriptions()
+    /// The methods resolved so far (see ``MethodRoute``) and their generation, bumped by ``invalidateRoutes()``.
+    var routes = RouteTable()
+    /// The topics, their publishers and event rings, and every subscription to them.
+    var hub: SubscriptionHub
     /// Connections that asked for `session.monitor`.
     var monitors: [ConnectionID: Monitor] = [:]
     /// Run on the engine's executor before each metrics snapshot, to set gauges others keep the values of
     /// (the server's per-uid budgets).
     var metricsRefreshers: [@Sendable (isolated MentoryEngine) -> Void] = []
     private var isShuttingDown = false
-    private(set) var accessPolicy: AccessPolicy
+    /// The access policy in force, and the rate limit of the denials logged.
+    private(set) var gate: AccessGate
     /// The daemon-wide settings handlers see now: ``Configuration/handlerSettings`` until a reload replaces them.
     package private(set) var handlerSettings: GlobalSettings
-    /// Counts the policies set, so that routes know when to pick out their rules again.
-    private var accessGeneration: UInt64 = 1
-    private var lastDenialLogged: ContinuousClock.Instant?
-    private var suppressedDenials = 0
 
     /// Creates an engine that runs on `executor`.
     ///
@@ -177,14 +166,16 @@ public actor MentoryEngine {
         self.metricsFactory = metrics
         self.metrics = EngineMetrics(factory: metrics)
         self.epoch = UInt64.random(in: 1...UInt64.max)
-        self.accessPolicy = configuration.accessPolicy
+        self.gate = AccessGate(policy: configuration.accessPolicy, daemonUID: configuration.daemonUID)
+        self.hub = SubscriptionHub(
+            ringCapacity: configuration.eventRingCapacity, ringBytes: configuration.eventRingBytes,
+            maxSubscriptionsPerUID: configuration.maxSubscriptionsPerUID)
         self.handlerSettings = configuration.handlerSettings
     }
 
     /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.
     public func updateAccessPolicy(_ policy: AccessPolicy) {
-        self.accessPolicy = policy
-        self.accessGeneration += 1
+        self.gate.replacePolicy(policy)
     }
 
     /// Logs a refused action, at most once a second; the rest are counted in the next line.
@@ -195,28 +186,11 @@ public actor MentoryEngine {
         _ action: String, connection: ConnectionContext, byRulesOf namespace: String? = nil,
         privilege: Mentory_V1_Privilege = .unspecified
     ) {
-        let now = ContinuousClock.now
-        if let last = self.lastDenialLogged, now - last < .seconds(1) {
-            self.suppressedDenials += 1
-            return
-        }
-        var metadata: Logger.Metadata = [
-            "action": "\(action)",
-            "peer": "\(connection.credentials.map(\.description) ?? "unknown")",
-            "client": "\(connection.clientName)",
-            "suppressed": "\(self.suppressedDenials)",
-        ]
-        if let holders = AccessPolicy.holders(of: privilege, daemonUID: self.configuration.daemonUID) {
-            metadata["needs"] = "\(holders): the method is privileged, and access.rules cannot grant it"
-        } else if let namespace, let uid = connection.credentials?.uid {
-            metadata["fix"] = .string(
-                "to allow it, put \"allow uid=\(uid) \(namespace).*\" in access.rules before the rule that denies it;"
-                    + " access.rules replaces the default rules, so end it with \"deny any debug.* storage.* session.monitor\""
-            )
-        }
+        guard
+            let metadata = self.gate.denialLog(
+                action, connection: connection, byRulesOf: namespace, privilege: privilege, at: .now)
+        else { return }
         self.logger.warning("permission denied", metadata: metadata)
-        self.lastDenialLogged = now
-        self.suppressedDenials = 0
     }
 
     // MARK: Handler registry
@@ -236,7 +210,7 @@ public actor MentoryEngine {
             throw .internal("namespace '\(namespace)' is already registered")
         }
         for topic in Handler.Namespace.topics {
-            if let owner = self.topicOwners[topic.name] {
+            if let owner = self.hub.owner(of: topic.name) {
                 throw .internal("topic '\(topic.name)' is already published by '\(owner)'")
             }
         }
@@ -262,9 +236,7 @@ public actor MentoryEngine {
         self.handlers[namespace] = hosted
         self.registrationOrder.append(namespace)
         for topic in Handler.Namespace.topics {
-            self.topicOwners[topic.name] = namespace
-            self.logs[topic.name] = EventLog(
-                capacity: self.configuration.eventRingCapacity, byteCapacity: self.configuration.eventRingBytes)
+            self.hub.declare(topic.name, publishedBy: namespace)
         }
         self.invalidateRoutes()
         self.logger.debug("registered handler", metadata: ["namespace": "\(namespace)"])
@@ -288,7 +260,7 @@ public actor MentoryEngine {
     /// this get ``MentoryError/shuttingDown``.
     package func closeHandlers() async {
         self.isShuttingDown = true
-        await self.lastRegistrationSave?.value
+        await self.plugins.lastRegistrationSave?.value
         for namespace in self.registrationOrder.reversed() {
             guard let handler = self.handlers[namespace] else { continue }
             await handler.close()
@@ -354,7 +326,7 @@ public actor MentoryEngine {
     package func detach(_ id: ConnectionID) {
         guard self.connections.removeValue(forKey: id) != nil else { return }
         self.pluginDisconnected(id)
-        self.subscriptions.removeAll(id)
+        self.hub.unsubscribeAll(id)
         self.monitors[id] = nil
         for namespace in self.registrationOrder {
             self.handlers[namespace]!.connectionClosed(id)
@@ -365,21 +337,21 @@ public actor MentoryEngine {
     public var connectionCount: Int { self.connections.count }
 
     /// The number of connections subscribed to at least one topic.
-    public var subscriberCount: Int { self.subscriptions.connectionCount }
+    public var subscriberCount: Int { self.hub.subscriberCount }
 
     /// The topics connection `id` is subscribed to, sorted.
     package func subscribedTopics(of id: ConnectionID) -> [String] {
-        self.subscriptions.topics(of: id).sorted()
+        self.hub.topics(of: id).sorted()
     }
 
     /// The connections subscribed to `topic`.
     package func subscriberIDs(of topic: String) -> Set<ConnectionID> {
-        self.subscriptions.subscribers(of: topic)
+        self.hub.subscribers(of: topic)
     }
 
     /// Whether the subscription indexes agree with each other and name only attached connections.
     package var subscriptionsAreConsistent: Bool {
-        self.subscriptions.checkInvariants(attached: Set(self.connections.keys))
+        self.hub.checkInvariants(attached: Set(self.connections.keys))
     }
 
     /// Returns at once; used as a liveness probe that proves the engine's executor is running jobs.
@@ -425,11 +397,7 @@ public actor MentoryEngine {
             guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
             route = self.route(request.namespace, request.method, for: connection)
             guard let route else { throw self.unrouted(request, connection: connection) }
-            guard
-                route.allows(
-                    connection.context.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
-                    daemonUID: self.configuration.daemonUID)
-            else {
+            guard self.gate.allows(connection.context.credentials, through: route) else {
                 throw self.denied(request, connection: connection)
             }
             call = RequestContext(
@@ -500,9 +468,8 @@ public actor MentoryEngine {
     /// is (so that a refused caller learns nothing of what is served), else why nothing answers it.
     private func unrouted(_ request: InboundRequest, connection: Connection) -> MentoryError {
         guard
-            self.accessPolicy.allowsCall(
-                connection.context.credentials, namespace: request.namespace, method: request.method,
-                daemonUID: self.configuration.daemonUID)
+            self.gate.allowsCall(
+                connection.context.credentials, namespace: request.namespace, method: request.method)
         else {
             return self.denied(request, connection: connection)
         }
@@ -550,11 +517,11 @@ public actor MentoryEngine {
         let connection = call.connection
         // A route checks its method's privilege before the rules; a name without a route declares none.
         let allowed =
-            route?.allows(
-                connection.credentials, policy: self.accessPolicy, generation: self.accessGeneration,
-                daemonUID: self.configuration.daemonUID)
-            ?? self.accessPolicy.allowsCall(
-                connection.credentials, namespace: namespace, method: method, daemonUID: self.configuration.daemonUID)
+            if let route {
+                self.gate.allows(connection.credentials, through: route)
+            } else {
+                self.gate.allowsCall(connection.credentials, namespace: namespace, method: method)
+            }
         guard allowed else {
             self.logDenial(
                 "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection,
@@ -657,20 +624,13 @@ public actor MentoryEngine {
     /// Handlers reach this only through their ``HandlerContext``, whose types let them name their
     /// own topics and no others.
     func publish(_ body: Data, on topic: String) {
-        guard self.logs[topic] != nil else {
+        guard let event = self.hub.publish(body, on: topic, epoch: self.epoch) else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
             return
         }
-        var event = Mentory_V1_Event()
-        event.topic = topic
-        event.kind = .change
-        event.body = body
-        event.epoch = self.epoch
-        // Appended in place: taking the ring out of the dictionary would copy all of it (copy-on-write).
-        event = self.logs[topic]!.append(event)
         self.metrics.recordPublished(topic)
         if !self.monitors.isEmpty { self.monitorEvent(event) }
-        guard let subscribers = self.subscriptions.deliveries(of: topic) else { return }
+        guard let subscribers = self.hub.deliveries(of: topic) else { return }
         // Encoded once, here, for every subscriber.
         let shared = SharedEvent(event)
         for (id, subscriber) in subscribers where subscriber.delivery == .live {
@@ -680,7 +640,7 @@ public actor MentoryEngine {
 
     /// The sequence number of the newest event on `topic`.
     public func lastSequence(of topic: String) -> UInt64 {
-        self.logs[topic]?.lastSequence ?? 0
+        self.hub.lastSequence(of: topic)
     }
 
     /// Tells the engine that a connection's event queue has room again; topics that overflowed get a reset.
@@ -688,22 +648,22 @@ public actor MentoryEngine {
     /// Only overflowed topics get one, and each is marked resetting first, so calling this again
     /// while a reset is being taken starts no second reset for the same topic.
     package func sinkDrained(_ id: ConnectionID) async {
-        for topic in self.subscriptions.overflowed(of: id) {
+        for topic in self.hub.overflowed(of: id) {
             // An earlier suspension may have let another drain begin this topic's reset already.
-            guard let generation = self.subscriptions.beginReset(id, topic) else { continue }
+            guard let generation = self.hub.beginReset(id, topic) else { continue }
             do throws(MentoryError) {
                 try await self.sendState(of: topic, to: id, kind: .reset, generation: generation)
             } catch {
                 // Logged by sendState; the next drain tries again, or, when the topic's plugin went
                 // away meanwhile, its next registration.
                 let absent = self.absentPlugin(publishing: topic) != nil
-                self.subscriptions.setDelivery(absent ? .held : .overflowed, id, topic)
+                self.hub.setDelivery(absent ? .held : .overflowed, id, topic)
             }
         }
     }
 
     func deliver(_ event: SharedEvent, to id: ConnectionID) {
-        guard self.subscriptions.entry(id, event.event.topic)?.delivery == .live,
+        guard self.hub.entry(id, event.event.topic)?.delivery == .live,
             let connection = self.connections[id]
         else { return }
         self.deliverLive(event, to: id, sink: connection.sink)
@@ -712,7 +672,7 @@ public actor MentoryEngine {
     /// Delivers `event` to `id`, whose subscription to the event's topic is live and whose events go to `sink`.
     private func deliverLive(_ event: SharedEvent, to id: ConnectionID, sink: any EventSink) {
         if !sink.deliver(event) {
-            self.subscriptions.setDelivery(.overflowed, id, event.event.topic)
+            self.hub.setDelivery(.overflowed, id, event.event.topic)
             self.logger.debug(
                 "subscriber queue full; a reset will follow",
                 metadata: ["connection": "\(id)", "topic": "\(event.event.topic)"]
@@ -734,7 +694,7 @@ public actor MentoryEngine {
         kind: Mentory_V1_EventKind,
         generation: UInt64
     ) async throws(MentoryError) {
-        guard let owner = self.topicOwners[topic], let handler = self.handlers[owner] else { return }
+        guard let owner = self.hub.owner(of: topic), let handler = self.handlers[owner] else { return }
         var attempts = 0
         while true {
             let sequence = self.lastSequence(of: topic)
@@ -747,10 +707,10 @@ public actor MentoryEngine {
             }
             // The snapshot reflects at least every event up to `sequence`; events published while it
             // was being taken follow it, so nothing is lost and no sequence number repeats.
-            guard self.subscriptions.entry(id, topic)?.generation == generation,
+            guard self.hub.entry(id, topic)?.generation == generation,
                 let connection = self.connections[id]
             else { return }
-            guard self.logs[topic]?.events(after: sequence) != nil else {
+            guard self.hub.events(on: topic, after: sequence) != nil else {
                 attempts += 1
                 if attempts.isMultiple(of: 16) {
                     self.logger.warning(
@@ -767,18 +727,18 @@ public actor MentoryEngine {
             event.body = body
             event.epoch = self.epoch
             guard connection.sink.deliver(SharedEvent(event)) else {
-                self.subscriptions.setDelivery(.overflowed, id, topic)
+                self.hub.setDelivery(.overflowed, id, topic)
                 return
             }
             if kind == .reset { self.metrics.recordReset(topic) }
-            self.subscriptions.setDelivery(.live, id, topic)
+            self.hub.setDelivery(.live, id, topic)
             self.replay(topic, after: sequence, to: id)
             return
         }
     }
 
     func replay(_ topic: String, after sequence: UInt64, to id: ConnectionID) {
-        for event in self.logs[topic]?.events(after: sequence) ?? [] {
+        for event in self.hub.events(on: topic, after: sequence) ?? [] {
             self.deliver(SharedEvent(event), to: id)
         }
     }

@@ -14,7 +14,7 @@ import NIOCore
 ///
 /// Every declared method has one, whoever serves it: the engine's own namespaces (`session`, `plugin`),
 /// handlers registered in-process and plugins. A registration that changes what is served bumps the
-/// engine's route generation, and routes of an older generation are made again on their next use.
+/// generation of the engine's ``RouteTable``, and routes of an older generation are made again on their next use.
 /// Isolated to the engine.
 final class MethodRoute {
     /// How a method is answered.
@@ -45,13 +45,13 @@ final class MethodRoute {
     let server: Server
     /// Whether the method queues snapshot events for its caller before it answers (`session.subscribe`).
     let queuesSnapshots: Bool
-    /// The engine's route generation when the route was made; an older route is made again.
+    /// The ``RouteTable/generation`` when the route was made; an older route is made again.
     let generation: UInt64
     /// The request counters by result code, and the duration histogram, of this method.
     let metrics: EngineMetrics.MethodMetrics
     /// The method's `(mentory.v1.privilege)`, checked before the access rules.
     let privilege: Mentory_V1_Privilege
-    /// The access policy's rules that name this call, in order, as of ``accessGeneration``.
+    /// The access policy's rules that name this call, in order, as of ``accessGeneration`` (an ``AccessGate/generation``).
     private var accessRules: [AccessPolicy.Rule] = []
     private var accessGeneration: UInt64 = 0
 
@@ -123,7 +123,7 @@ extension MentoryEngine {
     /// The route of `namespace.method` for `connection`: from the connection's cache, else resolved in the
     /// engine's table (and cached). `nil` for a method nobody declares (or a plugin has not registered).
     func route(_ namespace: String, _ method: String, for connection: Connection) -> MethodRoute? {
-        if let route = connection.routes.route(namespace, method), route.generation == self.routeGeneration {
+        if let route = connection.routes.route(namespace, method), self.routes.isCurrent(route) {
             return route
         }
         guard let route = self.resolveRoute(namespace, method) else { return nil }
@@ -135,7 +135,7 @@ extension MentoryEngine {
     /// declared methods get one, so the table is bounded by what the daemon declares, whatever names
     /// clients send.
     func resolveRoute(_ namespace: String, _ method: String) -> MethodRoute? {
-        if let route = self.methodRoutes[namespace]?[method] { return route }
+        if let route = self.routes.route(namespace, method) { return route }
         let answer: MethodRoute.Answer
         let server: MethodRoute.Server
         let declared: [String]
@@ -175,16 +175,15 @@ extension MentoryEngine {
         let route = MethodRoute(
             namespace: namespace, method: method, answer: answer, server: server, queuesSnapshots: queuesSnapshots,
             privilege: self.namespaceInfo(namespace)?.method(named: method)?.privilege ?? .unspecified,
-            generation: self.routeGeneration,
+            generation: self.routes.generation,
             metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared))
-        self.methodRoutes[namespace, default: [:]][method] = route
+        self.routes.insert(route)
         return route
     }
 
     /// Forgets every route, after a registration changed what is served; each is made again on its next use.
     func invalidateRoutes() {
-        self.routeGeneration += 1
-        self.methodRoutes.removeAll()
+        self.routes.invalidate()
         self.describedDescriptorsCache = nil
     }
 
@@ -192,7 +191,7 @@ extension MentoryEngine {
     /// or it declares no such method.
     func routeFailure(_ namespace: String, _ method: String) -> MentoryError {
         if let plugin = self.plugins[namespace] {
-            return self.unavailability(of: plugin) ?? .unknownMethod(namespace: namespace, method: method)
+            return self.plugins.unavailability(of: plugin) ?? .unknownMethod(namespace: namespace, method: method)
         }
         if self.namespaceInfo(namespace) != nil {
             return .unknownMethod(namespace: namespace, method: method)

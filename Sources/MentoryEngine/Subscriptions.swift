@@ -8,8 +8,8 @@ import MentoryHandlerKit
 ///   same delivery;
 /// - no connection or topic is kept with an empty set of entries.
 ///
-/// The engine adds entries only for attached connections and removes all of a connection's
-/// entries when it detaches, so no id outlives its connection.
+/// Held by the engine's ``SubscriptionHub``. The engine adds entries only for attached connections and
+/// removes all of a connection's entries when it detaches, so no id outlives its connection.
 struct Subscriptions {
     /// How events reach one subscriber of one topic.
     enum Delivery: Equatable {

@@ -1,0 +1,157 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import MentoryHandlerKit
+import MentoryWire
+
+/// The plugins the configuration declares: each one's hosted namespace (``PluginHostedHandler``), which
+/// connection serves which, and the chain of writes of their registrations.
+///
+/// The engine holds one as a stored property and mutates it in place, on its own executor; it forwards
+/// calls and publishes itself. Invariants:
+/// - a namespace is declared once, and ``declared`` lists the plugins in declaration order;
+/// - a connection serves at most one plugin, and a connection serving a plugin is the one that plugin's
+///   state names as connected (``connect(_:on:since:)``, ``disconnect(_:since:)``);
+/// - each registration write starts after the one before it has ended (``saveRegistration(_:)``).
+struct PluginHost {
+    /// The declared plugins, by namespace.
+    private var plugins: [String: PluginHostedHandler] = [:]
+    /// Their namespaces, in declaration order.
+    private var order: [String] = []
+    /// The namespace each registered plugin's connection serves.
+    private var servedBy: [ConnectionID: String] = [:]
+    /// The newest write of a plugin's registration; each waits for the one before, so they land in order,
+    /// and shut-down waits for the last.
+    private(set) var lastRegistrationSave: Task<Void, Never>?
+
+    /// The plugin declared for `namespace`, if any.
+    subscript(namespace: String) -> PluginHostedHandler? {
+        self.plugins[namespace]
+    }
+
+    /// The declared plugins, in declaration order.
+    var declared: [PluginHostedHandler] {
+        self.order.map { self.plugins[$0]! }
+    }
+
+    /// The plugin that connection `id` registered as, if it did.
+    func plugin(on id: ConnectionID) -> PluginHostedHandler? {
+        self.servedBy[id].flatMap { self.plugins[$0] }
+    }
+
+    /// Hosts `plugin`, waiting until it registers. Its namespace must not be declared already.
+    mutating func declare(_ plugin: PluginHostedHandler) {
+        precondition(self.plugins[plugin.namespace] == nil, "plugin namespace '\(plugin.namespace)' declared twice")
+        self.plugins[plugin.namespace] = plugin
+        self.order.append(plugin.namespace)
+    }
+
+    // MARK: Registration
+
+    /// Throws unless connection `id` may register as `plugin`: it serves no other namespace already, and
+    /// no other connection serves `plugin` now.
+    func checkConnection(_ id: ConnectionID, mayRegisterAs plugin: PluginHostedHandler) throws(MentoryError) {
+        if let served = self.servedBy[id], served != plugin.namespace {
+            throw .invalidArgument("this connection already serves namespace '\(served)'; one namespace per connection")
+        }
+        if case .connected(let other, _) = plugin.state, other != id {
+            throw .conflict(
+                "plugin '\(plugin.declaration.name)' is already connected (connection \(other))"
+                    + " and serves '\(plugin.namespace)';"
+                    + " stop the other instance first")
+        }
+    }
+
+    /// Records that connection `id` serves `plugin` from `since` on.
+    mutating func connect(_ plugin: PluginHostedHandler, on id: ConnectionID, since: Date) {
+        plugin.state = .connected(id, since: since)
+        self.servedBy[id] = plugin.namespace
+    }
+
+    /// Records that connection `id` went away: the plugin it served, which it returns, waits again from
+    /// `since` on. `nil` when it served none (a failed plugin stays failed, with its reason).
+    mutating func disconnect(_ id: ConnectionID, since: Date) -> PluginHostedHandler? {
+        guard let namespace = self.servedBy.removeValue(forKey: id), let plugin = self.plugins[namespace] else {
+            return nil
+        }
+        plugin.state = .waiting(since: since)
+        return plugin
+    }
+
+    /// Writes a registration with `save` in a task of its own, after the write before it; shut-down waits
+    /// for the last one (``lastRegistrationSave``).
+    mutating func saveRegistration(_ save: @escaping @Sendable () -> Void) {
+        let previous = self.lastRegistrationSave
+        self.lastRegistrationSave = Task.detached {
+            await previous?.value
+            save()
+        }
+    }
+
+    // MARK: Availability
+
+    /// Why a call to `plugin` cannot be forwarded now, if it cannot: it is not connected, or a namespace
+    /// it requires is served by a plugin that is not.
+    func unavailability(of plugin: PluginHostedHandler) -> MentoryError? {
+        if let absence = Self.absence(of: plugin) {
+            let name = plugin.declaration.name
+            let remedy =
+                if case .failed = plugin.state {
+                    "fix it and restart it, e.g. systemctl restart"
+                } else {
+                    "start it, e.g. systemctl start"
+                }
+            return .unavailable(
+                "namespace '\(plugin.namespace)' is unavailable: its plugin '\(name)' \(absence);"
+                    + " \(remedy) mentoryd-plugin@\(name)")
+        }
+        for required in plugin.declaration.requires {
+            guard let dependency = self.plugins[required],
+                let absence = Self.absence(of: dependency)
+            else { continue }
+            return .unavailable(
+                "namespace '\(plugin.namespace)' is unavailable: it requires '\(required)', whose plugin"
+                    + " '\(dependency.declaration.name)' \(absence)")
+        }
+        return nil
+    }
+
+    /// Why `plugin` is not serving, and since when, as a phrase after its name; `nil` when it is connected.
+    private static func absence(of plugin: PluginHostedHandler) -> String? {
+        switch plugin.state {
+        case .waiting(let since):
+            "is not connected (waiting since \(since.formatted(.iso8601)))"
+        case .failed(let reason, let since, _):
+            "failed to register: \(reason) (failed since \(since.formatted(.iso8601)))"
+        case .connected:
+            nil
+        }
+    }
+
+    /// Every declared plugin's state, in declaration order, as `session.status` reports it.
+    var statuses: [Mentory_V1_PluginStatus] {
+        self.declared.map { plugin in
+            var status = Mentory_V1_PluginStatus()
+            status.name = plugin.declaration.name
+            status.namespace = plugin.namespace
+            let since: Date
+            switch plugin.state {
+            case .waiting(let date):
+                status.state = .waiting
+                since = date
+            case .connected(_, let date):
+                status.state = .connected
+                since = date
+            case .failed(let reason, let date, _):
+                status.state = .failed
+                status.reason = reason
+                since = date
+            }
+            status.sinceUnixMs = Int64((since.timeIntervalSince1970 * 1000).rounded())
+            status.callsInFlight = UInt32(clamping: plugin.pending.count)
+            return status
+        }
+    }
+}
