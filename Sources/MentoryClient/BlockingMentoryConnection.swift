@@ -17,8 +17,8 @@ import SwiftProtobuf
 ///
 /// It is for short-lived programs that ask and exit (`mentoryctl ping`, `status`, `call`...), where starting
 /// ``MentoryClient``'s event-loop threads costs more than the call. It speaks the same protocol with the same
-/// guarantees, through the same ``ClientProtocolCore`` (handshake, numbering, framing, decoding, matching):
-/// this type only reads, writes and waits.
+/// guarantees, through the same protocol core, `ClientProtocolCore` (handshake, numbering, framing, decoding,
+/// matching): this type only reads, writes and waits.
 ///
 /// - **Trust.** The socket must pass the same ``SocketTrust`` checks: its directories before connecting,
 ///   the serving process's `SO_PEERCRED` uid before anything is written.
