@@ -17,7 +17,8 @@ import SwiftProtobuf
 ///
 /// It is for short-lived programs that ask and exit (`mentoryctl ping`, `status`, `call`...), where starting
 /// ``MentoryClient``'s event-loop threads costs more than the call. It speaks the same protocol with the same
-/// guarantees:
+/// guarantees, through the same protocol core, `ClientProtocolCore` (handshake, numbering, framing, decoding,
+/// matching): this type only reads, writes and waits.
 ///
 /// - **Trust.** The socket must pass the same ``SocketTrust`` checks: its directories before connecting,
 ///   the serving process's `SO_PEERCRED` uid before anything is written.
@@ -43,24 +44,24 @@ public final class BlockingMentoryConnection {
     ///
     /// For a connection from ``connectPipelined(socketPath:clientName:defaultTimeout:maxFrameLength:trust:)``,
     /// empty until the first call has returned.
-    public private(set) var welcome: Mentory_V1_Welcome
+    public private(set) var welcome = Mentory_V1_Welcome()
     /// The socket this connection is connected to.
     public let socketPath: String
     /// How long a call waits for its answer by default; `nil` waits for ever.
     public let defaultTimeout: Duration?
 
-    private let stream: FrameStream
-    private var nextRequestID: UInt64 = 0
-    /// Whether the `Welcome` is still to be read, in front of the first call's answer.
-    private var awaitingWelcome: Bool
+    private let socket: BlockingSocket
+    /// The protocol: a call waits for nothing but its caller, so nothing is kept per call.
+    private var core: ClientProtocolCore<Void>
 
     /// How many bytes one `read(2)` asks for at most.
     public static let readChunkSize = 64 << 10
 
-    private init(stream: FrameStream, welcome: Mentory_V1_Welcome?, socketPath: String, defaultTimeout: Duration?) {
-        self.stream = stream
-        self.welcome = welcome ?? Mentory_V1_Welcome()
-        self.awaitingWelcome = welcome == nil
+    private init(
+        socket: BlockingSocket, core: ClientProtocolCore<Void>, socketPath: String, defaultTimeout: Duration?
+    ) {
+        self.socket = socket
+        self.core = core
         self.socketPath = socketPath
         self.defaultTimeout = defaultTimeout
     }
@@ -78,17 +79,17 @@ public final class BlockingMentoryConnection {
         trust: SocketTrust = .standard()
     ) throws(MentoryClientError) -> BlockingMentoryConnection {
         let wait = Wait(limit: defaultTimeout)
-        let stream = try Self.open(
-            socketPath: socketPath, clientName: clientName, maxFrameLength: maxFrameLength, trust: trust, wait: wait)
+        let connection = try Self.open(
+            socketPath: socketPath, clientName: clientName, defaultTimeout: defaultTimeout,
+            maxFrameLength: maxFrameLength, trust: trust, wait: wait)
         // The handshake is bounded like any call: a daemon that accepts but never answers fails it.
         while true {
-            let envelope = try stream.read(wait: wait)
-            switch envelope.kind {
-            case .welcome(let welcome):
-                return BlockingMentoryConnection(
-                    stream: stream, welcome: welcome, socketPath: socketPath, defaultTimeout: defaultTimeout)
-            case .connectionError(let connectionError) where connectionError.closing:
-                throw stream.fail(MentoryClientError(connectionError.error))
+            switch try connection.nextInbound(wait: wait) {
+            case .welcomed(let welcome):
+                connection.welcome = welcome
+                return connection
+            case .closed(let ending):
+                throw ending.reason
             default:
                 continue
             }
@@ -108,46 +109,36 @@ public final class BlockingMentoryConnection {
         maxFrameLength: Int = MentoryClient.defaultMaxInboundFrameLength,
         trust: SocketTrust = .standard()
     ) throws(MentoryClientError) -> BlockingMentoryConnection {
-        let stream = try Self.open(
-            socketPath: socketPath, clientName: clientName, maxFrameLength: maxFrameLength, trust: trust,
-            wait: Wait(limit: defaultTimeout))
-        return BlockingMentoryConnection(
-            stream: stream, welcome: nil, socketPath: socketPath, defaultTimeout: defaultTimeout)
+        try Self.open(
+            socketPath: socketPath, clientName: clientName, defaultTimeout: defaultTimeout,
+            maxFrameLength: maxFrameLength, trust: trust, wait: Wait(limit: defaultTimeout))
     }
 
     /// Checks the socket, connects, checks the peer and sends the `Hello`.
     private static func open(
-        socketPath: String, clientName: String, maxFrameLength: Int, trust: SocketTrust, wait: Wait
-    ) throws(MentoryClientError) -> FrameStream {
+        socketPath: String, clientName: String, defaultTimeout: Duration?, maxFrameLength: Int, trust: SocketTrust,
+        wait: Wait
+    ) throws(MentoryClientError) -> BlockingMentoryConnection {
         try trust.checkDirectory(ofSocket: socketPath)
-        let stream = try FrameStream.connect(path: socketPath, maxFrameLength: maxFrameLength, wait: wait)
+        let socket = try BlockingSocket.connect(path: socketPath, wait: wait)
         // Nothing is written before the serving process is known to be trusted.
-        let (pid, uid) = try stream.peerCredentials()
-        do throws(MentoryClientError) {
-            try trust.checkPeer(uid: uid, pid: pid, path: socketPath)
-        } catch {
-            stream.close()
-            throw error
-        }
-        var hello = Mentory_V1_Envelope()
-        hello.hello = Mentory_V1_Hello.with {
-            $0.protocolVersion = WireProtocol.version
-            $0.clientName = clientName
-        }
-        try stream.write(hello, wait: wait)
-        return stream
-    }
-
-    deinit {
-        self.stream.close()
+        let (pid, uid) = try socket.peerCredentials()
+        try trust.checkPeer(uid: uid, pid: pid, path: socketPath)
+        var core = ClientProtocolCore<Void>(clientName: clientName, maxFrameLength: maxFrameLength)
+        let hello = core.hello()
+        let connection = BlockingMentoryConnection(
+            socket: socket, core: core, socketPath: socketPath, defaultTimeout: defaultTimeout)
+        try connection.send(hello, wait: wait)
+        return connection
     }
 
     /// Whether the connection is still usable: not closed, and no failure ended it.
-    public var isConnected: Bool { self.stream.isOpen }
+    public var isConnected: Bool { self.socket.isOpen }
 
     /// Closes the connection; later calls fail with ``MentoryClientError/connectionClosed(reason:)``.
     public func close() {
-        self.stream.close()
+        _ = self.core.close(.connectionClosed(reason: "the connection closed before the call was sent"))
+        self.socket.close()
     }
 
     /// Calls `namespace.method` with a serialized body and returns the serialized reply.
@@ -162,33 +153,27 @@ public final class BlockingMentoryConnection {
     ) throws(MentoryClientError) -> Data {
         let limit = timeout ?? self.defaultTimeout
         let wait = Wait(limit: limit)
-        self.nextRequestID += 1
-        let id = self.nextRequestID
-        var envelope = Mentory_V1_Envelope()
-        envelope.request = CallCoding.request(
-            id: id, namespace: namespace, method: method, body: body,
-            timeoutNanoseconds: limit.map {
-                $0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000
-            })
-        try self.stream.write(envelope, wait: wait)
-        while true {
-            let envelope = try self.stream.read(wait: wait)
-            switch envelope.kind {
-            case .welcome(let welcome) where self.awaitingWelcome:
-                self.welcome = welcome
-                self.awaitingWelcome = false
-            case .response(let response) where response.id == id:
-                switch response.result {
-                case .body(let body): return body
-                case .error(let error): throw MentoryClientError(error)
-                case nil: return Data()
+        let (id, request) = try self.core.startCall(
+            namespace: namespace, method: method, body: body, timeout: limit, pendingCall: { _ in () })
+        do throws(MentoryClientError) {
+            try self.send(request, wait: wait)
+            while true {
+                switch try self.nextInbound(wait: wait) {
+                case .welcomed(let welcome):
+                    self.welcome = welcome
+                case .answered(id, _, let result):
+                    return try result.get()
+                case .closed(let ending):
+                    throw ending.reason
+                default:
+                    // Events, plugin calls, late answers to calls that timed out, errors that do not close.
+                    continue
                 }
-            case .connectionError(let connectionError) where connectionError.closing:
-                throw self.stream.fail(MentoryClientError(connectionError.error))
-            default:
-                // Events, plugin calls, late answers to calls that timed out, non-closing errors.
-                continue
             }
+        } catch {
+            // Its answer, if it comes, is skipped.
+            _ = self.core.abandonCall(id)
+            throw error
         }
     }
 
@@ -211,6 +196,52 @@ public final class BlockingMentoryConnection {
         timeout: Duration? = nil
     ) throws(MentoryClientError) -> Reply {
         try self.call(method.namespace, method.name, request, replying: Reply.self, timeout: timeout)
+    }
+
+    // MARK: Driving the core
+
+    /// Writes `envelope` as one frame, waiting at most until `wait`'s deadline for room.
+    private func send(_ envelope: Mentory_V1_Envelope, wait: Wait) throws(MentoryClientError) {
+        var frame = ByteBuffer()
+        frame.writeFrame(envelope)
+        do throws(MentoryClientError) {
+            try self.socket.write(&frame, wait: wait)
+        } catch {
+            throw self.failUnlessTimeout(error)
+        }
+    }
+
+    /// What the next frame means, reading (at most until `wait`'s deadline) until a whole one has arrived.
+    /// An outcome that ends the connection has closed the socket.
+    private func nextInbound(wait: Wait) throws(MentoryClientError) -> ClientProtocolCore<Void>.Inbound {
+        while true {
+            if let inbound = self.core.nextInbound() {
+                if case .closed = inbound { self.socket.close() }
+                return inbound
+            }
+            if let closeReason = self.core.closeReason { throw closeReason }
+            var bytes = ByteBufferAllocator().buffer(capacity: Self.readChunkSize)
+            let read: Bool
+            do throws(MentoryClientError) {
+                read = try self.socket.read(into: &bytes, upTo: Self.readChunkSize, wait: wait)
+            } catch {
+                throw self.failUnlessTimeout(error)
+            }
+            guard read else {
+                let ending = self.core.inputEnded()
+                self.socket.close()
+                throw ending.reason
+            }
+            self.core.receive(bytes)
+        }
+    }
+
+    /// A timeout leaves the connection usable; any other failure of the socket ends it.
+    private func failUnlessTimeout(_ error: MentoryClientError) -> MentoryClientError {
+        if case .timedOut = error { return error }
+        _ = self.core.close(error)
+        self.socket.close()
+        return error
     }
 }
 
@@ -235,31 +266,27 @@ struct Wait {
     }
 
     var expired: MentoryClientError {
-        let limit = self.limit ?? .zero
-        return .timedOut(seconds: Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18)
+        .timedOut(after: self.limit ?? .zero)
     }
 }
 
-/// One Unix stream socket carrying length-prefixed envelopes, with bounded waits and a bounded buffer.
-///
-/// After a failure that desynchronizes or ends the stream it is closed and remembers why.
-final class FrameStream {
+/// One connected Unix stream socket in non-blocking mode, whose every wait is a `poll(2)` bounded by a ``Wait``.
+/// Closed when released.
+final class BlockingSocket {
     private var descriptor: Int32
-    /// Splits the bytes read into frames, as the daemon's and the NIO client's pipelines do.
-    private let decoder: LengthPrefixedFrameDecoder
-    /// Bytes read and not yet returned as frames: at most one frame plus one read.
-    private var buffer = ByteBuffer()
-    private var closeReason: MentoryClientError?
 
-    private init(descriptor: Int32, maxFrameLength: Int) {
+    private init(descriptor: Int32) {
         self.descriptor = descriptor
-        self.decoder = LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)
+    }
+
+    deinit {
+        self.close()
     }
 
     var isOpen: Bool { self.descriptor >= 0 }
 
     /// Connects to the Unix socket at `path`; the connect itself waits at most `wait`'s limit.
-    static func connect(path: String, maxFrameLength: Int, wait: Wait) throws(MentoryClientError) -> FrameStream {
+    static func connect(path: String, wait: Wait) throws(MentoryClientError) -> BlockingSocket {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -303,7 +330,7 @@ final class FrameStream {
         // From here every wait is a poll(2) with the caller's deadline.
         let flags = fcntl(descriptor, F_GETFL)
         _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK)
-        return FrameStream(descriptor: descriptor, maxFrameLength: maxFrameLength)
+        return BlockingSocket(descriptor: descriptor)
     }
 
     /// The pid and uid of the process serving the socket (`SO_PEERCRED`).
@@ -314,25 +341,22 @@ final class FrameStream {
         var length = socklen_t(MemoryLayout<(UInt32, UInt32, UInt32)>.size)
         guard getsockopt(self.descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
             let reason = Self.describe(errno: errno, in: "getsockopt(SO_PEERCRED)")
-            throw self.fail(.connectionClosed(reason: "cannot read the daemon's credentials: \(reason)"))
+            throw .connectionClosed(reason: "cannot read the daemon's credentials: \(reason)")
         }
         return (Int32(bitPattern: credentials.0), credentials.1)
     }
 
-    /// Writes `envelope` as one frame, waiting at most until `wait`'s deadline for room.
-    func write(_ envelope: Mentory_V1_Envelope, wait: Wait) throws(MentoryClientError) {
-        if let closeReason = self.closeReason { throw closeReason }
+    /// Writes all of `bytes`, waiting at most until `wait`'s deadline for room.
+    func write(_ bytes: inout ByteBuffer, wait: Wait) throws(MentoryClientError) {
         guard self.isOpen else {
             throw .connectionClosed(reason: "the connection closed before the call was sent")
         }
-        var frame = ByteBuffer()
-        frame.writeFrame(envelope)
-        while frame.readableBytes > 0 {
-            let written = frame.withUnsafeReadableBytes { raw in
+        while bytes.readableBytes > 0 {
+            let written = bytes.withUnsafeReadableBytes { raw in
                 send(self.descriptor, raw.baseAddress!, raw.count, Int32(MSG_NOSIGNAL))
             }
             if written >= 0 {
-                frame.moveReaderIndex(forwardBy: written)
+                bytes.moveReaderIndex(forwardBy: written)
                 continue
             }
             let code = errno
@@ -342,67 +366,33 @@ final class FrameStream {
             case EAGAIN, EWOULDBLOCK:
                 try self.poll(for: Int16(POLLOUT), wait: wait)
             default:
-                throw self.fail(
-                    .connectionClosed(reason: Self.describe(errno: code, in: "write(descriptor:pointer:size:)")))
+                throw .connectionClosed(reason: Self.describe(errno: code, in: "write(descriptor:pointer:size:)"))
             }
         }
     }
 
-    /// Reads the next envelope, waiting at most until `wait`'s deadline.
-    func read(wait: Wait) throws(MentoryClientError) -> Mentory_V1_Envelope {
-        if let closeReason = self.closeReason { throw closeReason }
-        while true {
-            let frame: ByteBuffer?
-            do {
-                frame = try self.decoder.nextFrame(from: &self.buffer)
-            } catch {
-                throw self.fail(.connectionClosed(reason: error.description))
-            }
-            if let frame {
-                do {
-                    return try Mentory_V1_Envelope(frame: frame)
-                } catch {
-                    throw self.fail(.malformedReply(error.reason))
-                }
-            }
-            try self.fill(wait: wait)
-        }
-    }
-
-    /// Reads what has arrived (at most ``BlockingMentoryConnection/readChunkSize`` bytes) into the buffer.
-    private func fill(wait: Wait) throws(MentoryClientError) {
+    /// Appends what has arrived, at most `count` bytes, to `bytes`, waiting at most until `wait`'s deadline for
+    /// something; `false` at the end of the stream.
+    func read(into bytes: inout ByteBuffer, upTo count: Int, wait: Wait) throws(MentoryClientError) -> Bool {
         guard self.isOpen else { throw .connectionClosed(reason: "the connection was closed") }
-        let chunk = BlockingMentoryConnection.readChunkSize
-        // What earlier frames took is dropped first: the buffer holds at most one frame plus one read.
-        self.buffer.discardReadBytes()
         let descriptor = self.descriptor
         while true {
-            var count = 0
+            var result = 0
             var code: Int32 = 0
-            self.buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunk) { raw in
-                count = Glibc.read(descriptor, raw.baseAddress!, chunk)
+            bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
+                result = Glibc.read(descriptor, raw.baseAddress!, count)
                 code = errno
-                return max(count, 0)
+                return max(result, 0)
             }
-            if count > 0 {
-                return
-            }
-            if count == 0 {
-                guard self.buffer.readableBytes == 0 else {
-                    throw self.fail(
-                        .connectionClosed(
-                            reason: FrameError.truncatedFrame(bufferedBytes: self.buffer.readableBytes).description))
-                }
-                throw self.fail(.connectionClosed(reason: "the daemon closed the connection"))
-            }
+            if result > 0 { return true }
+            if result == 0 { return false }
             switch code {
             case EINTR:
                 continue
             case EAGAIN, EWOULDBLOCK:
                 try self.poll(for: Int16(POLLIN), wait: wait)
             default:
-                throw self.fail(
-                    .connectionClosed(reason: Self.describe(errno: code, in: "read(descriptor:pointer:size:)")))
+                throw .connectionClosed(reason: Self.describe(errno: code, in: "read(descriptor:pointer:size:)"))
             }
         }
     }
@@ -416,31 +406,16 @@ final class FrameStream {
             if ready == 0 { throw wait.expired }
             let code = errno
             guard code == EINTR else {
-                throw self.fail(.connectionClosed(reason: Self.describe(errno: code, in: "poll")))
+                throw .connectionClosed(reason: Self.describe(errno: code, in: "poll"))
             }
         }
     }
 
-    /// Ends the stream for `reason`, which later operations then fail with; returns it.
-    func fail(_ reason: MentoryClientError) -> MentoryClientError {
-        if self.closeReason == nil { self.closeReason = reason }
-        self.closeDescriptor()
-        return reason
-    }
-
-    /// Closes the socket; later operations fail with `connectionClosed`.
+    /// Closes the socket; later reads and writes fail with `connectionClosed`.
     func close() {
-        if self.closeReason == nil {
-            self.closeReason = .connectionClosed(reason: "the connection closed before the call was sent")
-        }
-        self.closeDescriptor()
-    }
-
-    private func closeDescriptor() {
         guard self.descriptor >= 0 else { return }
         _ = Glibc.close(self.descriptor)
         self.descriptor = -1
-        self.buffer.clear()
     }
 
     /// The way NIO's `IOError` describes a failed system call, so both clients word failures alike.

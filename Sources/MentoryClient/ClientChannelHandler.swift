@@ -27,44 +27,44 @@ typealias PeerCheck = @Sendable (_ uid: UInt32, _ pid: Int32) -> MentoryClientEr
 
 /// What the client asks its channel to send.
 enum ClientCommand {
-    case request(
-        id: UInt64, namespace: String, method: String, body: Data, timeout: TimeAmount?, EventLoopPromise<Data>)
-    case cancel(id: UInt64)
+    /// A call, numbered by the handler; a `nil` timeout waits for ever. Cancelling the call fails `reply`
+    /// (a late answer to it is then skipped).
+    case request(namespace: String, method: String, body: Data, timeout: Duration?, reply: EventLoopPromise<Data>)
     /// A plugin's answer to a `PluginCall`.
     case pluginReply(Mentory_V1_PluginReply)
 }
 
-/// Matches responses to requests by id and forwards events. Lives on the client's event loop.
+/// The NIO driver of a connection's ``ClientProtocolCore``: feeds it the bytes read and the calls written,
+/// and carries out what it decides (answer a promise, forward an event, close). Lives on the client's event
+/// loop; the core numbers, encodes, frames, decodes and matches, this handler keeps the promises, the timers
+/// and the streams.
 final class ClientChannelHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ClientCommand
     typealias OutboundOut = Mentory_V1_Envelope
 
-    private struct Pending {
+    /// What the handler keeps for a call until its answer.
+    struct PendingCall {
         var promise: EventLoopPromise<Data>
         var timeout: Scheduled<Void>?
     }
 
-    private var pending: [UInt64: Pending] = [:]
+    private var core: ClientProtocolCore<PendingCall>
     private var welcomePromise: EventLoopPromise<Mentory_V1_Welcome>?
-    private var closeReason: MentoryClientError?
     private let events: AsyncStream<Mentory_V1_Event>.Continuation
     private let pluginCalls: AsyncStream<Mentory_V1_PluginCall>.Continuation
     private let eventBufferLimit: Int
     private let overflow: EventOverflowFlag
     private let peerCheck: PeerCheck
 
-    private let hello: Mentory_V1_Hello
-
-    /// The request id of the unsubscribe sent on overflow; clients number their requests from 1.
-    private static let overflowUnsubscribeID: UInt64 = 0
-
-    /// Creates the handler of a connection that opens with `hello` and expects its answer in `welcome`.
+    /// Creates the handler of a connection that says it is `clientName` and expects the daemon's answer in
+    /// `welcome`; frames longer than `maxFrameLength` end the connection.
     ///
     /// `events` must buffer at most `eventBufferLimit` events (oldest kept); `peerCheck` vets the
     /// serving process before the hello is sent.
     init(
-        hello: Mentory_V1_Hello,
+        clientName: String,
+        maxFrameLength: Int,
         welcome: EventLoopPromise<Mentory_V1_Welcome>,
         events: AsyncStream<Mentory_V1_Event>.Continuation,
         pluginCalls: AsyncStream<Mentory_V1_PluginCall>.Continuation,
@@ -72,7 +72,7 @@ final class ClientChannelHandler: ChannelDuplexHandler {
         overflow: EventOverflowFlag,
         peerCheck: @escaping PeerCheck
     ) {
-        self.hello = hello
+        self.core = ClientProtocolCore(clientName: clientName, maxFrameLength: maxFrameLength)
         self.welcomePromise = welcome
         self.events = events
         self.pluginCalls = pluginCalls
@@ -85,7 +85,7 @@ final class ClientChannelHandler: ChannelDuplexHandler {
         context.fireChannelActive()
         // Nothing is written before the serving process is known to be trusted.
         guard let provider = context.channel as? any SocketOptionProvider else {
-            self.refuse(context: context, .connectionClosed(reason: "cannot read the daemon's credentials"))
+            self.fail(context: context, .connectionClosed(reason: "cannot read the daemon's credentials"))
             return
         }
         // `struct ucred` (pid, uid, gid) is not visible from Swift without _GNU_SOURCE; three
@@ -100,130 +100,114 @@ final class ClientChannelHandler: ChannelDuplexHandler {
             switch result {
             case .success(let (pid, uid, _)):
                 if let refusal = handler.peerCheck(uid, Int32(bitPattern: pid)) {
-                    handler.refuse(context: context, refusal)
+                    handler.fail(context: context, refusal)
                     return
                 }
-                var envelope = Mentory_V1_Envelope()
-                envelope.hello = handler.hello
-                context.writeAndFlush(Self.wrapOutboundOut(envelope), promise: nil)
+                guard handler.core.closeReason == nil else { return }
+                context.writeAndFlush(Self.wrapOutboundOut(handler.core.hello()), promise: nil)
             case .failure(let error):
-                handler.refuse(
+                handler.fail(
                     context: context, .connectionClosed(reason: "cannot read the daemon's credentials: \(error)"))
             }
         }
     }
 
-    private func refuse(context: ChannelHandlerContext, _ reason: MentoryClientError) {
-        self.closeReason = reason
-        self.welcomePromise?.fail(reason)
-        self.welcomePromise = nil
-        context.close(promise: nil)
-    }
-
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        var envelope = Mentory_V1_Envelope()
         switch Self.unwrapOutboundIn(data) {
-        case .cancel(let id):
-            if let entry = self.pending.removeValue(forKey: id) {
-                entry.timeout?.cancel()
-                entry.promise.fail(CancellationError())
-            }
-            promise?.succeed()
-            return
         case .pluginReply(let reply):
+            var envelope = Mentory_V1_Envelope()
             envelope.pluginReply = reply
-        case .request(let id, let namespace, let method, let body, let timeout, let reply):
-            if let closeReason = self.closeReason {
+            context.write(Self.wrapOutboundOut(envelope), promise: promise)
+        case .request(let namespace, let method, let body, let timeout, let reply):
+            if let closeReason = self.core.closeReason {
                 reply.fail(closeReason)
                 promise?.fail(closeReason)
                 return
             }
             if self.overflow.isSet, namespace == WireNames.session, method == "subscribe" {
                 // Events can no longer reach ``MentoryClient/events``; a subscription would be silent.
-                let error = MentoryClientError.eventBufferOverflow(limit: self.eventBufferLimit)
-                reply.fail(error)
+                reply.fail(MentoryClientError.eventBufferOverflow(limit: self.eventBufferLimit))
                 promise?.succeed()
                 return
             }
-            envelope.request = CallCoding.request(
-                id: id, namespace: namespace, method: method, body: body, timeoutNanoseconds: timeout?.nanoseconds)
-            var entry = Pending(promise: reply)
-            if let timeout {
-                let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-                entry.timeout = context.eventLoop.scheduleTask(in: timeout) {
-                    handler.value.expire(id, after: timeout)
+            let eventLoop = context.eventLoop
+            let handler = NIOLoopBound(self, eventLoop: eventLoop)
+            let request: (id: UInt64, envelope: Mentory_V1_Envelope)
+            do {
+                request = try self.core.startCall(
+                    namespace: namespace, method: method, body: body, timeout: timeout
+                ) { id in
+                    PendingCall(
+                        promise: reply,
+                        timeout: timeout.map { timeout in
+                            eventLoop.scheduleTask(in: Self.timeAmount(timeout)) {
+                                handler.value.expire(id, after: timeout)
+                            }
+                        })
                 }
+            } catch {
+                reply.fail(error)
+                promise?.fail(error)
+                return
             }
-            self.pending[id] = entry
+            context.write(Self.wrapOutboundOut(request.envelope), promise: promise)
         }
-        context.write(Self.wrapOutboundOut(envelope), promise: promise)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let envelope: Mentory_V1_Envelope
-        do {
-            envelope = try Mentory_V1_Envelope(frame: Self.unwrapInboundIn(data))
-        } catch {
-            self.closeReason = .malformedReply(error.reason)
-            context.close(promise: nil)
-            return
-        }
-        switch envelope.kind {
-        case .welcome(let welcome):
-            self.welcomePromise?.succeed(welcome)
-            self.welcomePromise = nil
-        case .response(let response):
-            guard let entry = self.pending.removeValue(forKey: response.id) else { return }
-            entry.timeout?.cancel()
-            switch response.result {
-            case .body(let body):
-                entry.promise.succeed(body)
-            case .error(let error):
-                entry.promise.fail(MentoryClientError(error))
-            case nil:
-                entry.promise.succeed(Data())
-            }
-        case .event(let event):
-            guard !self.overflow.isSet else { return }
-            if case .dropped = self.events.yield(event) {
-                self.overflowed(context: context)
-            }
-        case .connectionError(let connectionError):
-            let error = MentoryClientError(connectionError.error)
-            if connectionError.closing {
-                self.closeReason = error
-                self.welcomePromise?.fail(error)
+        self.core.receive(Self.unwrapInboundIn(data))
+        while let inbound = self.core.nextInbound() {
+            switch inbound {
+            case .welcomed(let welcome):
+                self.welcomePromise?.succeed(welcome)
                 self.welcomePromise = nil
+            case .answered(_, let call, let result):
+                call.timeout?.cancel()
+                call.promise.completeWith(result.mapError { $0 as any Error })
+            case .event(let event):
+                guard !self.overflow.isSet else { continue }
+                if case .dropped = self.events.yield(event) {
+                    self.overflowed(context: context)
+                }
+            case .pluginCall(let call):
+                // Bounded: a call dropped here is failed by the daemon at its deadline.
+                _ = self.pluginCalls.yield(call)
+            case .closed(let ending):
+                self.ended(ending)
+                context.close(promise: nil)
+                return
+            case .unmatchedResponse, .connectionNotice, .ignored:
+                // Late answers to calls that timed out or were cancelled, errors that do not close.
+                continue
             }
-        case .pluginCall(let call):
-            // Bounded: a call dropped here is failed by the daemon at its deadline.
-            _ = self.pluginCalls.yield(call)
-        case .hello, .request, .pluginReply, nil:
-            break
         }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if self.closeReason == nil {
-            self.closeReason = .connectionClosed(reason: "\(error)")
-        }
-        context.close(promise: nil)
+        self.fail(context: context, .connectionClosed(reason: "\(error)"))
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        let reason = self.closeReason ?? .connectionClosed(reason: "the daemon closed the connection")
-        self.closeReason = reason
-        self.welcomePromise?.fail(reason)
-        self.welcomePromise = nil
-        let pending = self.pending
-        self.pending.removeAll()
-        for entry in pending.values {
-            entry.timeout?.cancel()
-            entry.promise.fail(reason)
-        }
+        self.ended(self.core.inputEnded())
         self.events.finish()
         self.pluginCalls.finish()
         context.fireChannelInactive()
+    }
+
+    /// Ends the connection for `reason` (unless it has ended already) and closes the channel.
+    private func fail(context: ChannelHandlerContext, _ reason: MentoryClientError) {
+        self.ended(self.core.close(reason))
+        context.close(promise: nil)
+    }
+
+    /// Fails the handshake, if it is still awaited, and the calls still waiting, with the reason the connection ended.
+    private func ended(_ ending: ClientProtocolCore<PendingCall>.Ending) {
+        self.welcomePromise?.fail(ending.reason)
+        self.welcomePromise = nil
+        for call in ending.pendingCalls {
+            call.timeout?.cancel()
+            call.promise.fail(ending.reason)
+        }
     }
 
     /// The consumer left `eventBufferLimit` events unread: stop delivering, end the stream after
@@ -231,18 +215,23 @@ final class ClientChannelHandler: ChannelDuplexHandler {
     private func overflowed(context: ChannelHandlerContext) {
         self.overflow.set()
         self.events.finish()
-        var envelope = Mentory_V1_Envelope()
-        var request = Mentory_V1_Request()
-        request.id = Self.overflowUnsubscribeID
-        request.namespace = WireNames.session
-        request.method = "unsubscribe"
-        request.body = (try? Mentory_V1_UnsubscribeRequest().serializedData()) ?? Data()
-        envelope.request = request
-        context.writeAndFlush(Self.wrapOutboundOut(envelope), promise: nil)
+        // Nothing waits for the answer, which is skipped when it comes.
+        guard
+            let request = try? self.core.startCall(
+                namespace: WireNames.session, method: "unsubscribe",
+                body: (try? Mentory_V1_UnsubscribeRequest().serializedData()) ?? Data(), timeout: nil,
+                pendingCall: { _ in nil })
+        else { return }
+        context.writeAndFlush(Self.wrapOutboundOut(request.envelope), promise: nil)
     }
 
-    private func expire(_ id: UInt64, after timeout: TimeAmount) {
-        guard let entry = self.pending.removeValue(forKey: id) else { return }
-        entry.promise.fail(MentoryClientError.timedOut(seconds: Double(timeout.nanoseconds) / 1e9))
+    private func expire(_ id: UInt64, after timeout: Duration) {
+        guard let call = self.core.abandonCall(id) else { return }
+        call.promise.fail(MentoryClientError.timedOut(after: timeout))
+    }
+
+    /// `duration` as NIO's `TimeAmount`.
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 }

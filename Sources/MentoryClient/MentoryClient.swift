@@ -7,7 +7,6 @@ import MentoryWire
 import NIOCore
 import NIOPosix
 import SwiftProtobuf
-import Synchronization
 
 /// A connection to mentoryd.
 ///
@@ -42,7 +41,6 @@ public final class MentoryClient: Sendable {
     public let defaultTimeout: Duration?
 
     private let channel: any Channel
-    private let nextRequestID = Atomic<UInt64>(0)
     private let overflow: EventOverflowFlag
 
     /// The largest frame a client accepts by default: snapshots of a long diary exceed the 1 MiB request limit.
@@ -107,10 +105,6 @@ public final class MentoryClient: Sendable {
                 return error
             }
         }
-        let hello = Mentory_V1_Hello.with {
-            $0.protocolVersion = WireProtocol.version
-            $0.clientName = clientName
-        }
         // The handler sends the hello as soon as the connection is up and owns the welcome promise
         // from the start, so a daemon that refuses the connection (and closes it) is always heard.
         let eventLoop = eventLoopGroup.next()
@@ -121,10 +115,10 @@ public final class MentoryClient: Sendable {
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandlers([
-                            ByteToMessageHandler(LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)),
                             MessageToByteHandler(EnvelopeFrameEncoder()),
                             ClientChannelHandler(
-                                hello: hello,
+                                clientName: clientName,
+                                maxFrameLength: maxFrameLength,
                                 welcome: welcomePromise,
                                 events: continuation,
                                 pluginCalls: pluginCallContinuation,
@@ -146,8 +140,8 @@ public final class MentoryClient: Sendable {
         }
         // The handshake is bounded like any call: a daemon that accepts but never answers fails it.
         let handshakeTimeout = defaultTimeout.map { limit in
-            channel.eventLoop.scheduleTask(in: Self.timeAmount(limit)) {
-                welcomePromise.fail(MentoryClientError.timedOut(seconds: Self.seconds(limit)))
+            channel.eventLoop.scheduleTask(in: ClientChannelHandler.timeAmount(limit)) {
+                welcomePromise.fail(MentoryClientError.timedOut(after: limit))
             }
         }
         let welcome: Mentory_V1_Welcome
@@ -184,20 +178,19 @@ public final class MentoryClient: Sendable {
         if Task.isCancelled {
             throw .cancelled
         }
-        let id = self.nextRequestID.add(1, ordering: .relaxed).newValue
         let promise = self.channel.eventLoop.makePromise(of: Data.self)
-        let limit = (timeout ?? self.defaultTimeout).map(Self.timeAmount)
         self.channel.writeAndFlush(
-            ClientCommand.request(id: id, namespace: namespace, method: method, body: body, timeout: limit, promise),
+            ClientCommand.request(
+                namespace: namespace, method: method, body: body, timeout: timeout ?? self.defaultTimeout,
+                reply: promise),
             promise: Self.failing(promise)
         )
-        let channel = self.channel
         do {
             return try await withTaskCancellationHandler {
                 try await promise.futureResult.get()
             } onCancel: {
-                // Forget the pending request; a late response for it is ignored.
-                channel.writeAndFlush(ClientCommand.cancel(id: id), promise: nil)
+                // The call stays pending on the connection until its answer (then skipped) or its timeout.
+                promise.fail(CancellationError())
             }
         } catch is CancellationError {
             throw .cancelled
@@ -244,14 +237,6 @@ public final class MentoryClient: Sendable {
     /// Starts closing the connection without waiting, for places that cannot wait (deinit).
     func closeSoon() {
         self.channel.close(promise: nil)
-    }
-
-    private static func timeAmount(_ duration: Duration) -> TimeAmount {
-        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// A write promise that fails `reply` when the request never reaches the connection's handler.
