@@ -147,4 +147,3 @@ extension MethodSchema {
         }
     }
 }
-
