@@ -60,10 +60,11 @@ struct Mentoryctl: AsyncParsableCommand {
     /// Runs the command `arguments` (a command line without the program's name) names: through
     /// ``FastPath`` when it is one of the plainest, else as the parser reads it.
     ///
-    /// One-shot commands are plain `ParsableCommand`s: they run synchronously here, on the calling thread,
-    /// over a ``BlockingMentoryConnection``, so the process starts no thread at all. Only the commands that
-    /// stream (`AsyncParsableCommand`s: watch, monitor, export...) await, and start the event loop.
-    static func run(_ arguments: [String]) async throws {
+    /// One-shot commands are plain `ParsableCommand`s: they run synchronously here, on the calling thread
+    /// (this function runs on its caller's executor: from ``main()``, the main thread), over a
+    /// ``BlockingMentoryConnection``, so the process starts no thread at all. Only the commands that stream
+    /// (`AsyncParsableCommand`s: watch, monitor, export...) await, and start the event loop.
+    nonisolated(nonsending) static func run(_ arguments: [String]) async throws {
         if let (run, settings) = FastPath.match(arguments) {
             try run(settings)
             return
