@@ -28,7 +28,16 @@ section() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
 # A failing run's cause is printed again at the end of the output, because a CI log is often read only from its
 # tail: Swift Testing reports each failed expectation where it happens, among hundreds of lines of progress.
 logs=$(mktemp -d "${TMPDIR:-/tmp}/mentoryd-test-logs.XXXXXX")
-trap 'rm -rf "$logs"' EXIT
+# The Swift tests put their temporary files, sockets and daemons' state in TMPDIR (MentoryTestSupport's
+# TestTemporaryDirectory): a directory of this run's own, removed when the run ends, however it ends (a failed
+# step, Ctrl-C, or CI's time-out sending SIGTERM), so that a test killed before its own clean-up leaves nothing
+# behind. Only the test processes get it: paths under it stay short enough for a Unix socket's 107 bytes.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/mentoryd-tests.XXXXXX")
+chmod 755 "$scratch" # some tests run mentoryctl as uid 65534 against a daemon's socket in there
+trap 'rm -rf "$logs" "$scratch"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 #
 # The suite runs from its test bundle rather than through `swift test`, so that it can bound how many tests
 # run at once (Swift Testing otherwise starts all of them together). About 100 of them start daemons and
@@ -38,7 +47,7 @@ width=${MENTORYD_TEST_WIDTH:-$(($(nproc) * 4))}
 swift_test() {
   local bin_dir=$1 log="$logs/swift-test.log" status=0
   shift
-  "$bin_dir/mentorydPackageTests.xctest" --testing-library swift-testing \
+  TMPDIR=$scratch "$bin_dir/mentorydPackageTests.xctest" --testing-library swift-testing \
     --experimental-maximum-parallelization-width "$width" "$@" 2>&1 | tee "$log" || status=$?
   if [ $status -ne 0 ]; then
     printf '\n==> the tests in %s failed (exit %d); the failures again:\n' "$bin_dir" "$status"

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MentoryClient
+import MentoryTestSupport
 import MentoryWire
 import NIOCore
 import NIOPosix
@@ -31,7 +32,7 @@ final class ScriptedPeer: Sendable {
     private let channel: any Channel
 
     init(_ script: PeerScript) async throws {
-        let directory = "/tmp/mentoryd-blocking-\(UInt32.random(in: 0...UInt32.max))"
+        let directory = "\(TestTemporaryDirectory.path)/mentoryd-blocking-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         self.directory = directory

@@ -21,7 +21,7 @@ final class DaemonProcess: Sendable {
         socketPath: String? = nil, stateDirectory: String? = nil, arguments: [String] = [],
         environment: [String: String] = [:], config: String? = nil
     ) async throws {
-        let directory = "/tmp/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
+        let directory = "\(TestTemporaryDirectory.path)/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var arguments = arguments
         if let config {

@@ -58,7 +58,7 @@ struct HandlerConfigurationTests {
     static func runDaemonToExit(
         environment: [String: String] = [:], config: String? = nil, arguments: [String] = []
     ) async throws -> CommandResult {
-        let directory = "/tmp/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
+        let directory = "\(TestTemporaryDirectory.path)/mentoryd-test-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var processEnvironment = environment

@@ -8,7 +8,7 @@ import Testing
 struct ReloadEndToEndTests {
     @Test("connection limits and access rules change live; the daemon keeps its connections")
     func limitsAndRulesChangeLive() async throws {
-        let configPath = "/tmp/mentoryd-reload-\(UInt32.random(in: 0...UInt32.max)).json"
+        let configPath = "\(TestTemporaryDirectory.path)/mentoryd-reload-\(UInt32.random(in: 0...UInt32.max)).json"
         defer { try? FileManager.default.removeItem(atPath: configPath) }
         try Self.writeConfig(to: configPath, maxConnectionsPerUID: 2, rules: [])
         let daemon = try await DaemonProcess(arguments: ["--config", configPath])
@@ -45,7 +45,7 @@ struct ReloadEndToEndTests {
 
     @Test("mentoryctl reload fails on a broken config, naming the file and the place; the daemon keeps serving")
     func failedReloadIsReported() async throws {
-        let configPath = "/tmp/mentoryd-reload-\(UInt32.random(in: 0...UInt32.max)).json"
+        let configPath = "\(TestTemporaryDirectory.path)/mentoryd-reload-\(UInt32.random(in: 0...UInt32.max)).json"
         defer { try? FileManager.default.removeItem(atPath: configPath) }
         try Self.writeConfig(to: configPath, maxConnectionsPerUID: 4, rules: [])
         let daemon = try await DaemonProcess(arguments: ["--config", configPath])

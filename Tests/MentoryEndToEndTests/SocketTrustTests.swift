@@ -10,7 +10,7 @@ struct TrustSandbox: ~Copyable {
     let root: String
 
     init() throws {
-        self.root = "/tmp/mentory-trust-\(UInt32.random(in: 0...UInt32.max))"
+        self.root = "\(TestTemporaryDirectory.path)/mentory-trust-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: self.root, withIntermediateDirectories: true)
         chmod(self.root, 0o755)
     }

@@ -48,6 +48,10 @@ struct HeldSubscriptionTests {
             let reset = try #require(await events.next().first)
             #expect(reset.kind == .reset)
             #expect(try Mentory_V1_MentorState(serializedBytes: reset.body).message.content == "back")
+            // Both engines write registrations off their executors: wait for the last writes (as shut-down
+            // does), so that none lands after the directory is removed.
+            await first.engine.closeHandlers()
+            await second.engine.closeHandlers()
         }
     }
 

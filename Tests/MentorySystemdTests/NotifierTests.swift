@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import MentorySystemd
+import MentoryTestSupport
 import Testing
 
 /// A datagram socket bound by the test, standing in for systemd's `NOTIFY_SOCKET`.
@@ -24,7 +25,7 @@ final class NotifySocketFixture {
             self.path = nil
             bytes = [0] + Array(name.utf8)
         } else {
-            var template = Array("/tmp/mentory-notify-XXXXXX".utf8CString)
+            var template = Array("\(TestTemporaryDirectory.path)/mentory-notify-XXXXXX".utf8CString)
             let directory = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
             let path = String(cString: directory) + "/notify"
             self.address = path
@@ -151,7 +152,8 @@ struct NotifierTests {
 
     @Test("a socket nobody listens on is a send failure carrying errno")
     func missingSocket() {
-        let path = "/tmp/mentory-notify-missing-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let path =
+            "\(TestTemporaryDirectory.path)/mentory-notify-missing-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         #expect(throws: SystemdNotifyError.sendFailed(socket: path, errno: ENOENT)) {
             try SystemdNotifier(socketAddress: path).notify(.ready)
         }

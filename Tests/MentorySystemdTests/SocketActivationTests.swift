@@ -21,7 +21,7 @@ final class ActivationFixture {
     let directory: String
 
     init() throws {
-        var template = Array("/tmp/mentory-activation-XXXXXX".utf8CString)
+        var template = Array("\(TestTemporaryDirectory.path)/mentory-activation-XXXXXX".utf8CString)
         guard let created = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw ActivationTestError("mkdtemp failed: errno \(errno)")
         }

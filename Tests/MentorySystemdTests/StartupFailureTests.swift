@@ -12,7 +12,8 @@ struct StartupFailureTests {
     @Test("a damaged database stops start-up: STATUS= says why, READY=1 never comes, the exit status is non-zero")
     func damagedDatabaseIsReportedToSystemd() async throws {
         let notify = try NotifySocketFixture()
-        let directory = "/tmp/mentory-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let directory =
+            "\(TestTemporaryDirectory.path)/mentory-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let garbage = Data("not a database: a diary in plain text\n".utf8)
@@ -107,7 +108,8 @@ struct StartupFailureTests {
 
     @Test("started by hand with a broken config, mentoryd names the file and exits 78")
     func brokenConfigByHandExits78() async throws {
-        let directory = "/tmp/mentory-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let directory =
+            "\(TestTemporaryDirectory.path)/mentory-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let config = directory + "/broken.json"
