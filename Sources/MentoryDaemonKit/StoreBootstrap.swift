@@ -76,7 +76,7 @@ enum StoreBootstrap {
                 configuration.maxLogPages = settings.maxLogPages
                 store = try await SQLiteSessionStore.opened(configuration: configuration)
             } catch {
-                throw StoreStartupError(description: "cannot open the store: \(error.message)")
+                throw StoreStartupError(description: "cannot open the store: \(MentoryError(error).message)")
             }
             // No entry count here: COUNT(*) reads every page of the table, which made start-up grow
             // with the diary (about 20 ms at 10,000 entries) before READY=1. For the same reason the
@@ -183,6 +183,10 @@ private func openDirectory(_ path: String) -> Int32 {
 
 extension SQLiteSessionStore: StorageBackupTarget {
     public func writeBackup(to path: String) async throws(MentoryError) -> Int {
-        try await self.backup(to: path).diaryEntries
+        do throws(StorageError) {
+            return try await self.backup(to: path).diaryEntries
+        } catch {
+            throw MentoryError(error)
+        }
     }
 }

@@ -29,8 +29,6 @@ public struct NamespaceDeclaration {
 
 /// The names under which `mentory.proto` declares the schema options.
 enum SchemaOptionNames {
-    /// The package of mentory.proto, whose files are compiled into MentoryWire.
-    static let package = "mentory.v1"
     static let namespace = "mentory.v1.namespace"
     static let namespaceVersion = "mentory.v1.namespace_version"
     static let topic = "mentory.v1.topic"

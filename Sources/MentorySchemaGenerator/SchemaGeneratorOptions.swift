@@ -7,8 +7,8 @@ import SwiftProtobufPluginLibrary
 /// | --- | --- | --- |
 /// | `Output` | `Swift` (`<file>.schema.swift`), `Markdown` (`<file>.namespaces.md` and the message listings `<file>.messages.txt`) | `Swift` |
 /// | `Visibility` | `Internal`, `Public`, `Package` (as protoc-gen-swift) | `Internal` |
-/// | `SchemaName` | the name of the container enum | from the package: `mentory.v1` gives `MentorySchema` |
-/// | `ImportMentoryWire` | `true`, `false` | `true` unless the file is in the package `mentory.v1` |
+/// | `SchemaName` | the name of the container enum | from the package: `mentory.v1` gives `MentorySchema`; from the file for another file of the package of mentory.proto: `mentory_domain.proto` gives `MentoryDomainSchema` |
+/// | `ImportMentoryWire` | `true`, `false` | `true` unless the file is mentory.proto (it declares the schema options) |
 /// | `ProtoPathModuleMappings` | a module mappings file, as protoc-gen-swift takes it | none |
 /// | `FileNaming` | `FullPath`, `PathToUnderscores`, `DropPath` (as protoc-gen-swift) | `FullPath` |
 public struct SchemaGeneratorOptions {

@@ -27,12 +27,16 @@ struct SwiftSchemaWriter {
     }
 
     /// The container enum's name: `SchemaName`, else the package's non-version components in
-    /// UpperCamelCase followed by `Schema` (`mentory.v1` gives `MentorySchema`).
+    /// UpperCamelCase followed by `Schema` (`mentory.v1` gives `MentorySchema`). A file that shares its
+    /// package with the file declaring the schema options it imports (a second file of `mentory.v1`) is
+    /// named after its file instead, since the package's name is that file's (`mentory_domain.proto`
+    /// gives `MentoryDomainSchema`).
     static func schemaName(for file: FileDescriptor, options: SchemaGeneratorOptions) -> String {
         if let name = options.schemaName { return name }
         var parts = file.package.split(separator: ".").map(String.init)
         parts.removeAll { $0.range(of: #"^v[0-9]+([a-z]+[0-9]*)?$"#, options: .regularExpression) != nil }
-        if parts.isEmpty {
+        let sharesOptionsPackage = Self.optionsFile(importedBy: file).map { $0.package == file.package } ?? false
+        if parts.isEmpty || sharesOptionsPackage {
             var base = file.name.split(separator: "/").last.map(String.init) ?? file.name
             if base.hasSuffix(".proto") { base.removeLast(".proto".count) }
             parts = [base]
@@ -40,13 +44,25 @@ struct SwiftSchemaWriter {
         return parts.map { NamingUtils.toUpperCamelCase($0) }.joined() + "Schema"
     }
 
+    /// Whether `file` declares the schema options (mentory.proto, compiled into MentoryWire).
+    static func declaresSchemaOptions(_ file: FileDescriptor) -> Bool {
+        file.extensions.contains { $0.fullName == SchemaOptionNames.namespace }
+    }
+
+    /// The file declaring the schema options among those `file` imports, directly or not, when `file`
+    /// is not it.
+    static func optionsFile(importedBy file: FileDescriptor) -> FileDescriptor? {
+        guard !Self.declaresSchemaOptions(file) else { return nil }
+        return closure(of: file).first { Self.declaresSchemaOptions($0) }
+    }
+
     /// Whether the generated file must `import MentoryWire`: as `ImportMentoryWire` says, else unless the
-    /// file is in the package declaring the schema options (`mentory.v1`, compiled into MentoryWire) or
+    /// file declares the schema options (mentory.proto, compiled into MentoryWire) or
     /// `ProtoPathModuleMappings` maps it to the module `MentoryWire`.
     static func importsMentoryWire(_ file: FileDescriptor, options: SchemaGeneratorOptions) -> Bool {
         if let explicit = options.importMentoryWire { return explicit }
         if options.mappings.moduleName(forFile: file) == "MentoryWire" { return false }
-        return file.package != SchemaOptionNames.package
+        return !Self.declaresSchemaOptions(file)
     }
 
     static func identifier(_ name: String) -> String {
@@ -168,8 +184,7 @@ struct SwiftSchemaWriter {
     /// The file declaring the schema options (mentory.proto, compiled into MentoryWire) when this
     /// file imports it and is not it: its descriptors are then `MentorySchema.fileDescriptors`.
     private var sharedSchemaFile: FileDescriptor? {
-        guard self.file.package != SchemaOptionNames.package else { return nil }
-        return closure(of: self.file).first { $0.package == SchemaOptionNames.package }
+        Self.optionsFile(importedBy: self.file)
     }
 
     private mutating func writeNamespace(_ namespace: NamespaceDeclaration, schema: String, visibility: String) {

@@ -32,34 +32,34 @@ public protocol DiaryStore: Sendable {
     /// Stores a new entry, deciding in one step (one transaction) whether it may.
     ///
     /// An entry identical to the stored one with the same id is ``DiaryInsertOutcome/alreadyPresent``,
-    /// so that repeating an import, even concurrently, succeeds. Throws ``MentoryError/conflict(_:)``
+    /// so that repeating an import, even concurrently, succeeds. Throws ``StorageError/conflict(_:)``
     /// when a different entry has the same id, or another entry has the same record date.
     @discardableResult
-    nonisolated(nonsending) func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError) -> DiaryInsertOutcome
+    nonisolated(nonsending) func insert(_ entry: Mentory_V1_DiaryEntry) async throws(StorageError) -> DiaryInsertOutcome
 
     /// The entry with `id`, or `nil`.
-    nonisolated(nonsending) func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry?
+    nonisolated(nonsending) func entry(id: String) async throws(StorageError) -> Mentory_V1_DiaryEntry?
 
     /// Up to `limit` entries with a record date before `before` (all when `nil`), newest record date first.
-    nonisolated(nonsending) func entries(limit: Int, before: String?) async throws(MentoryError)
+    nonisolated(nonsending) func entries(limit: Int, before: String?) async throws(StorageError)
         -> [Mentory_V1_DiaryEntry]
 
     /// Removes and returns the entry with `id`, or returns `nil` when there is none.
-    nonisolated(nonsending) func delete(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry?
+    nonisolated(nonsending) func delete(id: String) async throws(StorageError) -> Mentory_V1_DiaryEntry?
 
     /// Sets the done flag of one action item; writes nothing when it already has that value.
     nonisolated(nonsending) func setActionItemDone(
         entryID: String,
         itemID: String,
         done: Bool
-    ) async throws(MentoryError) -> DiaryActionItemUpdate
+    ) async throws(StorageError) -> DiaryActionItemUpdate
 }
 
 /// Where the mentor's latest message lives between restarts.
 public protocol MentorStateStore: Sendable {
     /// The last saved state; empty when nothing was ever saved.
-    nonisolated(nonsending) func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState
+    nonisolated(nonsending) func loadMentorState() async throws(StorageError) -> Mentory_V1_MentorState
 
     /// Replaces the saved state; returns once it is stored.
-    nonisolated(nonsending) func saveMentorState(_ state: Mentory_V1_MentorState) async throws(MentoryError)
+    nonisolated(nonsending) func saveMentorState(_ state: Mentory_V1_MentorState) async throws(StorageError)
 }

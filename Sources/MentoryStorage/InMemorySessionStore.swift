@@ -24,7 +24,7 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
     /// Every record date, ascending, so a page is a binary search and a slice rather than a sort.
     private var recordDates: [String] = []
     private var mentorState = Mentory_V1_MentorState()
-    private var writeFailure: MentoryError?
+    private var writeFailure: StorageError?
 
     /// A store on an executor of its own.
     public init() {
@@ -46,16 +46,16 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
 
     /// Makes every later write fail with `failure` and change nothing, until called with `nil`:
     /// for tests of what a failed write must not do.
-    public func failWrites(with failure: MentoryError?) {
+    public func failWrites(with failure: StorageError?) {
         self.writeFailure = failure
     }
 
-    private func checkWritable() throws(MentoryError) {
+    private func checkWritable() throws(StorageError) {
         if let failure = self.writeFailure { throw failure }
     }
 
     @discardableResult
-    public func insert(_ entry: Mentory_V1_DiaryEntry) throws(MentoryError) -> DiaryInsertOutcome {
+    public func insert(_ entry: Mentory_V1_DiaryEntry) throws(StorageError) -> DiaryInsertOutcome {
         try self.checkWritable()
         if let existing = self.entriesByID[entry.id] {
             guard existing == entry else {
@@ -82,7 +82,7 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         return self.recordDates[start..<end].reversed().map { self.entriesByID[self.idsByRecordDate[$0]!]! }
     }
 
-    public func delete(id: String) throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+    public func delete(id: String) throws(StorageError) -> Mentory_V1_DiaryEntry? {
         try self.checkWritable()
         guard let entry = self.entriesByID.removeValue(forKey: id) else { return nil }
         self.idsByRecordDate[entry.recordDate] = nil
@@ -94,7 +94,7 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         entryID: String,
         itemID: String,
         done: Bool
-    ) throws(MentoryError) -> DiaryActionItemUpdate {
+    ) throws(StorageError) -> DiaryActionItemUpdate {
         try self.checkWritable()
         guard var entry = self.entriesByID[entryID] else {
             throw .notFound("diary entry \(entryID)")
@@ -114,7 +114,7 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         self.mentorState
     }
 
-    public func saveMentorState(_ state: Mentory_V1_MentorState) throws(MentoryError) {
+    public func saveMentorState(_ state: Mentory_V1_MentorState) throws(StorageError) {
         try self.checkWritable()
         self.mentorState = state
     }

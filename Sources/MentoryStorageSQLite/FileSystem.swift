@@ -5,7 +5,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import MentoryWire
+import MentoryStorage
 
 /// The few POSIX file operations the store needs, each failing with an actionable message.
 enum FileSystem {
@@ -36,26 +36,26 @@ enum FileSystem {
     }
 
     /// Makes the entries of `directory` durable (a new or renamed file survives a power cut).
-    static func syncDirectory(_ directory: String) throws(MentoryError) {
+    static func syncDirectory(_ directory: String) throws(StorageError) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw .storageFailure("cannot open the directory \(directory) to sync it: \(self.errnoText())")
+            throw .failed("cannot open the directory \(directory) to sync it: \(self.errnoText())")
         }
         defer { close(fd) }
         guard fsync(fd) == 0 else {
-            throw .storageFailure("cannot sync the directory \(directory): \(self.errnoText())")
+            throw .failed("cannot sync the directory \(directory): \(self.errnoText())")
         }
     }
 
     /// Flushes the file at `path` to the disk.
-    static func syncFile(_ path: String) throws(MentoryError) {
+    static func syncFile(_ path: String) throws(StorageError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw .storageFailure("cannot open \(path) to sync it: \(self.errnoText())")
+            throw .failed("cannot open \(path) to sync it: \(self.errnoText())")
         }
         defer { close(fd) }
         guard fsync(fd) == 0 else {
-            throw .storageFailure("cannot sync \(path) to the disk: \(self.errnoText())")
+            throw .failed("cannot sync \(path) to the disk: \(self.errnoText())")
         }
     }
 

@@ -1,6 +1,6 @@
 import NIOConcurrencyHelpers
 import GRDB
-import MentoryWire
+import MentoryStorage
 import Metrics
 import Synchronization
 
@@ -50,7 +50,7 @@ public enum StorageMetricLabels {
 /// batching delay.
 ///
 /// **Bounds.** One transaction holds at most `maxBatchSize` writes; the queue holds at most
-/// `maxQueuedWrites`, and a write beyond that fails at once with ``MentoryError/unavailable(_:)``
+/// `maxQueuedWrites`, and a write beyond that fails at once with ``StorageError/overloaded(_:)``
 /// (the daemon sets it to the most requests it has in flight, so it never refuses a write there).
 ///
 /// **Outcomes.** A write that fails (a conflict, say) rolls back alone and the others in its
@@ -60,7 +60,7 @@ public enum StorageMetricLabels {
 /// is rolled back and the batch runs again with each write in a savepoint of its own. (Two
 /// statements per write saved in the common case, a batch run twice in the rare one.) Every caller is resumed only after the transaction holding its write committed;
 /// when that transaction fails, every write of the batch fails with
-/// ``MentoryError/storageFailure(_:)`` and none is acknowledged, and the queue goes on with the
+/// ``StorageError/failed(_:)`` and none is acknowledged, and the queue goes on with the
 /// next batch.
 final class GroupCommitQueue: Sendable {
     /// How a write runs in its batch's transaction.
@@ -84,7 +84,7 @@ final class GroupCommitQueue: Sendable {
         /// when the whole transaction is lost or must run again.
         let apply: @Sendable (_ db: Database, _ isolation: Isolation) throws -> Applied
         /// Answers the caller when the batch failed as a whole.
-        let fail: @Sendable (MentoryError) -> Void
+        let fail: @Sendable (StorageError) -> Void
     }
 
     /// A write applied in a batch's transaction.
@@ -113,7 +113,7 @@ final class GroupCommitQueue: Sendable {
     private enum Admission {
         case queued
         case startDrain
-        case refused(MentoryError)
+        case refused(StorageError)
     }
 
     /// The metrics recorded once per commit, created once.
@@ -174,15 +174,15 @@ final class GroupCommitQueue: Sendable {
 
     /// Runs `body` in the next batch's transaction and returns its value once that transaction committed.
     ///
-    /// `body` may throw ``MentoryError`` to refuse the write (its savepoint is rolled back); SQLite
-    /// errors become ``MentoryError/storageFailure(_:)``. Runs on the caller's executor until it
+    /// `body` may throw ``StorageError`` to refuse the write (its savepoint is rolled back); SQLite
+    /// errors become ``StorageError/failed(_:)``. Runs on the caller's executor until it
     /// waits for the commit.
     nonisolated(nonsending) func submit<T: Sendable>(
         _ body: @escaping @Sendable (Database) throws -> T
-    ) async throws(MentoryError) -> T {
+    ) async throws(StorageError) -> T {
         let path = self.path
         let maxQueuedWrites = self.maxQueuedWrites
-        let result: Result<T, MentoryError> = await withCheckedContinuation { continuation in
+        let result: Result<T, StorageError> = await withCheckedContinuation { continuation in
             let write = PendingWrite(
                 apply: { db, isolation in
                     let outcome = try Self.attempt(body, in: db, isolation: isolation, path: path)
@@ -197,11 +197,11 @@ final class GroupCommitQueue: Sendable {
             )
             let admission = self.state.withLockedValue { state -> Admission in
                 guard !state.isClosed else {
-                    return .refused(.storageFailure("the database \(path) is closed"))
+                    return .refused(.failed("the database \(path) is closed"))
                 }
                 guard state.queuedCount < maxQueuedWrites else {
                     return .refused(
-                        .unavailable(
+                        .overloaded(
                             "\(maxQueuedWrites) writes are already waiting for the database \(path); retry later"))
                 }
                 state.pending.append(write)
@@ -351,7 +351,7 @@ final class GroupCommitQueue: Sendable {
         in db: Database,
         isolation: Isolation,
         path: String
-    ) throws -> Result<T, MentoryError> {
+    ) throws -> Result<T, StorageError> {
         var value: T?
         do {
             switch isolation {
@@ -378,7 +378,7 @@ final class GroupCommitQueue: Sendable {
             // whole transaction is gone (SQLite abandons it on a full disk or an I/O error, and
             // `inSavepoint` rolls it back when the savepoint cannot be), the batch fails as a whole.
             guard db.isInsideTransaction else { throw error }
-            if let refusal = error as? MentoryError { return .failure(refusal) }
+            if let refusal = error as? StorageError { return .failure(refusal) }
             return .failure(StorageFailures.write(error, path: path))
         }
         guard let value else {

@@ -40,7 +40,7 @@ import Metrics
 /// mentoryd left half made when it crashed during its first start (`application_id` 0 and nothing
 /// but GRDB's empty migrations table), so that no crash point leaves a file mentoryd refuses.
 ///
-/// **Opening** refuses, with a ``MentoryError/storageFailure(_:)`` naming the remedy: a read-only
+/// **Opening** refuses, with a ``StorageError/failed(_:)`` naming the remedy: a read-only
 /// file or directory, a database another mentoryd holds, one locked by another program, a file
 /// that is not a SQLite database or fails `PRAGMA quick_check`, a database of another program,
 /// and one written by a newer mentoryd. It never replaces a damaged database with an empty one.
@@ -86,7 +86,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         /// The most writes one group-commit transaction holds.
         public var maxBatchSize: Int = 512
         /// The most writes waiting for a transaction; a write beyond it fails at once with
-        /// ``MentoryError/unavailable(_:)``. The daemon sets it to the most requests it can have in
+        /// ``StorageError/overloaded(_:)``. The daemon sets it to the most requests it can have in
         /// flight (`limits.maxConnections` x `limits.maxRequestsInFlight`), so that it never
         /// refuses a write there; the default is that product for the default limits.
         public var maxQueuedWrites: Int = 1024 * 128
@@ -132,10 +132,10 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// Opening blocks: it may wait up to ``Configuration/busyTimeout`` for another mentoryd to let
     /// go of the database's lock, then reads and checks the whole file. Async code calls this, so
     /// that no thread of Swift's cooperative pool is held while it waits.
-    public static func opened(configuration: Configuration) async throws(MentoryError) -> SQLiteSessionStore {
-        let result: Result<SQLiteSessionStore, MentoryError> = await withCheckedContinuation { continuation in
+    public static func opened(configuration: Configuration) async throws(StorageError) -> SQLiteSessionStore {
+        let result: Result<SQLiteSessionStore, StorageError> = await withCheckedContinuation { continuation in
             let thread = Thread {
-                do throws(MentoryError) {
+                do throws(StorageError) {
                     continuation.resume(returning: .success(try SQLiteSessionStore(configuration: configuration)))
                 } catch {
                     continuation.resume(returning: .failure(error))
@@ -153,23 +153,23 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// ``Configuration/busyTimeout``) and checks the file: from async code, call
     /// ``opened(configuration:)`` instead.
     ///
-    /// Throws ``MentoryError/storageFailure(_:)`` saying why the database cannot be used and what to do.
-    public init(configuration: Configuration) throws(MentoryError) {
+    /// Throws ``StorageError/failed(_:)`` saying why the database cannot be used and what to do.
+    public init(configuration: Configuration) throws(StorageError) {
         let path = configuration.path
         let directory = FileSystem.parentDirectory(of: path)
         guard FileSystem.isDirectory(directory) else {
-            throw .storageFailure(
+            throw .failed(
                 "the state directory \(directory) does not exist; create it or pass another --state-dir")
         }
         let existingSize = FileSystem.fileSize(path)
         if existingSize == nil, let walSize = FileSystem.fileSize(path + "-wal"), walSize > 0 {
-            throw .storageFailure(
+            throw .failed(
                 "\(path)-wal exists but the database \(path) is missing, so committed entries may be lost; "
                     + "restore \(path) from a backup, or move \(path)-wal aside to start an empty diary"
             )
         }
         guard access(directory, W_OK) == 0 else {
-            throw .storageFailure(
+            throw .failed(
                 "the state directory \(directory) is read-only (\(FileSystem.errnoText())); SQLite needs to "
                     + "create files next to the database: make it writable by mentoryd's user"
             )
@@ -179,24 +179,24 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             let code = errno
             switch code {
             case EACCES, EPERM, EROFS:
-                throw .storageFailure(
+                throw .failed(
                     "the database \(path) is read-only (\(FileSystem.errnoText(code))); make it writable by "
                         + "mentoryd's user (for example chmod u+w \(path)), then restart mentoryd"
                 )
             default:
-                throw .storageFailure("cannot open the database \(path): \(FileSystem.errnoText(code))")
+                throw .failed("cannot open the database \(path): \(FileSystem.errnoText(code))")
             }
         }
         guard FileSystem.lockExclusively(descriptor, waitingUpTo: configuration.busyTimeout) else {
             let code = errno
             FileSystem.closeDescriptor(descriptor)
             if code == EWOULDBLOCK {
-                throw .storageFailure(
+                throw .failed(
                     "the database \(path) is locked: another mentoryd is already using it; stop that daemon, "
                         + "or give this one another --state-dir"
                 )
             }
-            throw .storageFailure("cannot lock the database \(path): \(FileSystem.errnoText(code))")
+            throw .failed("cannot lock the database \(path): \(FileSystem.errnoText(code))")
         }
         let pool: DatabasePool
         let closedCleanly: Bool
@@ -236,7 +236,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         } catch {
             try? pool.close()
             FileSystem.closeDescriptor(descriptor)
-            throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
+            throw .failed("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
         }
         self.path = path
         self.checkpointMode =
@@ -260,10 +260,10 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// Commits the queued writes, sets the clean-shutdown marker when the file was verified during
     /// this run, checkpoints the log into the database file, and closes it.
     ///
-    /// Calls after the first do nothing. Writes after this fail with ``MentoryError/storageFailure(_:)``.
+    /// Calls after the first do nothing. Writes after this fail with ``StorageError/failed(_:)``.
     /// Every acknowledged write is already durable, so a failure here (reported by the error) loses
     /// nothing: the next start-up replays the log (and checks the file, having found no marker).
-    public func close() async throws(MentoryError) {
+    public func close() async throws(StorageError) {
         guard await self.commits.close() else { return }
         defer { FileSystem.closeDescriptor(self.lockDescriptor) }
         // No commit follows: the writer's hook goes.
@@ -288,7 +288,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             // files as it closes, leaving one self-contained file.
             try DatabaseQueue(path: self.path).close()
         } catch {
-            throw .storageFailure("closing \(self.path) failed: \(StorageFailures.describe(error, path: self.path))")
+            throw .failed("closing \(self.path) failed: \(StorageFailures.describe(error, path: self.path))")
         }
     }
 
@@ -351,7 +351,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     /// The durability settings of the connection that writes: `journal_mode` and `synchronous`
     /// (`wal` and 2, FULL, while the store is open).
-    public func writerSettings() async throws(MentoryError) -> (journalMode: String, synchronous: Int) {
+    public func writerSettings() async throws(StorageError) -> (journalMode: String, synchronous: Int) {
         do {
             return try await self.pool.writeWithoutTransaction { db in
                 (
@@ -372,7 +372,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     // MARK: DiaryStore
 
     @discardableResult
-    nonisolated(nonsending) public func insert(_ entry: Mentory_V1_DiaryEntry) async throws(MentoryError)
+    nonisolated(nonsending) public func insert(_ entry: Mentory_V1_DiaryEntry) async throws(StorageError)
         -> DiaryInsertOutcome
     {
         // The check and the insert share the write's transaction: two identical imports, even
@@ -382,13 +382,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             let matches = try DiaryRows.ids(matchingID: entry.id, orRecordDate: entry.recordDate, in: db)
             if matches.contains(entry.id), let existing = try DiaryRows.entry(id: entry.id, in: db) {
                 guard existing == entry else {
-                    throw MentoryError.conflict(
+                    throw StorageError.conflict(
                         "a different entry with id \(entry.id) already exists; delete it first to replace it")
                 }
                 return DiaryInsertOutcome.alreadyPresent
             }
             if let existing = matches.first(where: { $0 != entry.id }) {
-                throw MentoryError.conflict(
+                throw StorageError.conflict(
                     "there is already an entry for \(entry.recordDate) (id \(existing)); delete it first"
                 )
             }
@@ -397,17 +397,17 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    nonisolated(nonsending) public func entry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+    nonisolated(nonsending) public func entry(id: String) async throws(StorageError) -> Mentory_V1_DiaryEntry? {
         try await self.read { db in try DiaryRows.entry(id: id, in: db) }
     }
 
-    nonisolated(nonsending) public func entries(limit: Int, before: String?) async throws(MentoryError)
+    nonisolated(nonsending) public func entries(limit: Int, before: String?) async throws(StorageError)
         -> [Mentory_V1_DiaryEntry]
     {
         try await self.read { db in try DiaryRows.entries(limit: limit, before: before, in: db) }
     }
 
-    nonisolated(nonsending) public func delete(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry? {
+    nonisolated(nonsending) public func delete(id: String) async throws(StorageError) -> Mentory_V1_DiaryEntry? {
         try await self.commits.submit { db in
             guard let entry = try DiaryRows.entry(id: id, in: db) else { return nil }
             try DiaryRows.delete(id: id, in: db)
@@ -419,13 +419,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         entryID: String,
         itemID: String,
         done: Bool
-    ) async throws(MentoryError) -> DiaryActionItemUpdate {
+    ) async throws(StorageError) -> DiaryActionItemUpdate {
         try await self.commits.submit { db in
             guard var entry = try DiaryRows.entry(id: entryID, in: db) else {
-                throw MentoryError.notFound("diary entry \(entryID)")
+                throw StorageError.notFound("diary entry \(entryID)")
             }
             guard let index = entry.actionItems.firstIndex(where: { $0.id == itemID }) else {
-                throw MentoryError.notFound("action item \(itemID) of diary entry \(entryID)")
+                throw StorageError.notFound("action item \(itemID) of diary entry \(entryID)")
             }
             guard entry.actionItems[index].done != done else {
                 return DiaryActionItemUpdate(entry: entry, changed: false)
@@ -437,17 +437,17 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     }
 
     /// The number of diary entries.
-    public func diaryEntryCount() async throws(MentoryError) -> Int {
+    public func diaryEntryCount() async throws(StorageError) -> Int {
         try await self.read { db in try DiaryRows.count(in: db) }
     }
 
     // MARK: MentorStateStore
 
-    nonisolated(nonsending) public func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState {
+    nonisolated(nonsending) public func loadMentorState() async throws(StorageError) -> Mentory_V1_MentorState {
         try await self.read { db in try MentorRows.load(from: db) }
     }
 
-    nonisolated(nonsending) public func saveMentorState(_ state: Mentory_V1_MentorState) async throws(MentoryError) {
+    nonisolated(nonsending) public func saveMentorState(_ state: Mentory_V1_MentorState) async throws(StorageError) {
         try await self.commits.submit { db in try MentorRows.save(state, into: db) }
     }
 
@@ -470,7 +470,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// must be an absolute path in an existing directory and must not exist: a backup never
     /// overwrites a file. The copy is verified with `PRAGMA quick_check` and synced to the disk
     /// before it appears under its name.
-    public func backup(to destination: String) async throws(MentoryError) -> BackupSummary {
+    public func backup(to destination: String) async throws(StorageError) -> BackupSummary {
         guard destination.hasPrefix("/") else {
             throw .invalidArgument("the backup destination must be an absolute path, not '\(destination)'")
         }
@@ -484,7 +484,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         let partial = destination + ".partial-\(UInt64.random(in: 0...UInt64.max))"
         let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw .storageFailure("cannot create \(partial): \(FileSystem.errnoText())")
+            throw .failed("cannot create \(partial): \(FileSystem.errnoText())")
         }
         FileSystem.closeDescriptor(descriptor)
         defer {
@@ -501,7 +501,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                 try db.execute(sql: "PRAGMA journal_mode = DELETE")
                 let problems = try String.fetchAll(db, sql: "PRAGMA quick_check")
                 guard problems == ["ok"] else {
-                    throw MentoryError.storageFailure(
+                    throw StorageError.failed(
                         "the backup failed its integrity check: \(problems.prefix(3).joined(separator: "; "))"
                     )
                 }
@@ -509,7 +509,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             }
             try copy.close()
         } catch {
-            throw .storageFailure(
+            throw .failed(
                 "cannot back up to \(destination): \(StorageFailures.describe(error, path: self.path))")
         }
         try FileSystem.syncFile(partial)
@@ -518,7 +518,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             if code == EEXIST {
                 throw .conflict("\(destination) already exists; a backup never overwrites a file, choose a new name")
             }
-            throw .storageFailure("cannot create \(destination): \(FileSystem.errnoText(code))")
+            throw .failed("cannot create \(destination): \(FileSystem.errnoText(code))")
         }
         try FileSystem.syncDirectory(directory)
         return BackupSummary(path: destination, bytes: FileSystem.fileSize(destination) ?? 0, diaryEntries: entries)
@@ -528,7 +528,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     nonisolated(nonsending) private func read<T: Sendable>(
         _ body: @escaping @Sendable (Database) throws -> T
-    ) async throws(MentoryError) -> T {
+    ) async throws(StorageError) -> T {
         do {
             return try await self.pool.read(body)
         } catch {
@@ -537,11 +537,11 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     }
 
     /// Rejects a non-empty file that does not start with SQLite's header, before SQLite sees it.
-    private static func checkHeader(descriptor: Int32, path: String) throws(MentoryError) {
+    private static func checkHeader(descriptor: Int32, path: String) throws(StorageError) {
         let header = FileSystem.readPrefix(descriptor, count: 16)
         guard !header.isEmpty else { return }
         guard header == Array("SQLite format 3\0".utf8) else {
-            throw .storageFailure(
+            throw .failed(
                 "the database \(path) is damaged: it does not start with a SQLite header; mentoryd will not "
                     + "replace it with an empty one. Stop mentoryd and restore the file from a backup, or move "
                     + "it aside to start an empty diary"
@@ -553,7 +553,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    private static func openPool(_ configuration: Configuration) throws(MentoryError) -> DatabasePool {
+    private static func openPool(_ configuration: Configuration) throws(StorageError) -> DatabasePool {
         var grdb = GRDB.Configuration()
         grdb.label = "mentoryd"
         grdb.busyMode = .timeout(self.seconds(configuration.busyTimeout))
@@ -569,7 +569,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         do {
             return try DatabasePool(path: configuration.path, configuration: grdb)
         } catch {
-            throw .storageFailure(
+            throw .failed(
                 "cannot open the diary database: \(StorageFailures.describe(error, path: configuration.path))")
         }
     }
@@ -587,7 +587,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// newer mentoryd, and, unless the last run closed it cleanly, that it is sound; then claims a
     /// new or half-made file for mentoryd (``SQLiteSchema/applicationID``) before anything else is
     /// written to it.
-    private static func inspect(_ configuration: Configuration) throws(MentoryError) -> Inspection {
+    private static func inspect(_ configuration: Configuration) throws(StorageError) -> Inspection {
         let path = configuration.path
         var grdb = GRDB.Configuration()
         grdb.label = "mentoryd.inspection"
@@ -604,13 +604,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                 if !closedCleanly {
                     let problems = try String.fetchAll(db, sql: "PRAGMA quick_check")
                     guard problems == ["ok"] else {
-                        throw MentoryError.storageFailure(Self.damagedReason(path: path, problems: problems))
+                        throw StorageError.failed(Self.damagedReason(path: path, problems: problems))
                     }
                 }
                 let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
                 let unclaimed = try applicationID == 0 && Self.isUnclaimed(db)
                 guard applicationID == SQLiteSchema.applicationID || unclaimed else {
-                    throw MentoryError.storageFailure(
+                    throw StorageError.failed(
                         "\(path) is a SQLite database of another program (application_id \(applicationID)), not "
                             + "mentoryd's; move it aside or choose another --state-dir"
                     )
@@ -618,7 +618,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                 if try migrator.hasBeenSuperseded(db) {
                     let known = Set(SQLiteSchema.migrationIdentifiers)
                     let unknown = try migrator.appliedIdentifiers(db).subtracting(known).sorted()
-                    throw MentoryError.storageFailure(
+                    throw StorageError.failed(
                         "the database \(path) was written by a newer mentoryd (schema \(unknown.joined(separator: ", "))); "
                             + "upgrade mentoryd, or restore a backup made by this version"
                     )
@@ -632,10 +632,10 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                 }
                 return Inspection(closedCleanly: closedCleanly, claimed: unclaimed)
             }
-        } catch let error as MentoryError {
+        } catch let error as StorageError {
             throw error
         } catch {
-            throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
+            throw .failed("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
         }
     }
 
@@ -656,13 +656,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     /// Makes the pool's writer durable (synchronous=FULL in WAL mode), clears the clean-shutdown
     /// marker when it is set, then migrates the database.
-    private static func prepare(_ pool: DatabasePool, path: String, clearingMarker: Bool) throws(MentoryError) {
+    private static func prepare(_ pool: DatabasePool, path: String, clearingMarker: Bool) throws(StorageError) {
         let migrator = SQLiteSchema.migrator
         do {
             try pool.writeWithoutTransaction { db in
                 let journalMode = try String.fetchOne(db, sql: "PRAGMA journal_mode")
                 guard journalMode?.lowercased() == "wal" else {
-                    throw MentoryError.storageFailure(
+                    throw StorageError.failed(
                         "the database \(path) cannot use write-ahead logging (journal mode is \(journalMode ?? "unknown")); "
                             + "put the state directory on a local file system"
                     )
@@ -682,7 +682,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous")
                 guard synchronous == 2 else {
-                    throw MentoryError.internal("PRAGMA synchronous is \(synchronous ?? -1), not FULL (2)")
+                    throw StorageError.internal("PRAGMA synchronous is \(synchronous ?? -1), not FULL (2)")
                 }
             }
             try migrator.migrate(pool)
@@ -690,10 +690,10 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "BEGIN IMMEDIATE; COMMIT")
             }
-        } catch let error as MentoryError {
+        } catch let error as StorageError {
             throw error
         } catch {
-            throw .storageFailure("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
+            throw .failed("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
         }
     }
 }

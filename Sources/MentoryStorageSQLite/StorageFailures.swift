@@ -1,19 +1,19 @@
 import GRDB
-import MentoryWire
+import MentoryStorage
 
-/// Turns SQLite failures into ``MentoryError/storageFailure(_:)`` with a message that says what
+/// Turns SQLite failures into ``StorageError/failed(_:)`` with a message that says what
 /// happened and what the user can do about it.
 enum StorageFailures {
     /// The failure of a write that was not saved.
-    static func write(_ error: any Error, path: String) -> MentoryError {
-        if let error = error as? MentoryError { return error }
-        return .storageFailure("\(self.describe(error, path: path)); the change was not saved")
+    static func write(_ error: any Error, path: String) -> StorageError {
+        if let error = error as? StorageError { return error }
+        return .failed("\(self.describe(error, path: path)); the change was not saved")
     }
 
     /// The failure of a read.
-    static func read(_ error: any Error, path: String) -> MentoryError {
-        if let error = error as? MentoryError { return error }
-        return .storageFailure(self.describe(error, path: path))
+    static func read(_ error: any Error, path: String) -> StorageError {
+        if let error = error as? StorageError { return error }
+        return .failed(self.describe(error, path: path))
     }
 
     /// A sentence naming the cause of `error` and the remedy.

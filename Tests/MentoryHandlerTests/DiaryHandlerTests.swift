@@ -297,7 +297,7 @@ struct DiaryIdempotenceTests {
         let store = InMemorySessionStore()
         let harness = try await openDiary(store)
         let kept = try await harness.call(Diary.add, .make("2026-11-19", suggestions: ["rest"]))
-        await store.failWrites(with: .storageFailure("the disk is full"))
+        await store.failWrites(with: .failed("the disk is full"))
         #expect(await failure(harness, Diary.add, .make("2026-11-20")) == .storageFailure)
         var done = Mentory_V1_DiarySuggestionDoneRequest()
         done.entryID = kept.id

@@ -12,11 +12,11 @@ actor RecordingMentorStore: MentorStateStore {
     let backing = InMemorySessionStore()
     private(set) var saved: [Mentory_V1_MentorState] = []
 
-    func loadMentorState() async throws(MentoryError) -> Mentory_V1_MentorState {
+    func loadMentorState() async throws(StorageError) -> Mentory_V1_MentorState {
         await self.backing.loadMentorState()
     }
 
-    func saveMentorState(_ state: Mentory_V1_MentorState) async throws(MentoryError) {
+    func saveMentorState(_ state: Mentory_V1_MentorState) async throws(StorageError) {
         try await self.backing.saveMentorState(state)
         self.saved.append(state)
     }
@@ -96,7 +96,7 @@ struct MentorHandlerTests {
         let harness = try await self.open(store)
         let kept = try await harness.call(Mentor.set, .make("kept", todos: ["a"]))
 
-        await store.failWrites(with: .storageFailure("the disk is full"))
+        await store.failWrites(with: .failed("the disk is full"))
         #expect(await failure(harness, Mentor.set, .make("lost")) == .storageFailure)
         var complete = Mentory_V1_MentorCompleteTodoRequest()
         complete.id = kept.message.actionItems[0].id

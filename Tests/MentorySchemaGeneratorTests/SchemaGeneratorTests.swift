@@ -253,4 +253,36 @@ struct SchemaGeneratorTests {
         #expect(renamed.contents.contains("enum Greetings {}"))
         #expect(!renamed.contents.contains("import MentoryWire"))
     }
+
+    @Test(
+        "a second file of mentory.proto's package imports MentoryWire, is named after its file and reuses MentorySchema's descriptors"
+    )
+    func secondFileOfThePackage() throws {
+        var domain = Google_Protobuf_FileDescriptorProto()
+        domain.name = "mentory_domain.proto"
+        domain.package = "mentory.v1"
+        domain.syntax = "proto3"
+        domain.dependency = ["mentory.proto"]
+        var note = Google_Protobuf_DescriptorProto()
+        note.name = "Note"
+        domain.messageType = [note]
+        var service = Google_Protobuf_ServiceDescriptorProto()
+        service.name = "Notes"
+        service.options = try Self.options(
+            namespace: "notes", topics: [("notes", ".mentory.v1.Note", ".mentory.v1.Note")])
+        var method = Google_Protobuf_MethodDescriptorProto()
+        method.name = "add"
+        method.inputType = ".mentory.v1.Note"
+        method.outputType = ".mentory.v1.Empty"
+        service.method = [method]
+        domain.service = [service]
+
+        let output = try #require(try Self.generate(Self.files + [domain]).first)
+        #expect(output.name == "mentory_domain.schema.swift")
+        #expect(output.contents.contains("import MentoryWire\n"))
+        #expect(output.contents.contains("public enum MentoryDomainSchema {}"))
+        #expect(!output.contents.contains("enum MentorySchema {}"))
+        #expect(output.contents.contains("MethodSchema<Notes, Mentory_V1_Note, Mentory_V1_Empty>(name: \"add\")"))
+        #expect(output.contents.contains("base64Files: MentorySchema.fileDescriptors.base64Files + ["))
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MentoryStorage
 import MentoryStorageSQLite
 import MentoryWire
 import Testing
@@ -70,7 +71,7 @@ struct FirstStartTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/mentoryd.sqlite"
             try Self.makeDatabase(path) { db in try db.execute(sql: schema) }
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("another program (application_id 0)"), "\(reason)")
             #expect(try Self.applicationID(path) == 0)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MentoryStorage
 import MentoryStorageSQLite
 import MentoryWire
 
@@ -24,7 +25,7 @@ struct FixtureError: Error, CustomStringConvertible {
 func openStore(
     _ directory: String,
     configure: (inout SQLiteSessionStore.Configuration) -> Void = { _ in }
-) throws(MentoryError) -> SQLiteSessionStore {
+) throws(StorageError) -> SQLiteSessionStore {
     var configuration = SQLiteSessionStore.Configuration(path: directory + "/mentoryd.sqlite")
     configure(&configuration)
     return try SQLiteSessionStore(configuration: configuration)
@@ -94,7 +95,7 @@ func inspect<T>(_ path: String, _ body: (Database) throws -> T) throws -> T {
 }
 
 /// The error `body` threw, or `nil`.
-func storageError<T>(_ body: () async throws(MentoryError) -> T) async -> MentoryError? {
+func storageError<T>(_ body: () async throws(StorageError) -> T) async -> StorageError? {
     do {
         _ = try await body()
         return nil
@@ -103,10 +104,10 @@ func storageError<T>(_ body: () async throws(MentoryError) -> T) async -> Mentor
     }
 }
 
-extension MentoryError {
+extension StorageError {
     /// The storage failure's message, or `nil` for another error.
     var storageFailureReason: String? {
-        guard case .storageFailure(let reason) = self else { return nil }
+        guard case .failed(let reason) = self else { return nil }
         return reason
     }
 }

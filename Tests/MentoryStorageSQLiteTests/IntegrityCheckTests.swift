@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MentoryStorage
 import MentoryStorageSQLite
 import MentoryWire
 import Testing
@@ -118,7 +119,7 @@ struct IntegrityCheckTests {
             #expect(try DamagedDatabase.userVersion(path) == 0)
 
             // The next start checks the file before opening it, and refuses it.
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let refusal = try #require(error?.storageFailureReason)
             #expect(refusal.contains("is damaged"))
             #expect(refusal.contains("backup"))

@@ -1,5 +1,6 @@
 import Dispatch
 import GRDB
+import MentoryStorage
 import MentoryTestSupport
 import MentoryWire
 import MetricsTestKit
@@ -37,12 +38,12 @@ struct PartialWriteTests {
                         try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [base + 1])
                     }
                 }
-                let refused = Task { () async -> MentoryError? in
-                    do throws(MentoryError) {
+                let refused = Task { () async -> StorageError? in
+                    do throws(StorageError) {
                         try await queue.submit { db in
                             // Changes a row, then refuses: the row must not be committed.
                             try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [base + 2])
-                            throw MentoryError.conflict("refused after writing")
+                            throw StorageError.conflict("refused after writing")
                         }
                         return nil
                     } catch {

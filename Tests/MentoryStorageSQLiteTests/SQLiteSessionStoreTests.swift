@@ -99,7 +99,7 @@ struct MigrationTests {
                 try future.migrate(queue)
                 try queue.close()
             }
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("newer mentoryd"))
             #expect(reason.contains("v99-from-the-future"))
@@ -115,7 +115,7 @@ struct MigrationTests {
                 try await queue.write { db in try db.execute(sql: "CREATE TABLE bookmarks (url TEXT)") }
                 try queue.close()
             }
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("another program"))
             #expect(try inspect(path) { db in try db.tableExists("diary_entry") } == false)
@@ -167,8 +167,8 @@ struct SemanticsTests {
             #expect(try await sqlite.insert(first) == .alreadyPresent)
             #expect(try await memory.insert(first) == .alreadyPresent)
             for attempt in [sameID, sameDate] {
-                let sqliteError = await storageError { () throws(MentoryError) in try await sqlite.insert(attempt) }
-                let memoryError = await storageError { () throws(MentoryError) in try await memory.insert(attempt) }
+                let sqliteError = await storageError { () throws(StorageError) in try await sqlite.insert(attempt) }
+                let memoryError = await storageError { () throws(StorageError) in try await memory.insert(attempt) }
                 #expect(sqliteError != nil)
                 #expect(sqliteError == memoryError)
                 if case .conflict = sqliteError {
@@ -224,11 +224,11 @@ struct SemanticsTests {
                 try await store.setActionItemDone(entryID: entry.id, itemID: "item-1", done: false)
                     == DiaryActionItemUpdate(entry: expected, changed: false))
 
-            let unknownEntry = await storageError { () throws(MentoryError) in
+            let unknownEntry = await storageError { () throws(StorageError) in
                 try await store.setActionItemDone(entryID: "missing", itemID: "item-1", done: true)
             }
             #expect(unknownEntry == .notFound("diary entry missing"))
-            let unknownItem = await storageError { () throws(MentoryError) in
+            let unknownItem = await storageError { () throws(StorageError) in
                 try await store.setActionItemDone(entryID: entry.id, itemID: "item-9", done: true)
             }
             #expect(unknownItem == .notFound("action item item-9 of diary entry \(entry.id)"))
@@ -304,13 +304,13 @@ struct GroupCommitTests {
             let entries = (0..<writers).map { makeEntry(day($0)) }
             let duplicates = (0..<10).map { makeEntry(day($0)) }  // same days as the first ten: conflicts
             let outcomes = Task {
-                await withTaskGroup(of: (String, MentoryError?).self) { group in
+                await withTaskGroup(of: (String, StorageError?).self) { group in
                     for entry in entries + duplicates {
                         group.addTask {
-                            (entry.id, await storageError { () throws(MentoryError) in try await store.insert(entry) })
+                            (entry.id, await storageError { () throws(StorageError) in try await store.insert(entry) })
                         }
                     }
-                    return await group.reduce(into: [String: MentoryError?]()) { $0[$1.0] = $1.1 }
+                    return await group.reduce(into: [String: StorageError?]()) { $0[$1.0] = $1.1 }
                 }
             }
             // All but the first batch's writes are queued while the lock is held.
@@ -388,7 +388,7 @@ struct GroupCommitTests {
             }
             try await writes.value
             try await store.close()
-            let late = await storageError { () throws(MentoryError) in try await store.insert(makeEntry(day(999))) }
+            let late = await storageError { () throws(StorageError) in try await store.insert(makeEntry(day(999))) }
             #expect(late?.storageFailureReason?.contains("closed") == true)
             let reopened = try openStore(directory)
             #expect(try await reopened.diaryEntryCount() == 50)
@@ -415,7 +415,7 @@ struct ImportAndOpenTests {
             #expect(try await store.diaryEntryCount() == entries.count)
             var changed = entries[0]
             changed.title = "changed"
-            let error = await storageError { () throws(MentoryError) in _ = try await store.insert(changed) }
+            let error = await storageError { () throws(StorageError) in _ = try await store.insert(changed) }
             if case .conflict = error {} else { Issue.record("expected a conflict, got \(String(describing: error))") }
             try await store.close()
         }

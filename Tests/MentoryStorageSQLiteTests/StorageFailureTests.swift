@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MentoryStorage
 import MentoryStorageSQLite
 import MentoryTestSupport
 import MentoryWire
@@ -50,7 +51,7 @@ struct StorageFailureTests {
             let path = directory + "/mentoryd.sqlite"
             let garbage = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7919) })
             try garbage.write(to: URL(fileURLWithPath: path))
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("damaged"))
             #expect(reason.contains("backup"))
@@ -65,7 +66,7 @@ struct StorageFailureTests {
             try await DamagedDatabase.make(path, closedCleanly: false)
             let bytes = try DamagedDatabase.damage(path)
 
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("damaged"))
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
@@ -77,7 +78,7 @@ struct StorageFailureTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/mentoryd.sqlite"
             try Data(repeating: 1, count: 4096).write(to: URL(fileURLWithPath: path + "-wal"))
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("missing"))
             #expect(!FileManager.default.fileExists(atPath: path))
@@ -93,7 +94,7 @@ struct StorageFailureTests {
             try await store.close()
             try makeReadOnly(path)
             defer { makeWritable(path) }
-            let error = await storageError { () throws(MentoryError) in try openStore(directory) }
+            let error = await storageError { () throws(StorageError) in try openStore(directory) }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("read-only"))
             #expect(reason.contains("writable"))
@@ -104,7 +105,7 @@ struct StorageFailureTests {
     func secondOpener() async throws {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory)
-            let error = await storageError { () throws(MentoryError) in
+            let error = await storageError { () throws(StorageError) in
                 try openStore(directory) { $0.busyTimeout = .milliseconds(100) }
             }
             let reason = try #require(error?.storageFailureReason)
@@ -132,7 +133,7 @@ struct StorageFailureTests {
             let other = try DatabaseQueue(path: path, configuration: configuration)
             try await other.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }
 
-            let error = await storageError { () throws(MentoryError) in try await store.insert(makeEntry("2024-06-04"))
+            let error = await storageError { () throws(StorageError) in try await store.insert(makeEntry("2024-06-04"))
             }
             let reason = try #require(error?.storageFailureReason)
             #expect(reason.contains("locked by another process"))
@@ -141,7 +142,7 @@ struct StorageFailureTests {
             #expect(try await store.entry(id: kept.id) == kept)
             try await store.close()
 
-            let startup = await storageError { () throws(MentoryError) in
+            let startup = await storageError { () throws(StorageError) in
                 try openStore(directory) { $0.busyTimeout = .milliseconds(200) }
             }
             #expect(startup?.storageFailureReason?.contains("locked by another process") == true)
@@ -160,11 +161,11 @@ struct StorageFailureTests {
             // max_page_count makes SQLite report SQLITE_FULL exactly as a full disk does.
             let store = try openStore(directory) { $0.maxPageCount = 64 }
             var stored: [Mentory_V1_DiaryEntry] = []
-            var failure: MentoryError?
+            var failure: StorageError?
             for index in 0..<2000 {
                 var entry = makeEntry(day(index))
                 entry.text = String(repeating: "x", count: 3000)
-                do throws(MentoryError) {
+                do throws(StorageError) {
                     try await store.insert(entry)
                     stored.append(entry)
                 } catch {
@@ -215,9 +216,9 @@ struct BackupTests {
             )
 
             // A second backup to the same name is refused; the first copy is intact.
-            let again = await storageError { () throws(MentoryError) in try await store.backup(to: destination) }
+            let again = await storageError { () throws(StorageError) in try await store.backup(to: destination) }
             if case .conflict = again {} else { Issue.record("expected a conflict, got \(String(describing: again))") }
-            let relative = await storageError { () throws(MentoryError) in try await store.backup(to: "copy2.sqlite") }
+            let relative = await storageError { () throws(StorageError) in try await store.backup(to: "copy2.sqlite") }
             if case .invalidArgument = relative {
             } else {
                 Issue.record("expected invalidArgument, got \(String(describing: relative))")

@@ -53,7 +53,13 @@ public struct DiaryHandler: MentoryHandler {
         routes.onAsync(Namespace.add) { request, _, context in
             let entry = try Self.entry(from: request, now: context.clock.nowUnixMilliseconds())
             // Importing the same entry twice is a no-op; anything else under that id is a conflict.
-            if try await self.store.insert(entry) == .inserted {
+            let outcome: DiaryInsertOutcome
+            do throws(StorageError) {
+                outcome = try await self.store.insert(entry)
+            } catch {
+                throw MentoryError(error)
+            }
+            if outcome == .inserted {
                 context.publish(Self.change(.added(entry)), on: Namespace.diaryTopic)
             }
             return entry
@@ -79,18 +85,27 @@ public struct DiaryHandler: MentoryHandler {
         }
         routes.onAsync(Namespace.delete) { request, _, context in
             let id = try Self.lookupID(request.id, field: "id")
-            guard let deleted = try await self.store.delete(id: id) else {
+            let deleted: Mentory_V1_DiaryEntry?
+            do throws(StorageError) {
+                deleted = try await self.store.delete(id: id)
+            } catch {
+                throw MentoryError(error)
+            }
+            guard let deleted else {
                 throw MentoryError.notFound("diary entry \(FieldLimits.quoted(id))")
             }
             context.publish(Self.change(.deletedID(deleted.id)), on: Namespace.diaryTopic)
             return deleted
         }
         routes.onAsync(Namespace.setSuggestionDone) { request, _, context in
-            let update = try await self.store.setActionItemDone(
-                entryID: Self.lookupID(request.entryID, field: "entry_id"),
-                itemID: Self.lookupID(request.suggestionID, field: "suggestion_id"),
-                done: request.done
-            )
+            let entryID = try Self.lookupID(request.entryID, field: "entry_id")
+            let itemID = try Self.lookupID(request.suggestionID, field: "suggestion_id")
+            let update: DiaryActionItemUpdate
+            do throws(StorageError) {
+                update = try await self.store.setActionItemDone(entryID: entryID, itemID: itemID, done: request.done)
+            } catch {
+                throw MentoryError(error)
+            }
             if update.changed {
                 context.publish(Self.change(.updated(update.entry)), on: Namespace.diaryTopic)
             }
@@ -127,7 +142,12 @@ public struct DiaryHandler: MentoryHandler {
         var cursor = before
         while true {
             let asked = min(limit - entries.count + 1, Self.readChunk)
-            let fetched = try await self.store.entries(limit: asked, before: cursor)
+            let fetched: [Mentory_V1_DiaryEntry]
+            do throws(StorageError) {
+                fetched = try await self.store.entries(limit: asked, before: cursor)
+            } catch {
+                throw MentoryError(error)
+            }
             for entry in fetched {
                 guard entries.count < limit else {
                     return DiaryPage(entries: entries, nextBefore: entries.last?.recordDate)
@@ -172,7 +192,13 @@ public struct DiaryHandler: MentoryHandler {
     }
 
     private nonisolated(nonsending) func existingEntry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry {
-        guard let entry = try await self.store.entry(id: id) else {
+        let stored: Mentory_V1_DiaryEntry?
+        do throws(StorageError) {
+            stored = try await self.store.entry(id: id)
+        } catch {
+            throw MentoryError(error)
+        }
+        guard let entry = stored else {
             throw .notFound("diary entry \(FieldLimits.quoted(id))")
         }
         return entry

@@ -57,7 +57,11 @@ public struct MentorHandler: MentoryHandler {
     }
 
     public func open(_ setup: HandlerSetup) async throws -> sending State {
-        State(current: try await self.store.loadMentorState())
+        do throws(StorageError) {
+            return State(current: try await self.store.loadMentorState())
+        } catch {
+            throw MentoryError(error)
+        }
     }
 
     public func routes(_ routes: inout HandlerRoutes<Self>) {
@@ -111,7 +115,11 @@ public struct MentorHandler: MentoryHandler {
         guard let updated = try makeChange(state.current) else {
             return state.current
         }
-        try await self.store.saveMentorState(updated)
+        do throws(StorageError) {
+            try await self.store.saveMentorState(updated)
+        } catch {
+            throw MentoryError(error)
+        }
         state.current = updated
         context.publish(updated, on: Namespace.mentorTopic)
         return updated

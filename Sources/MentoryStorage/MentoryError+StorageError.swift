@@ -1,0 +1,20 @@
+import MentoryWire
+
+extension MentoryError {
+    /// The wire error reporting `error` to a client: the one place where a store's failure becomes
+    /// a protocol error code.
+    ///
+    /// A conflict, a missing item and a refused argument keep their codes; a store over its write
+    /// queue's limit is ``MentoryError/unavailable(_:)`` (retry later), a failed store
+    /// ``MentoryError/storageFailure(_:)``.
+    public init(_ error: StorageError) {
+        switch error {
+        case .conflict(let reason): self = .conflict(reason)
+        case .notFound(let what): self = .notFound(what)
+        case .invalidArgument(let reason): self = .invalidArgument(reason)
+        case .overloaded(let reason): self = .unavailable(reason)
+        case .failed(let reason): self = .storageFailure(reason)
+        case .internal(let reason): self = .internal(reason)
+        }
+    }
+}
