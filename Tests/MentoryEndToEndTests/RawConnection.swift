@@ -84,13 +84,18 @@ final class RawConnection {
     }
 
     func hello(version: UInt32 = WireProtocol.version) throws -> Mentory_V1_Envelope {
+        self.sendHello(version: version)
+        return try self.receive()
+    }
+
+    /// Sends a `Hello` without waiting for the answer.
+    func sendHello(version: UInt32 = WireProtocol.version) {
         var envelope = Mentory_V1_Envelope()
         var hello = Mentory_V1_Hello()
         hello.protocolVersion = version
         hello.clientName = "raw"
         envelope.hello = hello
         self.send(envelope)
-        return try self.receive()
     }
 
     private func readExactly(_ count: Int) throws -> [UInt8]? {
