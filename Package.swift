@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "mentory-advisor", targets: ["mentory-advisor"]),
         .library(name: "MentoryClient", targets: ["MentoryClient"]),
         .library(name: "MentoryWire", targets: ["MentoryWire"]),
+        .library(name: "MentoryDomain", targets: ["MentoryDomain"]),
         .library(name: "MentoryHandlerKit", targets: ["MentoryHandlerKit"]),
         .library(name: "MentoryHandlerTesting", targets: ["MentoryHandlerTesting"]),
         .library(name: "MentoryDaemonKit", targets: ["MentoryDaemonKit"]),
@@ -66,6 +67,17 @@ let package = Package(
             exclude: ["Proto"],
             swiftSettings: strictSources
         ),
+        // Layer 1: the built-in domain: the mentor, reachability and diary namespaces' messages and schemas
+        // (mentory_domain.proto, which imports mentory.proto) and the rules shared by their handlers and stores.
+        .target(
+            name: "MentoryDomain",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Proto"],
+            swiftSettings: strictSources
+        ),
         // The plainest command lines of mentoryd and mentoryctl, read before (and instead of) swift-argument-parser.
         .target(
             name: "MentoryCommandLine",
@@ -81,6 +93,7 @@ let package = Package(
         .target(
             name: "MentoryHandlerKit",
             dependencies: [
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -161,7 +174,7 @@ let package = Package(
         // Layer 2: the store protocols and their in-memory implementation.
         .target(
             name: "MentoryStorage",
-            dependencies: ["MentoryWire"],
+            dependencies: ["MentoryDomain", "MentoryWire"],
             swiftSettings: strictSources
         ),
         // Layer 2: the durable SQLite store (GRDB; needs libsqlite3-dev).
@@ -170,6 +183,7 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "MentoryStorage",
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // sqlite3_wal_hook: the log's length after each commit, for the writer's checkpoints.
@@ -181,19 +195,19 @@ let package = Package(
         // Layer 3: handler modules. Each sees only the handler API (and the store protocols).
         .target(
             name: "MentoryMentor",
-            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryDomain", "MentoryWire"],
             path: "Sources/Handlers/MentoryMentor",
             swiftSettings: strictSources
         ),
         .target(
             name: "MentoryReachability",
-            dependencies: ["MentoryHandlerKit", "MentoryWire"],
+            dependencies: ["MentoryHandlerKit", "MentoryDomain", "MentoryWire"],
             path: "Sources/Handlers/MentoryReachability",
             swiftSettings: strictSources
         ),
         .target(
             name: "MentoryDiary",
-            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryDomain", "MentoryWire"],
             path: "Sources/Handlers/MentoryDiary",
             swiftSettings: strictSources
         ),
@@ -253,6 +267,7 @@ let package = Package(
             name: "MentoryClient",
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -265,6 +280,7 @@ let package = Package(
         .target(
             name: "MentoryDaemonKit",
             dependencies: [
+                "MentoryDomain",
                 "MentoryCommandLine",
                 "MentoryHandlerKit",
                 "MentorySystemd",
@@ -306,6 +322,7 @@ let package = Package(
             name: "MentoryAdvisor",
             dependencies: [
                 "MentoryClient",
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
@@ -316,6 +333,7 @@ let package = Package(
         .executableTarget(
             name: "mentory-advisor",
             dependencies: [
+                "MentoryDomain",
                 "MentoryAdvisor",
                 "MentoryClient",
                 // The journal, with priorities, under systemd: the daemon's own log handler.
@@ -331,6 +349,7 @@ let package = Package(
                 "MentoryClient",
                 "MentoryCommandLine",
                 "MentoryDescriptors",
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -357,6 +376,7 @@ let package = Package(
         .executableTarget(
             name: "mentory-fanout-bench",
             dependencies: [
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -366,7 +386,7 @@ let package = Package(
         ),
         .target(
             name: "MentoryWireFixtures",
-            dependencies: ["MentoryWire"],
+            dependencies: ["MentoryDomain", "MentoryWire"],
             path: "Tests/MentoryWireFixtures",
             swiftSettings: strictSwift6
         ),
@@ -378,6 +398,7 @@ let package = Package(
         .testTarget(
             name: "MentoryWireTests",
             dependencies: [
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -390,6 +411,7 @@ let package = Package(
         .testTarget(
             name: "MentorySchemaGeneratorTests",
             dependencies: [
+                "MentoryDomain",
                 "MentoryWire",
                 "MentorySchemaGenerator",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -402,6 +424,7 @@ let package = Package(
             name: "MentoryDescriptorsTests",
             dependencies: [
                 "MentoryDescriptors",
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -438,6 +461,7 @@ let package = Package(
                 "MentoryEngine",
                 "MentoryHandlerKit",
                 "MentoryReachability",
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -462,6 +486,7 @@ let package = Package(
         .testTarget(
             name: "MentoryEngineTests",
             dependencies: [
+                "MentoryDomain",
                 "MentoryWireFixtures",
                 "MentoryTestSupport",
                 "MentoryHandlerKit",
@@ -507,6 +532,7 @@ let package = Package(
                 "MentoryMentor",
                 "MentoryReachability",
                 "MentoryStorage",
+                "MentoryDomain",
                 "MentoryWire",
             ],
             swiftSettings: strictSwift6
@@ -518,6 +544,7 @@ let package = Package(
                 "MentoryTestSupport",
                 "MentoryClient",
                 "MentoryAdvisor",
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -529,6 +556,7 @@ let package = Package(
             name: "mentory-storage-bench",
             dependencies: [
                 "MentoryClient",
+                "MentoryDomain",
                 "MentoryWire",
                 "MentoryStorageSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -542,6 +570,7 @@ let package = Package(
                 "MentoryTestSupport",
                 "MentoryStorageSQLite",
                 "MentoryStorage",
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -553,6 +582,7 @@ let package = Package(
             dependencies: [
                 "MentoryTestSupport",
                 "MentoryClient",
+                "MentoryDomain",
                 "MentoryWire",
                 "mentoryctl",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

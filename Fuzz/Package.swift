@@ -37,8 +37,18 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .target(
+            name: "MentoryDomain",
+            dependencies: [
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Proto"],
+            swiftSettings: strictSwift6
+        ),
+        .target(
             name: "MentoryHandlerKit",
             dependencies: [
+                "MentoryDomain",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -72,22 +82,22 @@ let package = Package(
         ),
         .target(
             name: "MentoryStorage",
-            dependencies: ["MentoryWire"],
+            dependencies: ["MentoryDomain", "MentoryWire"],
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryMentor",
-            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryDomain", "MentoryWire"],
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryReachability",
-            dependencies: ["MentoryHandlerKit", "MentoryWire"],
+            dependencies: ["MentoryHandlerKit", "MentoryDomain", "MentoryWire"],
             swiftSettings: strictSwift6
         ),
         .target(
             name: "MentoryDiary",
-            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryWire"],
+            dependencies: ["MentoryHandlerKit", "MentoryStorage", "MentoryDomain", "MentoryWire"],
             swiftSettings: strictSwift6
         ),
 
@@ -106,6 +116,7 @@ let package = Package(
         .executableTarget(
             name: "fuzz-dispatch",
             dependencies: [
+                "MentoryDomain",
                 "MentoryWire",
                 "MentoryEngine",
                 "MentoryHandlerKit",

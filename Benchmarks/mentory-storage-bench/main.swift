@@ -17,6 +17,7 @@
 import Foundation
 import GRDB
 import MentoryClient
+import MentoryDomain
 import MentoryStorageSQLite
 import MentoryWire
 import Synchronization

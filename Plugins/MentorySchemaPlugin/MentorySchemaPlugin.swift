@@ -15,7 +15,10 @@ import PackagePlugin
 /// - `protoc`: `$PROTOC_PATH`, else on the `PATH` (`apt-get install protobuf-compiler libprotobuf-dev`);
 /// - `mentory.proto`, for `import "mentory.proto"`: in the `MentoryWire` target's `Proto` folder, in
 ///   whichever checkout of mentoryd the package depends on;
-/// - the module mapping `mentory.proto` -> `MentoryWire`, shipped next to it (`module-mappings.asciipb`).
+/// - `mentory_domain.proto` (the built-in domain's messages, `mentory.v1.DiaryEntry` and the others), for
+///   `import "mentory_domain.proto"`: in the `MentoryDomain` target's `Proto` folder, in the same checkout;
+/// - the module mapping `mentory.proto` -> `MentoryWire`, `mentory_domain.proto` -> `MentoryDomain`,
+///   shipped next to mentory.proto (`module-mappings.asciipb`).
 ///
 /// The generated declarations are `public`: a handler's `Namespace` is part of its public conformance
 /// to `MentoryHandler`, and the executable that adds the handler, its tests and other handlers calling
@@ -32,8 +35,12 @@ struct MentorySchemaPlugin: BuildToolPlugin {
                 "MentorySchemaPlugin: target '\(target.name)' holds no .proto file; nothing to generate")
             return []
         }
-        let wireProtos = try Self.wireProtoDirectory(for: target, in: context.package)
+        let wireProtos = try Self.protoDirectory(
+            of: "MentoryWire", holding: ["mentory.proto", "module-mappings.asciipb"], for: target, in: context.package)
+        let domainProtos = try Self.protoDirectory(
+            of: "MentoryDomain", holding: ["mentory_domain.proto"], for: target, in: context.package)
         let mentoryProto = wireProtos.appending(path: "mentory.proto")
+        let domainProto = domainProtos.appending(path: "mentory_domain.proto")
         let mappings = wireProtos.appending(path: "module-mappings.asciipb")
         let protoc = try Self.protoc(context)
         let protocGenSwift = try context.tool(named: "protoc-gen-swift").url
@@ -59,9 +66,10 @@ struct MentorySchemaPlugin: BuildToolPlugin {
                     "--mentory_out=\(output.fileSystemPath)",
                     "--proto_path=\(target.directoryURL.fileSystemPath)",
                     "--proto_path=\(wireProtos.fileSystemPath)",
+                    "--proto_path=\(domainProtos.fileSystemPath)",
                     proto.fileSystemPath,
                 ],
-                inputFiles: [proto, mentoryProto, mappings, protocGenSwift, protocGenMentory],
+                inputFiles: [proto, mentoryProto, domainProto, mappings, protocGenSwift, protocGenMentory],
                 outputFiles: [
                     output.appending(path: "\(base).pb.swift"),
                     output.appending(path: "\(base).schema.swift"),
@@ -85,22 +93,28 @@ struct MentorySchemaPlugin: BuildToolPlugin {
         throw MentorySchemaPluginError.noProtoc
     }
 
-    /// The folder holding `mentory.proto` and its module mapping: the `MentoryWire` target's `Proto`,
-    /// found among the target's dependencies, else anywhere in the package's dependency graph.
-    private static func wireProtoDirectory(for target: SwiftSourceModuleTarget, in package: Package) throws -> URL {
-        var wire = target.recursiveTargetDependencies.first { $0.name == "MentoryWire" }
-        if wire == nil {
+    /// The `Proto` folder of mentoryd's target `module` (`MentoryWire`: mentory.proto and the module
+    /// mapping; `MentoryDomain`: mentory_domain.proto), which must hold `files`: the target found among
+    /// the target's dependencies, else anywhere in the package's dependency graph.
+    private static func protoDirectory(
+        of module: String,
+        holding files: [String],
+        for target: SwiftSourceModuleTarget,
+        in package: Package
+    ) throws -> URL {
+        var found = target.recursiveTargetDependencies.first { $0.name == module }
+        if found == nil {
             var seen = Set<String>()
             var packages = [package]
-            while wire == nil, let next = packages.popLast() {
+            while found == nil, let next = packages.popLast() {
                 guard seen.insert(next.id).inserted else { continue }
-                wire = next.targets.first { $0.name == "MentoryWire" }
+                found = next.targets.first { $0.name == module }
                 packages.append(contentsOf: next.dependencies.map(\.package))
             }
         }
-        guard let wire else { throw MentorySchemaPluginError.noMentoryWire(target.name) }
-        let directory = wire.directoryURL.appending(path: "Proto")
-        for file in ["mentory.proto", "module-mappings.asciipb"] {
+        guard let found else { throw MentorySchemaPluginError.noMentoryModule(module, target.name) }
+        let directory = found.directoryURL.appending(path: "Proto")
+        for file in files {
             guard FileManager.default.fileExists(atPath: directory.appending(path: file).fileSystemPath) else {
                 throw MentorySchemaPluginError.missing(directory.appending(path: file).fileSystemPath)
             }
@@ -124,7 +138,7 @@ struct MentorySchemaPlugin: BuildToolPlugin {
 enum MentorySchemaPluginError: Error, CustomStringConvertible {
     case notSwift(String)
     case noProtoc
-    case noMentoryWire(String)
+    case noMentoryModule(String, String)
     case missing(String)
     case outsideTarget(String, String)
 
@@ -135,9 +149,9 @@ enum MentorySchemaPluginError: Error, CustomStringConvertible {
         case .noProtoc:
             "MentorySchemaPlugin: protoc not found on the PATH; install it (apt-get install protobuf-compiler"
                 + " libprotobuf-dev) or set PROTOC_PATH to its path"
-        case .noMentoryWire(let target):
+        case .noMentoryModule(let module, let target):
             "MentorySchemaPlugin: target '\(target)' must depend on mentoryd's MentoryHandlerKit (or MentoryWire),"
-                + " whose folder holds mentory.proto"
+                + " in whose package mentoryd's \(module) holds its .proto files; \(module) is not found"
         case .missing(let path):
             "MentorySchemaPlugin: \(path) is missing from the mentoryd checkout"
         case .outsideTarget(let file, let directory):

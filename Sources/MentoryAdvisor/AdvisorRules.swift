@@ -1,4 +1,5 @@
 import MentoryClient
+import MentoryDomain
 import MentoryWire
 import Synchronization
 

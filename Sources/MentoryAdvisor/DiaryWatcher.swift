@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import MentoryClient
+import MentoryDomain
 import MentoryWire
 
 /// Follows the `diary` topic and, when an entry for today is added and today has no mentor message

@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryWire
 
 /// The typed calls of ``MentoryClient`` for one-shot programs, each a blocking ``call(_:_:timeout:)`` with

@@ -8,6 +8,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import MentoryDomain
 import MentoryWire
 import NIOCore
 import SwiftProtobuf

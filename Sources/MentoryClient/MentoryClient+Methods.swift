@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryWire
 
 /// Typed calls for every method the daemon ships with, each through ``call(_:_:timeout:)`` with the

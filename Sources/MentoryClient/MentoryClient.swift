@@ -3,6 +3,7 @@
 #else
     import Foundation
 #endif
+import MentoryDomain
 import MentoryWire
 import NIOCore
 import NIOPosix

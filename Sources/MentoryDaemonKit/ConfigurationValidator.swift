@@ -1,5 +1,6 @@
 import Foundation
 import MentoryDescriptors
+import MentoryDomain
 import MentoryWire
 
 /// What is wrong with a configuration: a stable ``code`` and a message naming the key.
@@ -68,9 +69,8 @@ struct ConfigurationValidator: Sendable {
     var handlerNamespaces: [String: Bool]
 
     /// The namespaces of the built-in handlers, none of which reads keys of its own.
-    static let builtInHandlerNamespaces: [String] = MentorySchema.namespaces.map(\.name).filter {
-        $0 != WireNames.session && $0 != WireNames.plugin
-    }
+    static let builtInHandlerNamespaces: [String] = (MentorySchema.namespaces + MentoryDomainSchema.namespaces)
+        .map(\.name).filter { $0 != WireNames.session && $0 != WireNames.plugin }
 
     /// A validator for the built-in handlers and `addedNamespaces`.
     init(addedNamespaces: [String] = []) {

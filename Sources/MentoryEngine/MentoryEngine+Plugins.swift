@@ -210,7 +210,7 @@ extension MentoryEngine {
                 "plugin protocol version \(request.pluginProtocolVersion) is not supported;"
                     + " this daemon speaks version \(WireProtocol.pluginProtocolVersion)")
         }
-        let info = try Self.validate(request)
+        let info = try Self.validate(request, known: self.inProcessDescriptors)
         for topic in info.topics {
             if let owner = self.hub.owner(of: topic.name), owner != request.namespace {
                 throw .invalidArgument("topic '\(topic.name)' is already published by '\(owner)'")
@@ -253,8 +253,20 @@ extension MentoryEngine {
         return cut + "…"
     }
 
-    /// Checks a registration's declaration: names present and unique, within bounds, every message in the descriptors.
-    static func validate(_ request: Mentory_V1_PluginRegisterRequest) throws(MentoryError) -> NamespaceInfo {
+    /// The descriptors of mentory.proto and of every namespace served in this process (the built-in
+    /// domain's mentory_domain.proto among them), whose messages a plugin may name without sending them.
+    /// Other plugins' are not among them: a plugin's schema must not depend on another plugin staying.
+    var inProcessDescriptors: [SchemaDescriptors] {
+        [MentorySchema.fileDescriptors]
+            + self.registrationOrder.filter { self.plugins[$0] == nil }.map { self.handlers[$0]!.descriptors }
+    }
+
+    /// Checks a registration's declaration: names present and unique, within bounds, every message in the
+    /// descriptors it sends or in `known` (mentory.proto's and the in-process namespaces').
+    static func validate(
+        _ request: Mentory_V1_PluginRegisterRequest,
+        known: [SchemaDescriptors]
+    ) throws(MentoryError) -> NamespaceInfo {
         guard !request.methods.isEmpty || !request.topics.isEmpty else {
             throw .invalidArgument("a plugin must register at least one method or topic")
         }
@@ -278,7 +290,8 @@ extension MentoryEngine {
             let prefix = file.package.isEmpty ? "" : file.package + "."
             for message in file.messageType { collect(message, prefix: prefix) }
         }
-        for file in MentorySchema.fileDescriptors.files {
+        var seenFiles: Set<String> = []
+        for file in known.flatMap(\.files) where seenFiles.insert(file.name).inserted {
             let prefix = file.package.isEmpty ? "" : file.package + "."
             for message in file.messageType { collect(message, prefix: prefix) }
         }

@@ -1,9 +1,10 @@
 import Foundation
 import SwiftProtobufPluginLibrary
 
-/// Writes `<file>.namespaces.md`: the methods and topics of every namespace as Markdown tables,
-/// which `scripts/generate-protos.sh` splices into docs/PROTOCOL.md between
-/// `<!-- BEGIN GENERATED: namespaces -->` and `<!-- END GENERATED: namespaces -->`.
+/// Writes `<file>.namespaces.md`: the methods and topics of every namespace as Markdown tables (no
+/// topic table when no namespace of the file publishes), which `scripts/generate-protos.sh` splices
+/// into docs/PROTOCOL.md between `<!-- BEGIN GENERATED: namespaces -->` and
+/// `<!-- END GENERATED: namespaces -->`, mentory.proto's first, then mentory_domain.proto's.
 ///
 /// Messages of the file's own package are named without it (`DiaryEntry`), others in full
 /// (`google.protobuf.UInt32Value`).
@@ -46,6 +47,10 @@ struct MarkdownSchemaWriter {
                         + "\(Self.cell(method.protoSourceComments())) |"
                 )
             }
+        }
+        // A file whose namespaces publish nothing (mentory.proto's) gets no empty topic table.
+        guard self.namespaces.contains(where: { !$0.topics.isEmpty }) else {
+            return lines.joined(separator: "\n") + "\n"
         }
         lines += [
             "",

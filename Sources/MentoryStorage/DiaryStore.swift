@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryWire
 
 /// What ``DiaryStore/insert(_:)`` did.

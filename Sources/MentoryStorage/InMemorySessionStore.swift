@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryWire
 
 /// A store that keeps everything in memory: for tests, and for a daemon run without a state directory.

@@ -1,4 +1,5 @@
 import GRDB
+import MentoryDomain
 import MentoryWire
 
 /// Reads and writes diary entries and the mentor state as rows of ``SQLiteSchema``.

@@ -8,6 +8,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import MentoryDomain
 import NIOConcurrencyHelpers
 import MentoryStorage
 import MentoryWire

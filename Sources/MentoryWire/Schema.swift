@@ -8,7 +8,7 @@ import SwiftProtobuf
 /// A namespace's interface as its `.proto` `service` declares it: methods, topics and a version.
 ///
 /// `protoc-gen-mentory` generates one conforming enum per `service` (see `scripts/generate-protos.sh`),
-/// such as `MentorySchema.Diary`. The enum is also a marker type: ``MethodSchema`` and ``TopicSchema``
+/// such as `MentorySchema.Session` (or MentoryDomain's `MentoryDomainSchema.Diary`). The enum is also a marker type: ``MethodSchema`` and ``TopicSchema``
 /// carry it, so a handler can only be given its own methods and publish only on its own topics.
 public protocol NamespaceSchema: Sendable {
     /// The namespace's name on the wire, e.g. `diary`.

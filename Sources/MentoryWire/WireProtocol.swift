@@ -27,16 +27,11 @@ public enum WireProtocol {
     public static let maxPluginFailureReasonBytes = 512
 }
 
-/// A well-known namespace or topic name, as `MentorySchema` declares it (from the services in mentory.proto).
+/// A well-known namespace or topic name, as `MentorySchema` declares it (from the services in mentory.proto);
+/// MentoryDomain adds the built-in domain's (`mentor`, `reachability`, `diary`).
 public enum WireNames {
     /// The namespace built into the daemon: `ping`, `status`, `subscribe`, `unsubscribe`, `describe`.
     public static let session = MentorySchema.Session.name
-    /// The mentor handler's namespace and topic.
-    public static let mentor = MentorySchema.Mentor.name
-    /// The reachability handler's namespace and topic.
-    public static let reachability = MentorySchema.Reachability.name
-    /// The diary handler's namespace and topic.
-    public static let diary = MentorySchema.Diary.name
     /// The namespace built into the daemon through which plugins register and publish.
     public static let plugin = MentorySchema.Plugin.name
 }

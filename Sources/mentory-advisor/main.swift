@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MentoryAdvisor
 import MentoryClient
+import MentoryDomain
 import MentorySystemd
 import MentoryWire
 

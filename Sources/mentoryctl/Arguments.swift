@@ -1,4 +1,5 @@
 import ArgumentParser
+import MentoryDomain
 import MentoryWire
 
 /// The seven emotions, spelled as in the Mentory app.

@@ -1,6 +1,7 @@
 import Foundation
 import MentoryClient
 import MentoryDescriptors
+import MentoryDomain
 import MentoryWire
 import SwiftProtobuf
 
@@ -52,12 +53,14 @@ struct DaemonSchema {
         }
     }
 
-    /// The namespaces of mentory.proto, as this mentoryctl was built with them.
+    /// The namespaces of mentory.proto and mentory_domain.proto, as this mentoryctl was built with them.
     static func builtIn(namespace: String = "") throws -> DaemonSchema {
-        let namespaces = MentorySchema.namespaces.filter { namespace.isEmpty || $0.name == namespace }
+        let namespaces = (MentorySchema.namespaces + MentoryDomainSchema.namespaces).filter {
+            namespace.isEmpty || $0.name == namespace
+        }
         return DaemonSchema(
             namespaces: namespaces.map(\.wireDescription),
-            pool: try DescriptorPool(SchemaDescriptors.merged([MentorySchema.fileDescriptors])))
+            pool: try DescriptorPool(SchemaDescriptors.merged([MentoryDomainSchema.fileDescriptors])))
     }
 
     func namespace(_ name: String) -> Mentory_V1_NamespaceDescription? {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MentoryClient
+import MentoryDomain
 import MentoryWire
 
 struct DiaryCommand: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import Foundation
 import MentoryDescriptors
+import MentoryDomain
 import MentoryWire
 
 /// Human-readable renderings of daemon replies.

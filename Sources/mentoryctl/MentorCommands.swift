@@ -1,5 +1,6 @@
 import ArgumentParser
 import MentoryClient
+import MentoryDomain
 import MentoryWire
 
 struct MentorCommand: AsyncParsableCommand {

@@ -10,11 +10,12 @@
 /// - `Output=Swift|Markdown` (default `Swift`).
 /// - `Visibility=Internal|Public|Package`, as protoc-gen-swift (default `Internal`).
 /// - `SchemaName=Name`: the container enum (default from the package: `mentory.v1` gives `MentorySchema`,
-///   `greeter.v1` gives `GreeterSchema`).
+///   `greeter.v1` gives `GreeterSchema`; another file of mentory.proto's package is named after its file:
+///   `mentory_domain.proto` gives `MentoryDomainSchema`).
 /// - `ImportMentoryWire=true|false`: whether the generated file imports `MentoryWire`, where
-///   `NamespaceSchema` and the other schema types live. By default it does unless the file is in the
-///   package `mentory.v1` (mentory.proto's, compiled into MentoryWire) or `ProtoPathModuleMappings`
-///   maps the file to the module `MentoryWire`. A third-party file that
+///   `NamespaceSchema` and the other schema types live. By default it does unless the file is
+///   mentory.proto (the file declaring the schema options, compiled into MentoryWire) or
+///   `ProtoPathModuleMappings` maps the file to the module `MentoryWire`. A third-party file that
 ///   imports mentory.proto therefore needs nothing more, though it should pass the same
 ///   `ProtoPathModuleMappings` as to protoc-gen-swift (mapping mentory.proto to MentoryWire) so that
 ///   the message types of other modules are named with their module.

@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDomain
 import MentoryMallocCounter
 import MentoryWire
 import NIOCore

@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDomain
 import MentoryWire
 import SwiftProtobuf
 import Testing
@@ -11,7 +12,7 @@ import Testing
 struct TranscodingTests {
     static let pool: DescriptorPool = {
         do {
-            return try DescriptorPool(SchemaDescriptors.merged([MentorySchema.fileDescriptors]))
+            return try DescriptorPool(SchemaDescriptors.merged([MentoryDomainSchema.fileDescriptors]))
         } catch {
             fatalError("the built-in descriptors do not build a pool: \(error)")
         }
@@ -214,13 +215,14 @@ struct TranscodingTests {
     @Test("DescribeReply with the whole FileDescriptorSet nested (proto2 messages with presence)")
     func describeReply() throws {
         var reply = Mentory_V1_DescribeReply()
-        reply.namespaces = MentorySchema.namespaces.map(\.wireDescription)
-        reply.descriptors = SchemaDescriptors.merged([MentorySchema.fileDescriptors])
+        reply.namespaces = (MentorySchema.namespaces + MentoryDomainSchema.namespaces).map(\.wireDescription)
+        reply.descriptors = SchemaDescriptors.merged([MentoryDomainSchema.fileDescriptors])
         // The service options' extensions are unknown fields to SwiftProtobuf and to us, and JSON
         // drops them; compare with the message as JSON can carry it.
         let carried = try Mentory_V1_DescribeReply(jsonString: try reply.jsonString())
         try Self.checkRoundTrip(carried)
-        #expect(carried.descriptors.file.count == 3)
+        // descriptor.proto, wrappers.proto, mentory.proto and mentory_domain.proto.
+        #expect(carried.descriptors.file.count == 4)
     }
 
     @Test("well-known wrappers are bare values and Empty is {}")

@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDomain
 import MentoryWire
 import SwiftProtobuf
 import Testing
@@ -41,7 +42,8 @@ struct WellKnownTypeTests {
             """.filter { !$0.isWhitespace }
         do {
             let set = try Google_Protobuf_FileDescriptorSet(serializedBytes: Data(base64Encoded: wellKnown) ?? Data())
-            return try DescriptorPool(files: set.file + SchemaDescriptors.merged([MentorySchema.fileDescriptors]).file)
+            let schema = SchemaDescriptors.merged([MentoryDomainSchema.fileDescriptors])
+            return try DescriptorPool(files: set.file + schema.file)
         } catch {
             fatalError("the well-known descriptors do not build a pool: \(error)")
         }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MentoryAdvisor
 import MentoryClient
+import MentoryDomain
 import MentoryTestSupport
 import MentoryWire
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MentoryClient
+import MentoryDomain
 import MentoryTestSupport
 import MentoryWire
 import NIOCore

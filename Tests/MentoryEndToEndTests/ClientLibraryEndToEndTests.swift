@@ -1,5 +1,6 @@
 import Foundation
 import MentoryClient
+import MentoryDomain
 import MentoryTestSupport
 import MentoryWire
 import Testing

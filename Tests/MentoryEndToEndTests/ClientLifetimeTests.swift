@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import MentoryDomain
 import MentoryTestSupport
 import MentoryWire
 import NIOCore

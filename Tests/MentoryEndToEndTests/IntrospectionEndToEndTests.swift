@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDomain
 import MentoryWire
 import Testing
 
@@ -6,7 +7,9 @@ import Testing
 @Suite("Introspection through mentoryctl", .serialized, .timeLimit(.minutes(10)))
 struct IntrospectionEndToEndTests {
     /// The namespaces a daemon on its SQLite store serves without fault injection: every built-in one but debug.
-    static let servedNamespaces = MentorySchema.namespaces.filter { $0.name != "debug" }
+    /// The protocol's namespaces and the built-in domain's.
+    static let builtInNamespaces = MentorySchema.namespaces + MentoryDomainSchema.namespaces
+    static let servedNamespaces = Self.builtInNamespaces.filter { $0.name != "debug" }
 
     /// A method description's `privilege` as the JSON carries it: the enum value's name, absent when unspecified.
     static func privilege(_ value: Any?) -> Mentory_V1_Privilege {
@@ -172,7 +175,7 @@ struct IntrospectionEndToEndTests {
         ]
         let covered = Set(expectations.map(\.method) + ["mentor.set", "diary.add"])
         let declared = Set(
-            MentorySchema.namespaces.flatMap { namespace in namespace.methods.map { "\(namespace.name).\($0.name)" } })
+            Self.builtInNamespaces.flatMap { namespace in namespace.methods.map { "\(namespace.name).\($0.name)" } })
         #expect(covered == declared, "every built-in method is called")
 
         for expectation in expectations {
@@ -258,7 +261,7 @@ struct IntrospectionEndToEndTests {
         ])
         #expect(added.status == 0, "\(added.stderr)")
 
-        let topics = MentorySchema.namespaces.flatMap(\.topics).map(\.name)
+        let topics = Self.builtInNamespaces.flatMap(\.topics).map(\.name)
         let watch = try await daemon.ctl(["--json", "watch", "--count", "\(topics.count)"])
         #expect(watch.status == 0, "\(watch.stderr)")
         let lines = try watch.stdout.split(separator: "\n").map { try Self.json(String($0)) }

@@ -1,5 +1,6 @@
 import Foundation
 import MentoryClient
+import MentoryDomain
 import MentoryTestSupport
 import MentoryWire
 import Synchronization
@@ -14,7 +15,7 @@ enum EchoPluginSchema: NamespaceSchema {
     static let echoes = TopicSchema<EchoPluginSchema, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "echoes")
     static let methods: [MethodInfo] = [say.info]
     static let topics: [TopicInfo] = [echoes.info]
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 /// Whether the test plugin's `say` answers at once or stalls until cancelled.

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import Logging
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
@@ -48,7 +49,7 @@ enum ProbeSchema: NamespaceSchema {
     static let expired = MethodSchema<ProbeSchema, Mentory_V1_Empty, Google_Protobuf_Int64Value>(name: "expired")
     static let methods: [MethodInfo] = [remaining.info, nested.info, expired.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 enum InnerProbeSchema: NamespaceSchema {
@@ -58,7 +59,7 @@ enum InnerProbeSchema: NamespaceSchema {
         name: "remaining")
     static let methods: [MethodInfo] = [remaining.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 /// The milliseconds `call` has left.
@@ -238,7 +239,7 @@ enum ForwardSchema: NamespaceSchema {
     static let suggest = MethodSchema<ForwardSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "suggest")
     static let methods: [MethodInfo] = [suggest.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 enum AdvisorCallSchema: NamespaceSchema {
@@ -248,7 +249,7 @@ enum AdvisorCallSchema: NamespaceSchema {
         name: "suggest")
     static let methods: [MethodInfo] = [suggest.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 struct ForwardingHandler: MentoryHandler {

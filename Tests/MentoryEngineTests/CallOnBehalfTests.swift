@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
@@ -13,7 +14,7 @@ enum MoodsSchema: NamespaceSchema {
     static let loop = MethodSchema<MoodsSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "loop")
     static let methods: [MethodInfo] = [entries.info, loop.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 enum LoopSchema: NamespaceSchema {
@@ -22,7 +23,7 @@ enum LoopSchema: NamespaceSchema {
     static let back = MethodSchema<LoopSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "back")
     static let methods: [MethodInfo] = [back.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 struct MoodsHandler: MentoryHandler {

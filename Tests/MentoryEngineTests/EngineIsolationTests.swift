@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
@@ -11,7 +12,7 @@ enum WhereSchema: NamespaceSchema {
     static let probe = MethodSchema<WhereSchema, Mentory_V1_Empty, Mentory_V1_ActionItem>(name: "probe")
     static let methods: [MethodInfo] = [probe.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 /// Answers `where.probe`, a route that suspends, with `before after`: `loop` for each point at which it

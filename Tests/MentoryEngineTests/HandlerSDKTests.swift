@@ -1,4 +1,5 @@
 import Configuration
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
@@ -17,7 +18,7 @@ enum EchoSchema: NamespaceSchema {
     static let echoesTopic = TopicSchema<EchoSchema, Mentory_V1_ActionItem, Mentory_V1_ActionItem>(name: "echoes")
     static let methods: [MethodInfo] = [echo.info, fail.info, crash.info, slow.info]
     static let topics: [TopicInfo] = [echoesTopic.info]
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 /// A failure with the handler's own stable code and its cause kept.

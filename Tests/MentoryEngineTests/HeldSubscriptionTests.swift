@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryTestSupport

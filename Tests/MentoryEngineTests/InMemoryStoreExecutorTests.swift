@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryStorage
 import MentoryWire
 import NIOCore

@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
@@ -30,7 +31,7 @@ private enum RelaySchema: NamespaceSchema {
     static let reload = MethodSchema<RelaySchema, Mentory_V1_Empty, Mentory_V1_DaemonReloadReply>(name: "reload")
     static let methods: [MethodInfo] = [reload.info]
     static let topics: [TopicInfo] = []
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 private struct RelayHandler: MentoryHandler {

@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryTestSupport
@@ -16,7 +17,7 @@ enum GatedSchema: NamespaceSchema {
         name: "gated")
     static let methods: [MethodInfo] = [bump.info]
     static let topics: [TopicInfo] = [gatedTopic.info]
-    static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
 }
 
 /// A handler on topic `gated` whose snapshot waits at a gate; `bump` publishes the next counter value.

@@ -1,4 +1,5 @@
 import MentoryDiary
+import MentoryDomain
 import MentoryHandlerKit
 import MentoryHandlerTesting
 import MentoryStorage

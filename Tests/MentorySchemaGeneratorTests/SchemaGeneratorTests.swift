@@ -1,15 +1,18 @@
+import MentoryDomain
 import MentorySchemaGenerator
 import MentoryWire
 import SwiftProtobuf
 import SwiftProtobufPluginLibrary
 import Testing
 
-/// protoc-gen-mentory's generator, run in-process on mentory.proto's descriptors (as embedded in
-/// MentorySchema) and on variations of them.
+/// protoc-gen-mentory's generator, run in-process on mentory.proto's and mentory_domain.proto's descriptors
+/// (as embedded in MentorySchema and MentoryDomainSchema) and on variations of them.
 @Suite("protoc-gen-mentory")
 struct SchemaGeneratorTests {
     static let files = MentorySchema.fileDescriptors.files
     static var mentory: Google_Protobuf_FileDescriptorProto { Self.files.last! }
+    /// mentory_domain.proto after its imports (mentory.proto and its own).
+    static let domainFiles = MentoryDomainSchema.fileDescriptors.files
 
     /// The field number of the `mentory.v1` extension `name`, as mentory.proto declares it.
     static func optionNumber(_ name: String) -> Int {
@@ -62,6 +65,15 @@ struct SchemaGeneratorTests {
         }
     }
 
+    /// mentory_domain.proto with `change` applied, after its imports.
+    static func domainChanged(_ change: (inout Google_Protobuf_FileDescriptorProto) throws -> Void) rethrows
+        -> [Google_Protobuf_FileDescriptorProto]
+    {
+        var proto = Self.domainFiles.last!
+        try change(&proto)
+        return Self.domainFiles.dropLast() + [proto]
+    }
+
     /// mentory.proto with `change` applied.
     static func mentoryChanged(_ change: (inout Google_Protobuf_FileDescriptorProto) throws -> Void) rethrows
         -> [Google_Protobuf_FileDescriptorProto]
@@ -80,18 +92,12 @@ struct SchemaGeneratorTests {
         let text = output.contents
         #expect(text.contains("public enum MentorySchema {}"))
         #expect(!text.contains("import MentoryWire"))
-        #expect(
-            text.contains(
-                "public static let add = "
-                    + "MethodSchema<Diary, Mentory_V1_DiaryAddRequest, Mentory_V1_DiaryEntry>(name: \"add\")"
-            )
-        )
+        #expect(!text.contains("Diary"), "the domain's namespaces are mentory_domain.proto's")
         #expect(text.contains("Debug, SwiftProtobuf.Google_Protobuf_UInt32Value, Mentory_V1_Empty"))
         #expect(text.contains(">(name: \"freezeEngine\", privilege: .root)"))
         #expect(text.contains(">(name: \"reload\", privilege: .owner)"))
         #expect(text.contains(">(name: \"backup\", privilege: .owner)"))
-        #expect(text.contains("public static let diaryTopic ="))
-        #expect(text.contains("public static let `get` = "))
+        #expect(text.contains("public static let ping = "))
         for namespace in MentorySchema.namespaces {
             for method in namespace.methods {
                 let privilege = method.privilege == .unspecified ? "" : ", privilege: "
@@ -106,16 +112,38 @@ struct SchemaGeneratorTests {
         for file in embedded { #expect(literal.contains(file)) }
     }
 
+    @Test("mentory_domain.proto gives MentoryDomainSchema, importing MentoryWire and reusing its descriptors")
+    func domainSchema() throws {
+        let pairs = [("Visibility", "Public"), ("FileNaming", "DropPath")]
+        let output = try #require(try Self.generate(Self.domainFiles, pairs).first)
+        #expect(output.name == "mentory_domain.schema.swift")
+        let text = output.contents
+        #expect(text.contains("public enum MentoryDomainSchema {}"))
+        #expect(text.contains("import MentoryWire\n"))
+        #expect(
+            text.contains(
+                "public static let add = "
+                    + "MethodSchema<Diary, Mentory_V1_DiaryAddRequest, Mentory_V1_DiaryEntry>(name: \"add\")"
+            )
+        )
+        #expect(text.contains("public static let diaryTopic ="))
+        #expect(text.contains("public static let `get` = "))
+        #expect(text.contains("base64Files: MentorySchema.fileDescriptors.base64Files + ["))
+    }
+
     @Test("Markdown output lists every method and topic")
     func markdown() throws {
         let output = try #require(try Self.generate(Self.files, [("Output", "Markdown")]).first)
         #expect(output.name == "mentory.namespaces.md")
-        #expect(output.contents.contains("| `diary` | 1 | `add` | `DiaryAddRequest` | `DiaryEntry` |"))
         #expect(output.contents.contains("| `freezeEngine` | `google.protobuf.UInt32Value` | `Empty` |"))
-        #expect(output.contents.contains("| `diary` | `diary` | `DiaryChange` | `DiarySnapshot` |"))
         #expect(output.contents.contains("| `DaemonReloadReply` | `PRIVILEGE_OWNER` |"))
         #expect(output.contents.contains("| `Empty` | `PRIVILEGE_ROOT` |"))
-        #expect(output.contents.contains("| `DiaryAddRequest` | `DiaryEntry` |  |"), "no privilege: an empty cell")
+        #expect(output.contents.contains("| `ping` | `Empty` | `Empty` |  |"), "no privilege: an empty cell")
+        #expect(!output.contents.contains("| topic |"), "no namespace of mentory.proto publishes: no topic table")
+        let domain = try #require(try Self.generate(Self.domainFiles, [("Output", "Markdown")]).first)
+        #expect(domain.name == "mentory_domain.namespaces.md")
+        #expect(domain.contents.contains("| `diary` | 1 | `add` | `DiaryAddRequest` | `DiaryEntry` |  |"))
+        #expect(domain.contents.contains("| `diary` | `diary` | `DiaryChange` | `DiarySnapshot` |"))
     }
 
     /// Method options declaring `(mentory.v1.privilege) = value`.
@@ -126,14 +154,14 @@ struct SchemaGeneratorTests {
 
     @Test("(privilege) on an rpc becomes its MethodSchema's privilege; an undeclared value fails, naming the values")
     func privilege() throws {
-        let rooted = try Self.mentoryChanged { proto in
+        let rooted = try Self.domainChanged { proto in
             let diary = proto.service.firstIndex { $0.name == "Diary" }!
             proto.service[diary].method[0].options = try Self.privilegeOptions(2)
         }
         let text = try #require(try Self.generate(rooted).first).contents
         #expect(text.contains("(name: \"add\", privilege: .root)"))
         #expect(text.contains("PRIVILEGE_ROOT`): the daemon refuses every"))
-        let unknown = try Self.mentoryChanged { proto in
+        let unknown = try Self.domainChanged { proto in
             let diary = proto.service.firstIndex { $0.name == "Diary" }!
             proto.service[diary].method[0].options = try Self.privilegeOptions(9)
         }
@@ -149,15 +177,19 @@ struct SchemaGeneratorTests {
         #expect(listings.contents.contains("@@ Request\nmessage Request {\n"))
         #expect(listings.contents.contains("  uint32 timeout_ms = 5;\n"))
         #expect(listings.contents.contains("  oneof result {\n    bytes body = 2;\n"))
-        #expect(listings.contents.contains("  optional string analysis = 7;\n"))
         #expect(listings.contents.contains("@@ ErrorCode\nenum ErrorCode {\n"))
+        let domain = try Self.generate(Self.domainFiles, [("Output", "Markdown")])
+        let domainListings = try #require(domain.first { $0.name == "mentory_domain.messages.txt" })
+        #expect(domainListings.contents.contains("@@ DiaryEntry\nmessage DiaryEntry {\n"))
+        #expect(domainListings.contents.contains("  optional string analysis = 7;\n"))
+        #expect(!domainListings.contents.contains("@@ Request\n"))
     }
 
     @Test("a service without (namespace) beside ones with it fails, naming it")
     func missingNamespace() throws {
         let protos = Self.mentoryChanged { $0.service[1].options = Google_Protobuf_ServiceOptions() }
         let message = try #require(Self.error(protos))
-        #expect(message.contains("mentory.proto: service Mentor has no (mentory.v1.namespace) option"))
+        #expect(message.contains("mentory.proto: service Storage has no (mentory.v1.namespace) option"))
     }
 
     @Test("a file without namespaces gives no output")
@@ -170,14 +202,16 @@ struct SchemaGeneratorTests {
 
     @Test("repeated namespace, method and topic names fail")
     func duplicates() throws {
-        let namespace = try Self.mentoryChanged { $0.service[2].options = try Self.options(namespace: "mentor") }
+        let namespace = try Self.domainChanged { $0.service[1].options = try Self.options(namespace: "mentor") }
         #expect(Self.error(namespace)?.contains("namespace \"mentor\" is already declared by service Mentor") == true)
 
-        let method = Self.mentoryChanged { $0.service[3].method.append($0.service[3].method[0]) }
+        let method = Self.domainChanged { $0.service[2].method.append($0.service[2].method[0]) }
         #expect(Self.error(method)?.contains("service Diary: method \"add\" is declared twice") == true)
 
-        let topic = try Self.mentoryChanged { proto in
-            proto.service[5].options = try Self.options(
+        let topic = try Self.domainChanged { proto in
+            proto.service.append(proto.service[0])
+            proto.service[3].name = "Daemon"
+            proto.service[3].options = try Self.options(
                 namespace: "daemon",
                 topics: [("diary", "mentory.v1.DiaryChange", "mentory.v1.DiarySnapshot")]
             )
@@ -189,7 +223,7 @@ struct SchemaGeneratorTests {
     @Test("a topic whose message is not declared fails, naming it")
     func unknownTopicMessage() throws {
         let protos = try Self.mentoryChanged { proto in
-            proto.service[5].options = try Self.options(
+            proto.service[2].options = try Self.options(
                 namespace: "daemon",
                 topics: [("daemon", "mentory.v1.DaemonChange", "mentory.v1.Empty")]
             )
@@ -201,7 +235,7 @@ struct SchemaGeneratorTests {
 
     @Test("a method whose Swift name would clash with a NamespaceSchema member fails")
     func clash() throws {
-        let protos = Self.mentoryChanged { $0.service[5].method[0].name = "version" }
+        let protos = Self.mentoryChanged { $0.service[2].method[0].name = "version" }
         #expect(Self.error(protos)?.contains("rpc version would clash with the NamespaceSchema member") == true)
     }
 

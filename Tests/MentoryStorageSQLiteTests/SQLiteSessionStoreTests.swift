@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MentoryDomain
 import MentoryStorage
 import MentoryStorageSQLite
 import MentoryWire

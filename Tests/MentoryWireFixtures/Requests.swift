@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryWire
 
 #if canImport(FoundationEssentials)

@@ -1,4 +1,5 @@
 import Foundation
+import MentoryDomain
 import MentoryWire
 import SwiftProtobuf
 import Testing
@@ -27,16 +28,31 @@ struct SchemaTests {
         fullName.hasPrefix("mentory.v1.") ? String(fullName.dropFirst("mentory.v1.".count)) : fullName
     }
 
-    @Test("docs/PROTOCOL.md lists exactly the methods and topics MentorySchema declares")
+    /// The protocol's namespaces, then the built-in domain's: the order of docs/PROTOCOL.md's tables.
+    static let namespaces = MentorySchema.namespaces + MentoryDomainSchema.namespaces
+
+    @Test("docs/PROTOCOL.md lists exactly the methods and topics MentorySchema and MentoryDomainSchema declare")
     func protocolDocument() throws {
-        let rows = try Self.documentedRows()
-        let methodHeader = try #require(rows.firstIndex { $0.first == "namespace" && $0.contains("method") })
-        let topicHeader = try #require(rows.firstIndex { $0.first == "topic" })
-        #expect(methodHeader < topicHeader)
-        #expect(rows[methodHeader].prefix(6).last == "privilege")
-        let documentedMethods = rows[(methodHeader + 1)..<topicHeader].map { Array($0.prefix(6)) }
-        let documentedTopics = rows[(topicHeader + 1)...].map { Array($0.prefix(4)) }
-        let declaredMethods = MentorySchema.namespaces.flatMap { namespace in
+        // One method table per file (mentory.proto's, then mentory_domain.proto's), and the topic table
+        // of the file whose namespaces publish.
+        var documentedMethods: [[String]] = []
+        var documentedTopics: [[String]] = []
+        var table: String?
+        for row in try Self.documentedRows() {
+            if row.first == "namespace" && row.contains("method") {
+                #expect(row.prefix(6).last == "privilege")
+                table = "methods"
+            } else if row.first == "topic" {
+                table = "topics"
+            } else if table == "methods" {
+                documentedMethods.append(Array(row.prefix(6)))
+            } else if table == "topics" {
+                documentedTopics.append(Array(row.prefix(4)))
+            } else {
+                Issue.record("a row before any table's header: \(row)")
+            }
+        }
+        let declaredMethods = Self.namespaces.flatMap { namespace in
             namespace.methods.map { method in
                 [
                     namespace.name, String(namespace.version), method.name, Self.documented(method.request),
@@ -45,7 +61,7 @@ struct SchemaTests {
                 ]
             }
         }
-        let declaredTopics = MentorySchema.namespaces.flatMap { namespace in
+        let declaredTopics = Self.namespaces.flatMap { namespace in
             namespace.topics.map { topic in
                 [topic.name, namespace.name, Self.documented(topic.change), Self.documented(topic.snapshot)]
             }
@@ -73,6 +89,32 @@ struct SchemaTests {
         }
     }
 
+    @Test("the domain's typed tables agree with the descriptors of mentory_domain.proto, after mentory.proto's")
+    func domainDescriptors() throws {
+        let base64Files = MentoryDomainSchema.fileDescriptors.base64Files
+        #expect(Array(base64Files.dropLast()) == MentorySchema.fileDescriptors.base64Files)
+        let files = MentoryDomainSchema.fileDescriptors.files
+        #expect(files.map(\.name).suffix(2) == ["mentory.proto", "mentory_domain.proto"])
+        let proto = try #require(files.last)
+        #expect(proto.package == "mentory.v1")
+        #expect(proto.dependency == ["mentory.proto"])
+        #expect(proto.service.count == MentoryDomainSchema.namespaces.count)
+        for (service, namespace) in zip(proto.service, MentoryDomainSchema.namespaces) {
+            #expect(
+                service.method.map { [$0.name, $0.inputType, $0.outputType] }
+                    == namespace.methods.map { [$0.name, "." + $0.request, "." + $0.reply] }
+            )
+        }
+        // The protocol names no message of the domain.
+        let protocolFile = try #require(MentorySchema.fileDescriptors.files.last)
+        let domainTypes = proto.messageType.map(\.name) + proto.enumType.map(\.name)
+        let domainMessages = Set(domainTypes.map { ".mentory.v1." + $0 })
+        let protocolReferences =
+            protocolFile.messageType.flatMap(\.field).map(\.typeName)
+            + protocolFile.service.flatMap(\.method).flatMap { [$0.inputType, $0.outputType] }
+        #expect(domainMessages.isDisjoint(with: protocolReferences))
+    }
+
     @Test("typed methods and topics carry their namespace and message types")
     func typed() {
         #expect(MentorySchema.Diary.add.namespace == "diary")
@@ -82,6 +124,9 @@ struct SchemaTests {
         #expect(MentorySchema.Diary.diaryTopic.info.change == Mentory_V1_DiaryChange.protoMessageName)
         #expect(MentorySchema.Debug.freezeEngine.info.request == Google_Protobuf_UInt32Value.protoMessageName)
         #expect(WireNames.diary == MentorySchema.Diary.name)
-        #expect(Set(MentorySchema.namespaces.map(\.name)).count == MentorySchema.namespaces.count)
+        #expect(MentorySchema.Diary.self == MentoryDomainSchema.Diary.self)
+        #expect(WireNames.mentor == MentoryDomainSchema.Mentor.name)
+        #expect(!MentorySchema.namespaces.contains { $0.name == WireNames.diary })
+        #expect(Set(Self.namespaces.map(\.name)).count == Self.namespaces.count)
     }
 }

@@ -21,6 +21,7 @@
 
 import Logging
 import MentoryDiary
+import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryMentor
@@ -305,7 +306,8 @@ private func checkReply(_ body: Data, to call: Call, what: String, engine: isola
         // Every namespace described is one the schema declares, with the methods it declares.
         let reply = decode(Mentory_V1_DescribeReply.self)
         for described in reply.namespaces {
-            guard let declared = MentorySchema.namespaces.first(where: { $0.name == described.namespace }),
+            let builtIn = MentorySchema.namespaces + MentoryDomainSchema.namespaces
+            guard let declared = builtIn.first(where: { $0.name == described.namespace }),
                 described.methods.map(\.name) == declared.methods.map(\.name)
             else {
                 fail("\(what): \(described.namespace) is not described as the schema declares it")

@@ -3,6 +3,7 @@
 // Harness only. `Model` and `FuzzSink` are shared between the engine's tasks and the fuzz
 // callback, so their state sits behind a `Mutex` (no `@unchecked Sendable` needed).
 
+import MentoryDomain
 import MentoryEngine
 import MentoryWire
 import SwiftProtobuf

@@ -29,6 +29,7 @@
 // replies handed out), so the fuzzer reaches deep states without having to invent nested
 // protobuf; raw requests and frames cover everything else.
 
+import MentoryDomain
 import MentoryEngine
 import MentoryWire
 import NIOCore

@@ -3,6 +3,7 @@
 #else
     import Foundation
 #endif
+import MentoryDomain
 import MentoryHandlerKit
 import MentoryStorage
 import MentoryWire

@@ -1,3 +1,4 @@
+import MentoryDomain
 import MentoryHandlerKit
 import MentoryWire
 

@@ -15,6 +15,7 @@
 
 import SwiftProtobuf
 
+import MentoryDomain
 import MentoryWire
 
 // If the compiler emits an error on this type, it is because this file
@@ -33,7 +34,7 @@ public nonisolated struct Mentory_Advisor_V1_SuggestRequest: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var emotion: MentoryWire.Mentory_V1_Emotion = .unspecified
+  public var emotion: MentoryDomain.Mentory_V1_Emotion = .unspecified
 
   public var text: String = String()
 
@@ -50,7 +51,7 @@ public nonisolated struct Mentory_Advisor_V1_Advice: Sendable {
 
   public var content: String = String()
 
-  public var character: MentoryWire.Mentory_V1_MentorCharacter = .unspecified
+  public var character: MentoryDomain.Mentory_V1_MentorCharacter = .unspecified
 
   public var actionItems: [String] = []
 

@@ -47,86 +47,6 @@ extension MentorySchema {
 }
 
 extension MentorySchema {
-    /// Namespace `mentor`: service `Mentor` in mentory.proto.
-    ///
-    /// The day's mentor message.
-    public enum Mentor: NamespaceSchema {
-        public static let name = "mentor"
-        public static let version: UInt32 = 1
-        /// `mentor.set`: `mentory.v1.MentorSetRequest` → `mentory.v1.MentorState`.
-        public static let `set` = MethodSchema<Mentor, Mentory_V1_MentorSetRequest, Mentory_V1_MentorState>(name: "set")
-        /// `mentor.get`: `mentory.v1.Empty` → `mentory.v1.MentorState`.
-        public static let `get` = MethodSchema<Mentor, Mentory_V1_Empty, Mentory_V1_MentorState>(name: "get")
-        /// `mentor.completeTodo`: `mentory.v1.MentorCompleteTodoRequest` → `mentory.v1.MentorState`.
-        public static let completeTodo =
-            MethodSchema<Mentor, Mentory_V1_MentorCompleteTodoRequest, Mentory_V1_MentorState>(name: "completeTodo")
-        /// Topic `mentor`: changes `mentory.v1.MentorState`, snapshots `mentory.v1.MentorState`.
-        public static let mentorTopic =
-            TopicSchema<Mentor, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "mentor")
-        public static let methods: [MethodInfo] = [`set`.info, `get`.info, completeTodo.info]
-        public static let topics: [TopicInfo] = [mentorTopic.info]
-        public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
-    }
-}
-
-extension MentorySchema {
-    /// Namespace `reachability`: service `Reachability` in mentory.proto.
-    ///
-    /// Companion devices: paired, app installed, reachable.
-    public enum Reachability: NamespaceSchema {
-        public static let name = "reachability"
-        public static let version: UInt32 = 1
-        /// `reachability.report`: `mentory.v1.PeerState` → `mentory.v1.PeerState`.
-        public static let report =
-            MethodSchema<Reachability, Mentory_V1_PeerState, Mentory_V1_PeerState>(name: "report")
-        /// `reachability.get`: `mentory.v1.Empty` → `mentory.v1.ReachabilitySnapshot`.
-        public static let `get` =
-            MethodSchema<Reachability, Mentory_V1_Empty, Mentory_V1_ReachabilitySnapshot>(name: "get")
-        /// Topic `reachability`: changes `mentory.v1.PeerState`, snapshots `mentory.v1.ReachabilitySnapshot`.
-        public static let reachabilityTopic =
-            TopicSchema<Reachability, Mentory_V1_PeerState, Mentory_V1_ReachabilitySnapshot>(name: "reachability")
-        public static let methods: [MethodInfo] = [report.info, `get`.info]
-        public static let topics: [TopicInfo] = [reachabilityTopic.info]
-        public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
-    }
-}
-
-extension MentorySchema {
-    /// Namespace `diary`: service `Diary` in mentory.proto.
-    ///
-    /// Diary entries, one per day.
-    public enum Diary: NamespaceSchema {
-        public static let name = "diary"
-        public static let version: UInt32 = 1
-        /// `diary.add`: `mentory.v1.DiaryAddRequest` → `mentory.v1.DiaryEntry`.
-        public static let add = MethodSchema<Diary, Mentory_V1_DiaryAddRequest, Mentory_V1_DiaryEntry>(name: "add")
-        /// `diary.get`: `mentory.v1.DiaryGetRequest` → `mentory.v1.DiaryEntry`.
-        public static let `get` = MethodSchema<Diary, Mentory_V1_DiaryGetRequest, Mentory_V1_DiaryEntry>(name: "get")
-        /// `diary.list`: `mentory.v1.DiaryListRequest` → `mentory.v1.DiaryListReply`.
-        public static let list =
-            MethodSchema<Diary, Mentory_V1_DiaryListRequest, Mentory_V1_DiaryListReply>(name: "list")
-        /// `diary.delete`: `mentory.v1.DiaryDeleteRequest` → `mentory.v1.DiaryEntry`.
-        public static let delete =
-            MethodSchema<Diary, Mentory_V1_DiaryDeleteRequest, Mentory_V1_DiaryEntry>(name: "delete")
-        /// `diary.setSuggestionDone`: `mentory.v1.DiarySuggestionDoneRequest` → `mentory.v1.DiaryEntry`.
-        public static let setSuggestionDone =
-            MethodSchema<Diary, Mentory_V1_DiarySuggestionDoneRequest, Mentory_V1_DiaryEntry>(name: "setSuggestionDone")
-        /// Topic `diary`: changes `mentory.v1.DiaryChange`, snapshots `mentory.v1.DiarySnapshot`.
-        public static let diaryTopic =
-            TopicSchema<Diary, Mentory_V1_DiaryChange, Mentory_V1_DiarySnapshot>(name: "diary")
-        public static let methods: [MethodInfo] = [
-            add.info,
-            `get`.info,
-            list.info,
-            delete.info,
-            setSuggestionDone.info,
-        ]
-        public static let topics: [TopicInfo] = [diaryTopic.info]
-        public static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
-    }
-}
-
-extension MentorySchema {
     /// Namespace `storage`: service `Storage` in mentory.proto.
     ///
     /// Present when mentoryd runs on its SQLite store.
@@ -231,16 +151,7 @@ extension MentorySchema {
 
 extension MentorySchema {
     /// Every namespace the file declares, in declaration order.
-    public static let namespaces: [NamespaceInfo] = [
-        Session.info,
-        Mentor.info,
-        Reachability.info,
-        Diary.info,
-        Storage.info,
-        Daemon.info,
-        Debug.info,
-        Plugin.info,
-    ]
+    public static let namespaces: [NamespaceInfo] = [Session.info, Storage.info, Daemon.info, Debug.info, Plugin.info]
 
     /// The descriptors of mentory.proto and of every file it imports, dependencies first.
     public static let fileDescriptors = SchemaDescriptors(base64Files: [
@@ -404,100 +315,60 @@ extension MentorySchema {
         YBCADKAFSDGJ1Y2tldEJvdW5kcxIyCgdzYW1wbGVzGAUgAygLMhgubWVudG9yeS52MS5NZXRyaWNTYW1wbGVSB3NhbXBsZXMiNwoLTWV0cmljTG\
         FiZWwSEgoEbmFtZRgBIAEoCVIEbmFtZRIUCgV2YWx1ZRgCIAEoCVIFdmFsdWUiogEKDE1ldHJpY1NhbXBsZRIvCgZsYWJlbHMYASADKAsyFy5tZ\
         W50b3J5LnYxLk1ldHJpY0xhYmVsUgZsYWJlbHMSFAoFdmFsdWUYAiABKAFSBXZhbHVlEiMKDWJ1Y2tldF9jb3VudHMYAyADKARSDGJ1Y2tldENv\
-        dW50cxIUCgVjb3VudBgEIAEoBFIFY291bnQSEAoDc3VtGAUgASgBUgNzdW0iRAoKQWN0aW9uSXRlbRIOCgJpZBgBIAEoCVICaWQSEgoEdGV4dBg\
-        CIAEoCVIEdGV4dBISCgRkb25lGAMgASgIUgRkb25lIswBCg1NZW50b3JNZXNzYWdlEhgKB2NvbnRlbnQYASABKAlSB2NvbnRlbnQSOQoJY2hhcm\
-        FjdGVyGAIgASgOMhsubWVudG9yeS52MS5NZW50b3JDaGFyYWN0ZXJSCWNoYXJhY3RlchI5CgxhY3Rpb25faXRlbXMYAyADKAsyFi5tZW50b3J5L\
-        nYxLkFjdGlvbkl0ZW1SC2FjdGlvbkl0ZW1zEisKEnVwZGF0ZWRfYXRfdW5peF9tcxgEIAEoA1IPdXBkYXRlZEF0VW5peE1zIlMKC01lbnRvclN0\
-        YXRlEjgKB21lc3NhZ2UYASABKAsyGS5tZW50b3J5LnYxLk1lbnRvck1lc3NhZ2VIAFIHbWVzc2FnZYgBAUIKCghfbWVzc2FnZSKiAQoQTWVudG9\
-        yU2V0UmVxdWVzdBIYCgdjb250ZW50GAEgASgJUgdjb250ZW50EjkKCWNoYXJhY3RlchgCIAEoDjIbLm1lbnRvcnkudjEuTWVudG9yQ2hhcmFjdG\
-        VyUgljaGFyYWN0ZXISOQoMYWN0aW9uX2l0ZW1zGAMgAygLMhYubWVudG9yeS52MS5BY3Rpb25JdGVtUgthY3Rpb25JdGVtcyIrChlNZW50b3JDb\
-        21wbGV0ZVRvZG9SZXF1ZXN0Eg4KAmlkGAEgASgJUgJpZCK2AQoJUGVlclN0YXRlEhIKBHBlZXIYASABKAlSBHBlZXISGwoJaXNfcGFpcmVkGAIg\
-        ASgIUghpc1BhaXJlZBIoChBpc19hcHBfaW5zdGFsbGVkGAMgASgIUg5pc0FwcEluc3RhbGxlZBIhCgxpc19yZWFjaGFibGUYBCABKAhSC2lzUmV\
-        hY2hhYmxlEisKEnVwZGF0ZWRfYXRfdW5peF9tcxgFIAEoA1IPdXBkYXRlZEF0VW5peE1zIkMKFFJlYWNoYWJpbGl0eVNuYXBzaG90EisKBXBlZX\
-        JzGAEgAygLMhUubWVudG9yeS52MS5QZWVyU3RhdGVSBXBlZXJzIqwCCgpEaWFyeUVudHJ5Eg4KAmlkGAEgASgJUgJpZBIfCgtyZWNvcmRfZGF0Z\
-        RgCIAEoCVIKcmVjb3JkRGF0ZRIrChJjcmVhdGVkX2F0X3VuaXhfbXMYAyABKANSD2NyZWF0ZWRBdFVuaXhNcxIUCgV0aXRsZRgEIAEoCVIFdGl0\
-        bGUSEgoEdGV4dBgFIAEoCVIEdGV4dBItCgdlbW90aW9uGAYgASgOMhMubWVudG9yeS52MS5FbW90aW9uUgdlbW90aW9uEh8KCGFuYWx5c2lzGAc\
-        gASgJSABSCGFuYWx5c2lziAEBEjkKDGFjdGlvbl9pdGVtcxgIIAMoCzIWLm1lbnRvcnkudjEuQWN0aW9uSXRlbVILYWN0aW9uSXRlbXNCCwoJX2\
-        FuYWx5c2lzIrECCg9EaWFyeUFkZFJlcXVlc3QSHwoLcmVjb3JkX2RhdGUYASABKAlSCnJlY29yZERhdGUSFAoFdGl0bGUYAiABKAlSBXRpdGxlE\
-        hIKBHRleHQYAyABKAlSBHRleHQSLQoHZW1vdGlvbhgEIAEoDjITLm1lbnRvcnkudjEuRW1vdGlvblIHZW1vdGlvbhIfCghhbmFseXNpcxgFIAEo\
-        CUgAUghhbmFseXNpc4gBARI5CgxhY3Rpb25faXRlbXMYBiADKAsyFi5tZW50b3J5LnYxLkFjdGlvbkl0ZW1SC2FjdGlvbkl0ZW1zEg4KAmlkGAc\
-        gASgJUgJpZBIrChJjcmVhdGVkX2F0X3VuaXhfbXMYCCABKANSD2NyZWF0ZWRBdFVuaXhNc0ILCglfYW5hbHlzaXMiIQoPRGlhcnlHZXRSZXF1ZX\
-        N0Eg4KAmlkGAEgASgJUgJpZCJQChBEaWFyeUxpc3RSZXF1ZXN0EhQKBWxpbWl0GAEgASgNUgVsaW1pdBIbCgZiZWZvcmUYAiABKAlIAFIGYmVmb\
-        3JliAEBQgkKB19iZWZvcmUieAoORGlhcnlMaXN0UmVwbHkSMAoHZW50cmllcxgBIAMoCzIWLm1lbnRvcnkudjEuRGlhcnlFbnRyeVIHZW50cmll\
-        cxIkCgtuZXh0X2JlZm9yZRgCIAEoCUgAUgpuZXh0QmVmb3JliAEBQg4KDF9uZXh0X2JlZm9yZSIkChJEaWFyeURlbGV0ZVJlcXVlc3QSDgoCaWQ\
-        YASABKAlSAmlkInAKGkRpYXJ5U3VnZ2VzdGlvbkRvbmVSZXF1ZXN0EhkKCGVudHJ5X2lkGAEgASgJUgdlbnRyeUlkEiMKDXN1Z2dlc3Rpb25faW\
-        QYAiABKAlSDHN1Z2dlc3Rpb25JZBISCgRkb25lGAMgASgIUgRkb25lIpwBCgtEaWFyeUNoYW5nZRIuCgVhZGRlZBgBIAEoCzIWLm1lbnRvcnkud\
-        jEuRGlhcnlFbnRyeUgAUgVhZGRlZBIyCgd1cGRhdGVkGAIgASgLMhYubWVudG9yeS52MS5EaWFyeUVudHJ5SABSB3VwZGF0ZWQSHwoKZGVsZXRl\
-        ZF9pZBgDIAEoCUgAUglkZWxldGVkSWRCCAoGY2hhbmdlIncKDURpYXJ5U25hcHNob3QSMAoHZW50cmllcxgBIAMoCzIWLm1lbnRvcnkudjEuRGl\
-        hcnlFbnRyeVIHZW50cmllcxIkCgtuZXh0X2JlZm9yZRgCIAEoCUgAUgpuZXh0QmVmb3JliAEBQg4KDF9uZXh0X2JlZm9yZSIpChRTdG9yYWdlQm\
-        Fja3VwUmVxdWVzdEoECAEQAlILZGVzdGluYXRpb24igwEKElN0b3JhZ2VCYWNrdXBSZXBseRIUCgVieXRlcxgCIAEoBFIFYnl0ZXMSIwoNZGlhc\
-        nlfZW50cmllcxgDIAEoDVIMZGlhcnlFbnRyaWVzEh8KC2NodW5rX2J5dGVzGAQgASgNUgpjaHVua0J5dGVzSgQIARACUgtkZXN0aW5hdGlvbiIy\
-        ChhTdG9yYWdlQmFja3VwUmVhZFJlcXVlc3QSFgoGb2Zmc2V0GAEgASgEUgZvZmZzZXQiPgoWU3RvcmFnZUJhY2t1cFJlYWRSZXBseRISCgRkYXR\
-        hGAEgASgMUgRkYXRhEhAKA2VuZBgCIAEoCFIDZW5kIhUKE0RhZW1vblJlbG9hZFJlcXVlc3QiEwoRRGFlbW9uUmVsb2FkUmVwbHkivAIKFVBsdW\
-        dpblJlZ2lzdGVyUmVxdWVzdBI2ChdwbHVnaW5fcHJvdG9jb2xfdmVyc2lvbhgBIAEoDVIVcGx1Z2luUHJvdG9jb2xWZXJzaW9uEhwKCW5hbWVzc\
-        GFjZRgCIAEoCVIJbmFtZXNwYWNlEhgKB3ZlcnNpb24YAyABKA1SB3ZlcnNpb24SNwoHbWV0aG9kcxgEIAMoCzIdLm1lbnRvcnkudjEuTWV0aG9k\
-        RGVzY3JpcHRpb25SB21ldGhvZHMSNAoGdG9waWNzGAUgAygLMhwubWVudG9yeS52MS5Ub3BpY0Rlc2NyaXB0aW9uUgZ0b3BpY3MSRAoLZGVzY3J\
-        pcHRvcnMYBiABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXRSC2Rlc2NyaXB0b3JzImsKE1BsdWdpblJlZ2lzdGVyUmVwbH\
-        kSFgoGcGx1Z2luGAEgASgJUgZwbHVnaW4SFAoFZXBvY2gYAiABKARSBWVwb2NoEiYKD2NhbGxfdGltZW91dF9tcxgDIAEoDVINY2FsbFRpbWVvd\
-        XRNcyJAChRQbHVnaW5QdWJsaXNoUmVxdWVzdBIUCgV0b3BpYxgBIAEoCVIFdG9waWMSEgoEYm9keRgCIAEoDFIEYm9keSKbAQoMUGx1Z2luQ2Fs\
-        bGVyEhQKBWtub3duGAEgASgIUgVrbm93bhIQCgNwaWQYAiABKAVSA3BpZBIQCgN1aWQYAyABKA1SA3VpZBIQCgNnaWQYBCABKA1SA2dpZBIfCgt\
-        jbGllbnRfbmFtZRgFIAEoCVIKY2xpZW50TmFtZRIeCgpjb25uZWN0aW9uGAYgASgEUgpjb25uZWN0aW9uIucBCgpQbHVnaW5DYWxsEhcKB2NhbG\
-        xfaWQYASABKARSBmNhbGxJZBIcCgluYW1lc3BhY2UYAiABKAlSCW5hbWVzcGFjZRIWCgZtZXRob2QYAyABKAlSBm1ldGhvZBISCgRib2R5GAQgA\
-        SgMUgRib2R5Eh0KCnRpbWVvdXRfbXMYBSABKA1SCXRpbWVvdXRNcxIwCgZjYWxsZXIYBiABKAsyGC5tZW50b3J5LnYxLlBsdWdpbkNhbGxlclIG\
-        Y2FsbGVyEiUKDnNuYXBzaG90X3RvcGljGAcgASgJUg1zbmFwc2hvdFRvcGljInEKC1BsdWdpblJlcGx5EhcKB2NhbGxfaWQYASABKARSBmNhbGx\
-        JZBIUCgRib2R5GAIgASgMSABSBGJvZHkSKQoFZXJyb3IYAyABKAsyES5tZW50b3J5LnYxLkVycm9ySABSBWVycm9yQggKBnJlc3VsdCJ2ChFQbH\
-        VnaW5DYWxsUmVxdWVzdBIXCgdjYWxsX2lkGAEgASgEUgZjYWxsSWQSHAoJbmFtZXNwYWNlGAIgASgJUgluYW1lc3BhY2USFgoGbWV0aG9kGAMgA\
-        SgJUgZtZXRob2QSEgoEYm9keRgEIAEoDFIEYm9keSIlCg9QbHVnaW5DYWxsUmVwbHkSEgoEYm9keRgBIAEoDFIEYm9keSLTAQoMUGx1Z2luU3Rh\
-        dHVzEhIKBG5hbWUYASABKAlSBG5hbWUSHAoJbmFtZXNwYWNlGAIgASgJUgluYW1lc3BhY2USLQoFc3RhdGUYAyABKA4yFy5tZW50b3J5LnYxLlB\
-        sdWdpblN0YXRlUgVzdGF0ZRIiCg1zaW5jZV91bml4X21zGAQgASgDUgtzaW5jZVVuaXhNcxImCg9jYWxsc19pbl9mbGlnaHQYBSABKA1SDWNhbG\
-        xzSW5GbGlnaHQSFgoGcmVhc29uGAYgASgJUgZyZWFzb24qTwoJUHJpdmlsZWdlEhkKFVBSSVZJTEVHRV9VTlNQRUNJRklFRBAAEhMKD1BSSVZJT\
-        EVHRV9PV05FUhABEhIKDlBSSVZJTEVHRV9ST09UEAIq7AUKCUVycm9yQ29kZRIaChZFUlJPUl9DT0RFX1VOU1BFQ0lGSUVEEAASIgoeRVJST1Jf\
-        Q09ERV9VTlNVUFBPUlRFRF9WRVJTSU9OEAESIQodRVJST1JfQ09ERV9IQU5EU0hBS0VfUkVRVUlSRUQQAhIgChxFUlJPUl9DT0RFX01BTEZPUk1\
-        FRF9NRVNTQUdFEAMSHgoaRVJST1JfQ09ERV9GUkFNRV9UT09fTEFSR0UQBBIeChpFUlJPUl9DT0RFX1RSVU5DQVRFRF9GUkFNRRAFEiAKHEVSUk\
-        9SX0NPREVfVU5LTk9XTl9OQU1FU1BBQ0UQBhIdChlFUlJPUl9DT0RFX1VOS05PV05fTUVUSE9EEAcSHwobRVJST1JfQ09ERV9JTlZBTElEX0FSR\
-        1VNRU5UEAgSGAoURVJST1JfQ09ERV9OT1RfRk9VTkQQCRIXChNFUlJPUl9DT0RFX0NPTkZMSUNUEAoSIAocRVJST1JfQ09ERV9QRVJNSVNTSU9O\
-        X0RFTklFRBALEiMKH0VSUk9SX0NPREVfRFVQTElDQVRFX1JFUVVFU1RfSUQQDBIgChxFUlJPUl9DT0RFX1RPT19NQU5ZX1JFUVVFU1RTEA0SHgo\
-        aRVJST1JfQ09ERV9TVE9SQUdFX0ZBSUxVUkUQDhIcChhFUlJPUl9DT0RFX1NIVVRUSU5HX0RPV04QDxIXChNFUlJPUl9DT0RFX0lOVEVSTkFMEB\
-        ASIQodRVJST1JfQ09ERV9BTFJFQURZX0hBTkRTSEFLRU4QERIjCh9FUlJPUl9DT0RFX1RPT19NQU5ZX0NPTk5FQ1RJT05TEBISIAocRVJST1JfQ\
-        09ERV9IQU5EU0hBS0VfVElNRU9VVBATEh0KGUVSUk9SX0NPREVfU1RBUlRVUF9GQUlMRUQQFBIaChZFUlJPUl9DT0RFX1VOQVZBSUxBQkxFEBUS\
-        IAocRVJST1JfQ09ERV9ERUFETElORV9FWENFRURFRBAWKlEKCUV2ZW50S2luZBIVChFFVkVOVF9LSU5EX0NIQU5HRRAAEhcKE0VWRU5UX0tJTkR\
-        fU05BUFNIT1QQARIUChBFVkVOVF9LSU5EX1JFU0VUEAIqXwoMSW5zdGFuY2VLaW5kEh0KGUlOU1RBTkNFX0tJTkRfVU5TUEVDSUZJRUQQABIWCh\
-        JJTlNUQU5DRV9LSU5EX1VTRVIQARIYChRJTlNUQU5DRV9LSU5EX1NZU1RFTRACKnQKCk1ldHJpY1R5cGUSGwoXTUVUUklDX1RZUEVfVU5TUEVDS\
-        UZJRUQQABIXChNNRVRSSUNfVFlQRV9DT1VOVEVSEAESFQoRTUVUUklDX1RZUEVfR0FVR0UQAhIZChVNRVRSSUNfVFlQRV9ISVNUT0dSQU0QAypp\
-        Cg9NZW50b3JDaGFyYWN0ZXISIAocTUVOVE9SX0NIQVJBQ1RFUl9VTlNQRUNJRklFRBAAEhkKFU1FTlRPUl9DSEFSQUNURVJfQ09PTBABEhkKFU1\
-        FTlRPUl9DSEFSQUNURVJfV0FSTRACKt0BCgdFbW90aW9uEhcKE0VNT1RJT05fVU5TUEVDSUZJRUQQABIbChdFTU9USU9OX1ZFUllfVU5QTEVBU0\
-        FOVBABEhYKEkVNT1RJT05fVU5QTEVBU0FOVBACEh8KG0VNT1RJT05fU0xJR0hUTFlfVU5QTEVBU0FOVBADEhMKD0VNT1RJT05fTkVVVFJBTBAEE\
-        h0KGUVNT1RJT05fU0xJR0hUTFlfUExFQVNBTlQQBRIUChBFTU9USU9OX1BMRUFTQU5UEAYSGQoVRU1PVElPTl9WRVJZX1BMRUFTQU5UEAcqegoL\
-        UGx1Z2luU3RhdGUSHAoYUExVR0lOX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUUExVR0lOX1NUQVRFX1dBSVRJTkcQARIaChZQTFVHSU5fU1RBVEV\
-        fQ09OTkVDVEVEEAISFwoTUExVR0lOX1NUQVRFX0ZBSUxFRBADMs0DCgdTZXNzaW9uEiwKBHBpbmcSES5tZW50b3J5LnYxLkVtcHR5GhEubWVudG\
-        9yeS52MS5FbXB0eRI0CgZzdGF0dXMSES5tZW50b3J5LnYxLkVtcHR5GhcubWVudG9yeS52MS5TdGF0dXNSZXBseRJFCglzdWJzY3JpYmUSHC5tZ\
-        W50b3J5LnYxLlN1YnNjcmliZVJlcXVlc3QaGi5tZW50b3J5LnYxLlN1YnNjcmliZVJlcGx5EkAKC3Vuc3Vic2NyaWJlEh4ubWVudG9yeS52MS5V\
-        bnN1YnNjcmliZVJlcXVlc3QaES5tZW50b3J5LnYxLkVtcHR5EkIKCGRlc2NyaWJlEhsubWVudG9yeS52MS5EZXNjcmliZVJlcXVlc3QaGS5tZW5\
-        0b3J5LnYxLkRlc2NyaWJlUmVwbHkSPwoHbW9uaXRvchIaLm1lbnRvcnkudjEuTW9uaXRvclJlcXVlc3QaGC5tZW50b3J5LnYxLk1vbml0b3JSZX\
-        BseRI/CgdtZXRyaWNzEhoubWVudG9yeS52MS5NZXRyaWNzUmVxdWVzdBoYLm1lbnRvcnkudjEuTWV0cmljc1JlcGx5Gg/K8xgHc2Vzc2lvbtDzG\
-        AEylQIKBk1lbnRvchI8CgNzZXQSHC5tZW50b3J5LnYxLk1lbnRvclNldFJlcXVlc3QaFy5tZW50b3J5LnYxLk1lbnRvclN0YXRlEjEKA2dldBIR\
-        Lm1lbnRvcnkudjEuRW1wdHkaFy5tZW50b3J5LnYxLk1lbnRvclN0YXRlEk4KDGNvbXBsZXRlVG9kbxIlLm1lbnRvcnkudjEuTWVudG9yQ29tcGx\
-        ldGVUb2RvUmVxdWVzdBoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUaSsrzGAZtZW50b3LQ8xgB2vMYOAoGbWVudG9yEhZtZW50b3J5LnYxLk1lbn\
-        RvclN0YXRlGhZtZW50b3J5LnYxLk1lbnRvclN0YXRlMuEBCgxSZWFjaGFiaWxpdHkSNgoGcmVwb3J0EhUubWVudG9yeS52MS5QZWVyU3RhdGUaF\
-        S5tZW50b3J5LnYxLlBlZXJTdGF0ZRI6CgNnZXQSES5tZW50b3J5LnYxLkVtcHR5GiAubWVudG9yeS52MS5SZWFjaGFiaWxpdHlTbmFwc2hvdBpd\
-        yvMYDHJlYWNoYWJpbGl0edDzGAHa8xhFCgxyZWFjaGFiaWxpdHkSFG1lbnRvcnkudjEuUGVlclN0YXRlGh9tZW50b3J5LnYxLlJlYWNoYWJpbGl\
-        0eVNuYXBzaG90MqQDCgVEaWFyeRI6CgNhZGQSGy5tZW50b3J5LnYxLkRpYXJ5QWRkUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRI6Cg\
-        NnZXQSGy5tZW50b3J5LnYxLkRpYXJ5R2V0UmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRJACgRsaXN0EhwubWVudG9yeS52MS5EaWFye\
-        Uxpc3RSZXF1ZXN0GhoubWVudG9yeS52MS5EaWFyeUxpc3RSZXBseRJACgZkZWxldGUSHi5tZW50b3J5LnYxLkRpYXJ5RGVsZXRlUmVxdWVzdBoW\
-        Lm1lbnRvcnkudjEuRGlhcnlFbnRyeRJTChFzZXRTdWdnZXN0aW9uRG9uZRImLm1lbnRvcnkudjEuRGlhcnlTdWdnZXN0aW9uRG9uZVJlcXVlc3Q\
-        aFi5tZW50b3J5LnYxLkRpYXJ5RW50cnkaSsrzGAVkaWFyedDzGAHa8xg5CgVkaWFyeRIWbWVudG9yeS52MS5EaWFyeUNoYW5nZRoYbWVudG9yeS\
-        52MS5EaWFyeVNuYXBzaG90MsoBCgdTdG9yYWdlElAKBmJhY2t1cBIgLm1lbnRvcnkudjEuU3RvcmFnZUJhY2t1cFJlcXVlc3QaHi5tZW50b3J5L\
-        nYxLlN0b3JhZ2VCYWNrdXBSZXBseSIE4PMYARJcCgpiYWNrdXBSZWFkEiQubWVudG9yeS52MS5TdG9yYWdlQmFja3VwUmVhZFJlcXVlc3QaIi5t\
-        ZW50b3J5LnYxLlN0b3JhZ2VCYWNrdXBSZWFkUmVwbHkiBODzGAEaD8rzGAdzdG9yYWdl0PMYATJoCgZEYWVtb24STgoGcmVsb2FkEh8ubWVudG9\
-        yeS52MS5EYWVtb25SZWxvYWRSZXF1ZXN0Gh0ubWVudG9yeS52MS5EYWVtb25SZWxvYWRSZXBseSIE4PMYARoOyvMYBmRhZW1vbtDzGAEyXQoFRG\
-        VidWcSRQoMZnJlZXplRW5naW5lEhwuZ29vZ2xlLnByb3RvYnVmLlVJbnQzMlZhbHVlGhEubWVudG9yeS52MS5FbXB0eSIE4PMYAhoNyvMYBWRlY\
-        nVn0PMYATLsAQoGUGx1Z2luEk4KCHJlZ2lzdGVyEiEubWVudG9yeS52MS5QbHVnaW5SZWdpc3RlclJlcXVlc3QaHy5tZW50b3J5LnYxLlBsdWdp\
-        blJlZ2lzdGVyUmVwbHkSPgoHcHVibGlzaBIgLm1lbnRvcnkudjEuUGx1Z2luUHVibGlzaFJlcXVlc3QaES5tZW50b3J5LnYxLkVtcHR5EkIKBGN\
-        hbGwSHS5tZW50b3J5LnYxLlBsdWdpbkNhbGxSZXF1ZXN0GhsubWVudG9yeS52MS5QbHVnaW5DYWxsUmVwbHkaDsrzGAZwbHVnaW7Q8xgBOj8KCW\
-        5hbWVzcGFjZRIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxi5jgMgASgJUgluYW1lc3BhY2U6TgoRbmFtZXNwYWNlX3ZlcnNpb24SH\
-        y5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYuo4DIAEoDVIQbmFtZXNwYWNlVmVyc2lvbjpVCgV0b3BpYxIfLmdvb2dsZS5wcm90b2J1\
-        Zi5TZXJ2aWNlT3B0aW9ucxi7jgMgAygLMhwubWVudG9yeS52MS5Ub3BpY0RlY2xhcmF0aW9uUgV0b3BpYzpVCglwcml2aWxlZ2USHi5nb29nbGU\
-        ucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi8jgMgASgOMhUubWVudG9yeS52MS5Qcml2aWxlZ2VSCXByaXZpbGVnZWIGcHJvdG8z
+        dW50cxIUCgVjb3VudBgEIAEoBFIFY291bnQSEAoDc3VtGAUgASgBUgNzdW0iKQoUU3RvcmFnZUJhY2t1cFJlcXVlc3RKBAgBEAJSC2Rlc3RpbmF\
+        0aW9uIoMBChJTdG9yYWdlQmFja3VwUmVwbHkSFAoFYnl0ZXMYAiABKARSBWJ5dGVzEiMKDWRpYXJ5X2VudHJpZXMYAyABKA1SDGRpYXJ5RW50cm\
+        llcxIfCgtjaHVua19ieXRlcxgEIAEoDVIKY2h1bmtCeXRlc0oECAEQAlILZGVzdGluYXRpb24iMgoYU3RvcmFnZUJhY2t1cFJlYWRSZXF1ZXN0E\
+        hYKBm9mZnNldBgBIAEoBFIGb2Zmc2V0Ij4KFlN0b3JhZ2VCYWNrdXBSZWFkUmVwbHkSEgoEZGF0YRgBIAEoDFIEZGF0YRIQCgNlbmQYAiABKAhS\
+        A2VuZCIVChNEYWVtb25SZWxvYWRSZXF1ZXN0IhMKEURhZW1vblJlbG9hZFJlcGx5IrwCChVQbHVnaW5SZWdpc3RlclJlcXVlc3QSNgoXcGx1Z2l\
+        uX3Byb3RvY29sX3ZlcnNpb24YASABKA1SFXBsdWdpblByb3RvY29sVmVyc2lvbhIcCgluYW1lc3BhY2UYAiABKAlSCW5hbWVzcGFjZRIYCgd2ZX\
+        JzaW9uGAMgASgNUgd2ZXJzaW9uEjcKB21ldGhvZHMYBCADKAsyHS5tZW50b3J5LnYxLk1ldGhvZERlc2NyaXB0aW9uUgdtZXRob2RzEjQKBnRvc\
+        GljcxgFIAMoCzIcLm1lbnRvcnkudjEuVG9waWNEZXNjcmlwdGlvblIGdG9waWNzEkQKC2Rlc2NyaXB0b3JzGAYgASgLMiIuZ29vZ2xlLnByb3Rv\
+        YnVmLkZpbGVEZXNjcmlwdG9yU2V0UgtkZXNjcmlwdG9ycyJrChNQbHVnaW5SZWdpc3RlclJlcGx5EhYKBnBsdWdpbhgBIAEoCVIGcGx1Z2luEhQ\
+        KBWVwb2NoGAIgASgEUgVlcG9jaBImCg9jYWxsX3RpbWVvdXRfbXMYAyABKA1SDWNhbGxUaW1lb3V0TXMiQAoUUGx1Z2luUHVibGlzaFJlcXVlc3\
+        QSFAoFdG9waWMYASABKAlSBXRvcGljEhIKBGJvZHkYAiABKAxSBGJvZHkimwEKDFBsdWdpbkNhbGxlchIUCgVrbm93bhgBIAEoCFIFa25vd24SE\
+        AoDcGlkGAIgASgFUgNwaWQSEAoDdWlkGAMgASgNUgN1aWQSEAoDZ2lkGAQgASgNUgNnaWQSHwoLY2xpZW50X25hbWUYBSABKAlSCmNsaWVudE5h\
+        bWUSHgoKY29ubmVjdGlvbhgGIAEoBFIKY29ubmVjdGlvbiLnAQoKUGx1Z2luQ2FsbBIXCgdjYWxsX2lkGAEgASgEUgZjYWxsSWQSHAoJbmFtZXN\
+        wYWNlGAIgASgJUgluYW1lc3BhY2USFgoGbWV0aG9kGAMgASgJUgZtZXRob2QSEgoEYm9keRgEIAEoDFIEYm9keRIdCgp0aW1lb3V0X21zGAUgAS\
+        gNUgl0aW1lb3V0TXMSMAoGY2FsbGVyGAYgASgLMhgubWVudG9yeS52MS5QbHVnaW5DYWxsZXJSBmNhbGxlchIlCg5zbmFwc2hvdF90b3BpYxgHI\
+        AEoCVINc25hcHNob3RUb3BpYyJxCgtQbHVnaW5SZXBseRIXCgdjYWxsX2lkGAEgASgEUgZjYWxsSWQSFAoEYm9keRgCIAEoDEgAUgRib2R5EikK\
+        BWVycm9yGAMgASgLMhEubWVudG9yeS52MS5FcnJvckgAUgVlcnJvckIICgZyZXN1bHQidgoRUGx1Z2luQ2FsbFJlcXVlc3QSFwoHY2FsbF9pZBg\
+        BIAEoBFIGY2FsbElkEhwKCW5hbWVzcGFjZRgCIAEoCVIJbmFtZXNwYWNlEhYKBm1ldGhvZBgDIAEoCVIGbWV0aG9kEhIKBGJvZHkYBCABKAxSBG\
+        JvZHkiJQoPUGx1Z2luQ2FsbFJlcGx5EhIKBGJvZHkYASABKAxSBGJvZHki0wEKDFBsdWdpblN0YXR1cxISCgRuYW1lGAEgASgJUgRuYW1lEhwKC\
+        W5hbWVzcGFjZRgCIAEoCVIJbmFtZXNwYWNlEi0KBXN0YXRlGAMgASgOMhcubWVudG9yeS52MS5QbHVnaW5TdGF0ZVIFc3RhdGUSIgoNc2luY2Vf\
+        dW5peF9tcxgEIAEoA1ILc2luY2VVbml4TXMSJgoPY2FsbHNfaW5fZmxpZ2h0GAUgASgNUg1jYWxsc0luRmxpZ2h0EhYKBnJlYXNvbhgGIAEoCVI\
+        GcmVhc29uKk8KCVByaXZpbGVnZRIZChVQUklWSUxFR0VfVU5TUEVDSUZJRUQQABITCg9QUklWSUxFR0VfT1dORVIQARISCg5QUklWSUxFR0VfUk\
+        9PVBACKuwFCglFcnJvckNvZGUSGgoWRVJST1JfQ09ERV9VTlNQRUNJRklFRBAAEiIKHkVSUk9SX0NPREVfVU5TVVBQT1JURURfVkVSU0lPThABE\
+        iEKHUVSUk9SX0NPREVfSEFORFNIQUtFX1JFUVVJUkVEEAISIAocRVJST1JfQ09ERV9NQUxGT1JNRURfTUVTU0FHRRADEh4KGkVSUk9SX0NPREVf\
+        RlJBTUVfVE9PX0xBUkdFEAQSHgoaRVJST1JfQ09ERV9UUlVOQ0FURURfRlJBTUUQBRIgChxFUlJPUl9DT0RFX1VOS05PV05fTkFNRVNQQUNFEAY\
+        SHQoZRVJST1JfQ09ERV9VTktOT1dOX01FVEhPRBAHEh8KG0VSUk9SX0NPREVfSU5WQUxJRF9BUkdVTUVOVBAIEhgKFEVSUk9SX0NPREVfTk9UX0\
+        ZPVU5EEAkSFwoTRVJST1JfQ09ERV9DT05GTElDVBAKEiAKHEVSUk9SX0NPREVfUEVSTUlTU0lPTl9ERU5JRUQQCxIjCh9FUlJPUl9DT0RFX0RVU\
+        ExJQ0FURV9SRVFVRVNUX0lEEAwSIAocRVJST1JfQ09ERV9UT09fTUFOWV9SRVFVRVNUUxANEh4KGkVSUk9SX0NPREVfU1RPUkFHRV9GQUlMVVJF\
+        EA4SHAoYRVJST1JfQ09ERV9TSFVUVElOR19ET1dOEA8SFwoTRVJST1JfQ09ERV9JTlRFUk5BTBAQEiEKHUVSUk9SX0NPREVfQUxSRUFEWV9IQU5\
+        EU0hBS0VOEBESIwofRVJST1JfQ09ERV9UT09fTUFOWV9DT05ORUNUSU9OUxASEiAKHEVSUk9SX0NPREVfSEFORFNIQUtFX1RJTUVPVVQQExIdCh\
+        lFUlJPUl9DT0RFX1NUQVJUVVBfRkFJTEVEEBQSGgoWRVJST1JfQ09ERV9VTkFWQUlMQUJMRRAVEiAKHEVSUk9SX0NPREVfREVBRExJTkVfRVhDR\
+        UVERUQQFipRCglFdmVudEtpbmQSFQoRRVZFTlRfS0lORF9DSEFOR0UQABIXChNFVkVOVF9LSU5EX1NOQVBTSE9UEAESFAoQRVZFTlRfS0lORF9S\
+        RVNFVBACKl8KDEluc3RhbmNlS2luZBIdChlJTlNUQU5DRV9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSSU5TVEFOQ0VfS0lORF9VU0VSEAESGAoUSU5\
+        TVEFOQ0VfS0lORF9TWVNURU0QAip0CgpNZXRyaWNUeXBlEhsKF01FVFJJQ19UWVBFX1VOU1BFQ0lGSUVEEAASFwoTTUVUUklDX1RZUEVfQ09VTl\
+        RFUhABEhUKEU1FVFJJQ19UWVBFX0dBVUdFEAISGQoVTUVUUklDX1RZUEVfSElTVE9HUkFNEAMqegoLUGx1Z2luU3RhdGUSHAoYUExVR0lOX1NUQ\
+        VRFX1VOU1BFQ0lGSUVEEAASGAoUUExVR0lOX1NUQVRFX1dBSVRJTkcQARIaChZQTFVHSU5fU1RBVEVfQ09OTkVDVEVEEAISFwoTUExVR0lOX1NU\
+        QVRFX0ZBSUxFRBADMs0DCgdTZXNzaW9uEiwKBHBpbmcSES5tZW50b3J5LnYxLkVtcHR5GhEubWVudG9yeS52MS5FbXB0eRI0CgZzdGF0dXMSES5\
+        tZW50b3J5LnYxLkVtcHR5GhcubWVudG9yeS52MS5TdGF0dXNSZXBseRJFCglzdWJzY3JpYmUSHC5tZW50b3J5LnYxLlN1YnNjcmliZVJlcXVlc3\
+        QaGi5tZW50b3J5LnYxLlN1YnNjcmliZVJlcGx5EkAKC3Vuc3Vic2NyaWJlEh4ubWVudG9yeS52MS5VbnN1YnNjcmliZVJlcXVlc3QaES5tZW50b\
+        3J5LnYxLkVtcHR5EkIKCGRlc2NyaWJlEhsubWVudG9yeS52MS5EZXNjcmliZVJlcXVlc3QaGS5tZW50b3J5LnYxLkRlc2NyaWJlUmVwbHkSPwoH\
+        bW9uaXRvchIaLm1lbnRvcnkudjEuTW9uaXRvclJlcXVlc3QaGC5tZW50b3J5LnYxLk1vbml0b3JSZXBseRI/CgdtZXRyaWNzEhoubWVudG9yeS5\
+        2MS5NZXRyaWNzUmVxdWVzdBoYLm1lbnRvcnkudjEuTWV0cmljc1JlcGx5Gg/K8xgHc2Vzc2lvbtDzGAEyygEKB1N0b3JhZ2USUAoGYmFja3VwEi\
+        AubWVudG9yeS52MS5TdG9yYWdlQmFja3VwUmVxdWVzdBoeLm1lbnRvcnkudjEuU3RvcmFnZUJhY2t1cFJlcGx5IgTg8xgBElwKCmJhY2t1cFJlY\
+        WQSJC5tZW50b3J5LnYxLlN0b3JhZ2VCYWNrdXBSZWFkUmVxdWVzdBoiLm1lbnRvcnkudjEuU3RvcmFnZUJhY2t1cFJlYWRSZXBseSIE4PMYARoP\
+        yvMYB3N0b3JhZ2XQ8xgBMmgKBkRhZW1vbhJOCgZyZWxvYWQSHy5tZW50b3J5LnYxLkRhZW1vblJlbG9hZFJlcXVlc3QaHS5tZW50b3J5LnYxLkR\
+        hZW1vblJlbG9hZFJlcGx5IgTg8xgBGg7K8xgGZGFlbW9u0PMYATJdCgVEZWJ1ZxJFCgxmcmVlemVFbmdpbmUSHC5nb29nbGUucHJvdG9idWYuVU\
+        ludDMyVmFsdWUaES5tZW50b3J5LnYxLkVtcHR5IgTg8xgCGg3K8xgFZGVidWfQ8xgBMuwBCgZQbHVnaW4STgoIcmVnaXN0ZXISIS5tZW50b3J5L\
+        nYxLlBsdWdpblJlZ2lzdGVyUmVxdWVzdBofLm1lbnRvcnkudjEuUGx1Z2luUmVnaXN0ZXJSZXBseRI+CgdwdWJsaXNoEiAubWVudG9yeS52MS5Q\
+        bHVnaW5QdWJsaXNoUmVxdWVzdBoRLm1lbnRvcnkudjEuRW1wdHkSQgoEY2FsbBIdLm1lbnRvcnkudjEuUGx1Z2luQ2FsbFJlcXVlc3QaGy5tZW5\
+        0b3J5LnYxLlBsdWdpbkNhbGxSZXBseRoOyvMYBnBsdWdpbtDzGAE6PwoJbmFtZXNwYWNlEh8uZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VPcHRpb2\
+        5zGLmOAyABKAlSCW5hbWVzcGFjZTpOChFuYW1lc3BhY2VfdmVyc2lvbhIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxi6jgMgASgNU\
+        hBuYW1lc3BhY2VWZXJzaW9uOlUKBXRvcGljEh8uZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VPcHRpb25zGLuOAyADKAsyHC5tZW50b3J5LnYxLlRv\
+        cGljRGVjbGFyYXRpb25SBXRvcGljOlUKCXByaXZpbGVnZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLyOAyABKA4yFS5tZW50b3J\
+        5LnYxLlByaXZpbGVnZVIJcHJpdmlsZWdlYgZwcm90bzM=
         """,
     ])
 }

@@ -14,9 +14,10 @@ asyncio: :func:`mentory.aio.connect` with the same methods, awaited.
 
 Serving a namespace of your own from this process (an out-of-process plugin): :mod:`mentory.plugin`.
 
-The generated protobuf messages are available as :mod:`mentory.pb` (``mentory.pb.DiaryEntry``, …).
-``mentory.proto`` itself ships in the package, in :data:`PROTO_PATH` (``python3 -m mentory --proto-path``),
-for plugins' schemas to import.
+The generated protobuf messages are available as :mod:`mentory.pb` (``mentory.pb.DiaryEntry``, …): the
+protocol's, from ``mentory.proto``, and the built-in domain's, from ``mentory_domain.proto``. Both files
+ship in the package, in :data:`PROTO_PATH` (``python3 -m mentory --proto-path``), for plugins' schemas
+to import.
 """
 
 import os as _os
@@ -24,7 +25,7 @@ import os as _os
 from . import aio, discovery, journal, plugin
 from ._connection import DEFAULT_MAX_INCOMING_FRAME, PROTOCOL_VERSION
 from ._enums import Emotion, ErrorCode, EventKind, MentorCharacter
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 from ._schema import METHODS, TOPICS
 from .client import Client, Subscription, connect
 from .errors import ConnectionClosed, MentoryError, ProtocolError, SocketTrustError, Timeout
@@ -32,7 +33,8 @@ from .events import Backoff, Event, Position
 
 __version__ = "0.1.0"
 
-#: The folder holding ``mentory.proto`` (the package's copy of the daemon's schema), for ``protoc -I``.
+#: The folder holding ``mentory.proto`` and ``mentory_domain.proto`` (the package's copies of the daemon's
+#: schema), for ``protoc -I``.
 PROTO_PATH = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_proto")
 
 __all__ = [

@@ -6,7 +6,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from ._enums import EventKind
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 from .errors import ProtocolError
 from .events import Event
 

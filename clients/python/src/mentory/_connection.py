@@ -11,7 +11,7 @@ from google.protobuf.message import DecodeError
 
 from . import discovery
 from ._enums import ErrorCode
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 from .errors import ConnectionClosed, MentoryError, ProtocolError, Timeout
 
 logger = logging.getLogger("mentory")

@@ -19,7 +19,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 
 logger = logging.getLogger("mentory")
 

@@ -9,7 +9,7 @@ at run time). A member's name is the proto name without its prefix
 from enum import IntEnum
 from typing import Any, Union, cast
 
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 
 
 def _mirror(name: str, enum_type: Any, prefix: str) -> Any:

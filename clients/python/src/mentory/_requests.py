@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Type, Union
 from google.protobuf.message import Message
 
 from ._enums import Emotion, MentorCharacter, enum_value
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 from ._schema import METHODS
 
 #: An action item as a caller may give it: its text, a dict of its fields, or the message.

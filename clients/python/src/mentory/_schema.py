@@ -1,10 +1,11 @@
 """The methods and topics of every namespace, read from the schema itself.
 
-Each namespace is a ``service`` in ``mentory.proto`` (its rpcs are the methods, its ``(topic)``
-options the topics); the tables below are built from those declarations in the generated
-``mentory_pb2`` module when this module is imported, so nothing here names a method. Everything else
+Each namespace is a ``service`` in ``mentory.proto`` or ``mentory_domain.proto`` (its rpcs are the
+methods, its ``(topic)`` options the topics); the tables below are built from those declarations in
+the generated ``mentory_pb2`` and ``mentory_domain_pb2`` modules when this module is imported, so
+nothing here names a method. Everything else
 (typed namespace methods, :meth:`Client.call` with dicts, event decoding) looks types up here. A
-method or topic added to ``mentory.proto`` needs only ``scripts/generate-protos.sh``.
+method or topic added to either file needs only ``scripts/generate-protos.sh``.
 """
 
 from typing import Dict, Optional, Tuple, Type
@@ -13,7 +14,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
 from ._described import message_class
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 
 
 def _message_class(descriptor: Descriptor) -> Type[Message]:
@@ -31,11 +32,12 @@ def _load() -> Tuple[
     topics: Dict[str, Tuple[Type[Message], Type[Message]]] = {}
     versions: Dict[str, int] = {}
     pool = pb.DESCRIPTOR.pool
-    for service in pb.DESCRIPTOR.services_by_name.values():
+    services = list(pb.DESCRIPTOR.services_by_name.values()) + list(pb.DOMAIN_DESCRIPTOR.services_by_name.values())
+    for service in services:
         options = service.GetOptions()
         namespace = options.Extensions[pb.namespace]
         if not namespace:
-            raise ImportError(f"mentory.proto: service {service.name} has no (mentory.v1.namespace) option")
+            raise ImportError(f"{service.file.name}: service {service.name} has no (mentory.v1.namespace) option")
         versions[namespace] = options.Extensions[pb.namespace_version]
         for method in service.methods:
             methods[(namespace, method.name)] = (

@@ -46,7 +46,7 @@ from ._codec import RequestLike, decode_event, decode_reply, encode_request, par
 from ._connection import DEFAULT_MAX_INCOMING_FRAME, Connection
 from ._described import DescribedSchema, Types
 from ._enums import ErrorCode
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 from ._requests import ActionItemLike, DayLike
 from ._schema import TOPICS, method_types
 from .discovery import resolve_socket_path

@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 from . import aio
 from ._codec import RequestLike
 from ._connection import DEFAULT_MAX_INCOMING_FRAME
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 from ._requests import ActionItemLike, DayLike
 from .errors import ConnectionClosed, Timeout
 from .events import Backoff, Event, Position

@@ -65,7 +65,7 @@ from google.protobuf.message import DecodeError, Message
 
 from ._connection import DEFAULT_MAX_INCOMING_FRAME, Connection
 from ._enums import ErrorCode
-from ._proto import mentory_pb2 as pb
+from . import _messages as pb
 from ._schema import _message_class
 from .aio import AsyncClient, ConnectOptions, make_options
 from .errors import ConnectionClosed, MentoryError, ProtocolError, SocketTrustError

@@ -1,6 +1,8 @@
+import MentoryWire
+
 /// Rules shared by every list of action items on the wire.
 public enum ActionItems {
-    /// Checks the items against ``FieldLimits``, gives items without an id a fresh UUID, writes
+    /// Checks the items against `FieldLimits`, gives items without an id a fresh UUID, writes
     /// UUID ids in their canonical lowercase form, and rejects empty texts and repeated ids.
     public static func normalized(_ items: [Mentory_V1_ActionItem]) throws(MentoryError) -> [Mentory_V1_ActionItem] {
         try FieldLimits.actionItemCount.check(count: items.count)
