@@ -147,3 +147,4 @@ extension MethodSchema {
         }
     }
 }
+
