@@ -148,3 +148,22 @@ extension MethodSchema {
     }
 }
 
+extension MethodSchema where Request == Mentory_V1_Empty {
+    /// ``decodeRequest(_:)`` where the method is known to take `Empty` (the engine's `session` methods):
+    /// the same answer, without looking up the generic request type at run time.
+    package func decodeRequest(_ body: ByteBuffer) throws(MentoryError) -> Mentory_V1_Empty {
+        try self.checkEmpty(body)
+        return Mentory_V1_Empty()
+    }
+}
+
+extension Mentory_V1_Empty {
+    /// ``SwiftProtobuf/Message/replyBody()`` for `Empty`, which serializes to no bytes (a message made in memory
+    /// carries no unknown fields): no serializer, no generic lookups, and no allocation (``ProtobufBuffer/empty``).
+    package func replyBody() -> ProtobufBuffer {
+        guard self.unknownFields.data.isEmpty else {
+            return (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)
+        }
+        return .empty
+    }
+}
