@@ -183,10 +183,7 @@ private func openDirectory(_ path: String) -> Int32 {
 
 extension SQLiteSessionStore: StorageBackupTarget {
     public func writeBackup(to path: String) async throws(MentoryError) -> Int {
-        do throws(StorageError) {
-            return try await self.backup(to: path).diaryEntries
-        } catch {
-            throw MentoryError(error)
+        try await reportingStorageErrors { () async throws(StorageError) in try await self.backup(to: path).diaryEntries
         }
     }
 }

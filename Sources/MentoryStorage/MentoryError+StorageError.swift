@@ -18,3 +18,15 @@ extension MentoryError {
         }
     }
 }
+
+/// The result of `operation`, a call to a store, run on the caller's executor; a ``StorageError`` it throws is
+/// thrown as the ``MentoryError`` of the same meaning (`MentoryError.init(_:)`).
+public nonisolated(nonsending) func reportingStorageErrors<Result>(
+    _ operation: nonisolated(nonsending) () async throws(StorageError) -> Result
+) async throws(MentoryError) -> Result {
+    do {
+        return try await operation()
+    } catch {
+        throw MentoryError(error)
+    }
+}

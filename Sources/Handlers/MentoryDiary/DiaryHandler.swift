@@ -54,11 +54,8 @@ public struct DiaryHandler: MentoryHandler {
         routes.onAsync(Namespace.add) { request, _, context in
             let entry = try Self.entry(from: request, now: context.clock.nowUnixMilliseconds())
             // Importing the same entry twice is a no-op; anything else under that id is a conflict.
-            let outcome: DiaryInsertOutcome
-            do throws(StorageError) {
-                outcome = try await self.store.insert(entry)
-            } catch {
-                throw MentoryError(error)
+            let outcome: DiaryInsertOutcome = try await reportingStorageErrors { () async throws(StorageError) in
+                try await self.store.insert(entry)
             }
             if outcome == .inserted {
                 context.publish(Self.change(.added(entry)), on: Namespace.diaryTopic)
@@ -86,11 +83,8 @@ public struct DiaryHandler: MentoryHandler {
         }
         routes.onAsync(Namespace.delete) { request, _, context in
             let id = try Self.lookupID(request.id, field: "id")
-            let deleted: Mentory_V1_DiaryEntry?
-            do throws(StorageError) {
-                deleted = try await self.store.delete(id: id)
-            } catch {
-                throw MentoryError(error)
+            let deleted: Mentory_V1_DiaryEntry? = try await reportingStorageErrors { () async throws(StorageError) in
+                try await self.store.delete(id: id)
             }
             guard let deleted else {
                 throw MentoryError.notFound("diary entry \(FieldLimits.quoted(id))")
@@ -101,11 +95,8 @@ public struct DiaryHandler: MentoryHandler {
         routes.onAsync(Namespace.setSuggestionDone) { request, _, context in
             let entryID = try Self.lookupID(request.entryID, field: "entry_id")
             let itemID = try Self.lookupID(request.suggestionID, field: "suggestion_id")
-            let update: DiaryActionItemUpdate
-            do throws(StorageError) {
-                update = try await self.store.setActionItemDone(entryID: entryID, itemID: itemID, done: request.done)
-            } catch {
-                throw MentoryError(error)
+            let update: DiaryActionItemUpdate = try await reportingStorageErrors { () async throws(StorageError) in
+                try await self.store.setActionItemDone(entryID: entryID, itemID: itemID, done: request.done)
             }
             if update.changed {
                 context.publish(Self.change(.updated(update.entry)), on: Namespace.diaryTopic)
@@ -143,11 +134,8 @@ public struct DiaryHandler: MentoryHandler {
         var cursor = before
         while true {
             let asked = min(limit - entries.count + 1, Self.readChunk)
-            let fetched: [Mentory_V1_DiaryEntry]
-            do throws(StorageError) {
-                fetched = try await self.store.entries(limit: asked, before: cursor)
-            } catch {
-                throw MentoryError(error)
+            let fetched: [Mentory_V1_DiaryEntry] = try await reportingStorageErrors { () async throws(StorageError) in
+                try await self.store.entries(limit: asked, before: cursor)
             }
             for entry in fetched {
                 guard entries.count < limit else {
@@ -193,11 +181,8 @@ public struct DiaryHandler: MentoryHandler {
     }
 
     private nonisolated(nonsending) func existingEntry(id: String) async throws(MentoryError) -> Mentory_V1_DiaryEntry {
-        let stored: Mentory_V1_DiaryEntry?
-        do throws(StorageError) {
-            stored = try await self.store.entry(id: id)
-        } catch {
-            throw MentoryError(error)
+        let stored: Mentory_V1_DiaryEntry? = try await reportingStorageErrors { () async throws(StorageError) in
+            try await self.store.entry(id: id)
         }
         guard let entry = stored else {
             throw .notFound("diary entry \(FieldLimits.quoted(id))")

@@ -58,11 +58,10 @@ public struct MentorHandler: MentoryHandler {
     }
 
     public func open(_ setup: HandlerSetup) async throws -> sending State {
-        do throws(StorageError) {
-            return State(current: try await self.store.loadMentorState())
-        } catch {
-            throw MentoryError(error)
+        let current = try await reportingStorageErrors { () async throws(StorageError) in
+            try await self.store.loadMentorState()
         }
+        return State(current: current)
     }
 
     public func routes(_ routes: inout HandlerRoutes<Self>) {
@@ -116,10 +115,8 @@ public struct MentorHandler: MentoryHandler {
         guard let updated = try makeChange(state.current) else {
             return state.current
         }
-        do throws(StorageError) {
+        try await reportingStorageErrors { () async throws(StorageError) in
             try await self.store.saveMentorState(updated)
-        } catch {
-            throw MentoryError(error)
         }
         state.current = updated
         context.publish(updated, on: Namespace.mentorTopic)
