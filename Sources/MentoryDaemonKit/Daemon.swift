@@ -123,7 +123,7 @@ struct Daemon {
                 let stores: OpenedStores
                 do {
                     stores = try await StoreBootstrap.open(
-                        settings: settings, executor: eventLoop.executor, logger: logger)
+                        settings: settings, eventLoop: eventLoop, logger: logger)
                 } catch {
                     throw StartupFailure(cause: "\(error)")
                 }

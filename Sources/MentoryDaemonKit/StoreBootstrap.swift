@@ -12,6 +12,7 @@ import MentoryStorage
 import MentoryStorageAdmin
 import MentoryStorageSQLite
 import MentoryWire
+import NIOCore
 
 /// Which store the daemon runs on (`storage.backend`).
 enum StorageBackend: String, Sendable, CaseIterable {
@@ -48,13 +49,15 @@ enum StoreBootstrap {
     /// With the SQLite backend, creates the state directory (mode 0700) when missing and opens
     /// `mentoryd.sqlite` in it; a database that cannot be used safely stops the start-up with a
     /// message saying why and what to do.
-    /// The in-memory store runs on `executor`, the engine's, so that requests reach it without a hop.
-    static func open(settings: DaemonSettings, executor: any SerialExecutor, logger: Logger) async throws
+    /// Both stores serve requests on `eventLoop`, the engine's: the in-memory store runs on it, so
+    /// that requests reach it without a hop; the SQLite store starts its batches and resumes its
+    /// writers there (``EventLoopCallerLoop``).
+    static func open(settings: DaemonSettings, eventLoop: any EventLoop, logger: Logger) async throws
         -> OpenedStores
     {
         switch settings.storageBackend {
         case .memory:
-            let store = InMemorySessionStore(executor: executor)
+            let store = InMemorySessionStore(executor: eventLoop.executor)
             logger.warning(
                 "store opened in memory: diary entries and the mentor state are lost when mentoryd stops",
                 metadata: ["backend": "memory"]
@@ -74,6 +77,7 @@ enum StoreBootstrap {
                 configuration.maxQueuedWrites = settings.maxConnections * settings.maxRequestsInFlight
                 configuration.checkpointPages = settings.checkpointPages
                 configuration.maxLogPages = settings.maxLogPages
+                configuration.callerLoop = EventLoopCallerLoop(eventLoop: eventLoop)
                 store = try await SQLiteSessionStore.opened(configuration: configuration)
             } catch {
                 throw StoreStartupError(description: "cannot open the store: \(MentoryError(error).message)")

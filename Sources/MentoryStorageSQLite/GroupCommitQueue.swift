@@ -47,7 +47,9 @@ public enum StorageMetricLabels {
 /// queue, and the access that committed the batch schedules the next one, which takes everything
 /// queued meanwhile. A write therefore costs one hop to the writer (shared by its batch) and one
 /// back to its caller; a lone writer pays one transaction and waits for nothing else: there is no
-/// batching delay.
+/// batching delay. With a ``CallerLoop`` (the daemon's event loop), the first write hands the batch
+/// to the writer only after the work already queued on the loop, so that the writes one loop tick
+/// read share a transaction, and the batch's writers resume on the loop with one hand-over.
 ///
 /// **Bounds.** One transaction holds at most `maxBatchSize` writes; the queue holds at most
 /// `maxQueuedWrites`, and a write beyond that fails at once with ``StorageError/overloaded(_:)``
@@ -137,6 +139,8 @@ final class GroupCommitQueue: Sendable {
     private let maxQueuedWrites: Int
     private let metrics: CommitMetrics
     private let checkpointer: LogCheckpointer?
+    /// Where batches start and writers resume, when the callers share one thread (see ``CallerLoop``).
+    private let callerLoop: (any CallerLoop)?
     // SAFETY: the lock guards only the queue of pending writes and its counters, not domain state,
     // and is never held across SQLite work, an await or a continuation's resumption: each holder
     // appends or takes a slice of the array and lets go. It replaces an actor hop per write.
@@ -148,6 +152,7 @@ final class GroupCommitQueue: Sendable {
         maxBatchSize: Int,
         maxQueuedWrites: Int,
         checkpointer: LogCheckpointer? = nil,
+        callerLoop: (any CallerLoop)? = nil,
         metricsFactory: any MetricsFactory
     ) {
         self.writer = writer
@@ -156,6 +161,7 @@ final class GroupCommitQueue: Sendable {
         self.maxQueuedWrites = max(1, maxQueuedWrites)
         self.metrics = CommitMetrics(factory: metricsFactory)
         self.checkpointer = checkpointer
+        self.callerLoop = callerLoop
     }
 
     /// Writes queued and not yet in a transaction.
@@ -182,7 +188,20 @@ final class GroupCommitQueue: Sendable {
     ) async throws(StorageError) -> T {
         let path = self.path
         let maxQueuedWrites = self.maxQueuedWrites
-        let result: Result<T, StorageError> = await withCheckedContinuation { continuation in
+        // With a caller loop, the continuation resumes on it, not on Swift's global pool (see CallerLoop).
+        let result: Result<T, StorageError> = await withTaskExecutorPreference(self.callerLoop) {
+            await self.enqueue(body, path: path, maxQueuedWrites: maxQueuedWrites)
+        }
+        return try result.get()
+    }
+
+    /// Queues `body` and waits until its batch's transaction ended.
+    private nonisolated(nonsending) func enqueue<T: Sendable>(
+        _ body: @escaping @Sendable (Database) throws -> T,
+        path: String,
+        maxQueuedWrites: Int
+    ) async -> Result<T, StorageError> {
+        await withCheckedContinuation { continuation in
             let write = PendingWrite(
                 apply: { db, isolation in
                     let outcome = try Self.attempt(body, in: db, isolation: isolation, path: path)
@@ -213,12 +232,16 @@ final class GroupCommitQueue: Sendable {
             case .queued:
                 break
             case .startDrain:
-                self.scheduleBatch()
+                if let callerLoop = self.callerLoop {
+                    // After the requests this loop tick already read: they join the batch.
+                    callerLoop.execute { self.scheduleBatch() }
+                } else {
+                    self.scheduleBatch()
+                }
             case .refused(let error):
                 continuation.resume(returning: .failure(error))
             }
         }
-        return try result.get()
     }
 
     /// Refuses new writes and returns once every queued write was committed or failed.
@@ -330,12 +353,21 @@ final class GroupCommitQueue: Sendable {
                 self.metrics.batchEntries.record(batch.count)
                 self.metrics.fsyncDuration.recordNanoseconds(Self.nanoseconds(commitDuration))
             }
-            for write in applied { write.answer() }
+            self.answer { for write in applied { write.answer() } }
         case .failure(let error):
             self.metrics.commitFailures.increment()
             self.state.withLockedValue { $0.statistics.failedBatches += 1 }
             let failure = StorageFailures.write(error, path: self.path)
-            for write in batch { write.fail(failure) }
+            self.answer { for write in batch { write.fail(failure) } }
+        }
+    }
+
+    /// Resumes a batch's writers: on the caller loop with one hand-over when there is one, else here.
+    private func answer(_ resume: @escaping @Sendable () -> Void) {
+        if let callerLoop = self.callerLoop {
+            callerLoop.execute(resume)
+        } else {
+            resume()
         }
     }
 

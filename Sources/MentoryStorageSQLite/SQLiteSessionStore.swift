@@ -105,6 +105,10 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         /// batches, for a log that a reader kept from starting over: the log's file stays under
         /// twice this plus one batch, 32 MiB with the defaults (see ``CommitStatistics/largestLogPages``).
         public var maxLogPages: Int = 4000
+        /// The thread the store's callers share, when they share one (the daemon passes its event
+        /// loop): batches start there after the work already queued, and writers resume there.
+        /// `nil`, the default, for callers on any thread. See ``CallerLoop``.
+        public var callerLoop: (any CallerLoop)?
 
         /// A configuration for the database at `path`.
         public init(path: String) {
@@ -254,6 +258,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             maxBatchSize: configuration.maxBatchSize,
             maxQueuedWrites: configuration.maxQueuedWrites,
             checkpointer: checkpointer,
+            callerLoop: configuration.callerLoop,
             metricsFactory: configuration.metricsFactory ?? MetricsSystem.factory
         )
     }
