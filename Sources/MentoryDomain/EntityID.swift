@@ -10,13 +10,73 @@ public enum EntityID {
         self.format(self.stamped(self.randomBytes(), version: 4))
     }
 
+    /// The random bits of several ids, drawn from the system's generator at once: one
+    /// `getrandom(2)` call for up to 16 ids, where ``random()`` makes one per id.
+    ///
+    /// A request that needs an id for its entry and for each of its action items draws them all
+    /// here. When more ids are asked for than were drawn, the next ones are drawn one by one.
+    public struct Randomness: Sendable {
+        /// 16 random bytes per id not yet made.
+        private var bytes: [UInt8]
+        private var next = 0
+
+        /// Draws the random bits of `ids` ids.
+        public init(ids: Int) {
+            self.bytes = [UInt8](repeating: 0, count: 16 * max(0, ids))
+            var start = 0
+            while start < self.bytes.count {
+                // getentropy(3) fills at most 256 bytes per call.
+                let count = min(256, self.bytes.count - start)
+                guard Self.fill(&self.bytes, from: start, count: count) else {
+                    // No generator: every id is then drawn on its own (see EntityID.randomBytes).
+                    self.bytes = []
+                    return
+                }
+                start += count
+            }
+        }
+
+        /// A fresh random (version 4) UUID in lowercase, as ``EntityID/random()`` makes.
+        public mutating func random() -> String {
+            EntityID.format(EntityID.stamped(self.take(), version: 4))
+        }
+
+        /// A fresh time-ordered (version 7) UUID in lowercase, as
+        /// ``EntityID/timeOrdered(unixMilliseconds:)`` makes.
+        public mutating func timeOrdered(unixMilliseconds: Int64) -> String {
+            EntityID.timeOrdered(unixMilliseconds: unixMilliseconds, random: self.take())
+        }
+
+        /// The next id's 16 random bytes.
+        private mutating func take() -> [UInt8] {
+            guard self.next + 16 <= self.bytes.count else { return EntityID.randomBytes() }
+            defer { self.next += 16 }
+            return Array(self.bytes[self.next..<self.next + 16])
+        }
+
+        private static func fill(_ bytes: inout [UInt8], from start: Int, count: Int) -> Bool {
+            #if canImport(Glibc)
+                return bytes.withUnsafeMutableBytes { getentropy($0.baseAddress! + start, count) } == 0
+            #else
+                var generator = SystemRandomNumberGenerator()
+                for index in start..<(start + count) { bytes[index] = generator.next() }
+                return true
+            #endif
+        }
+    }
+
     /// A fresh time-ordered (version 7, RFC 9562) UUID in lowercase: the first 48 bits are
     /// `unixMilliseconds`, the other 74 free bits random, from the system's generator.
     ///
     /// Ids made one after another sort after each other, so the store adds each new entry at the
     /// right edge of its id index instead of at a random page of it.
     public static func timeOrdered(unixMilliseconds: Int64) -> String {
-        var bytes = self.randomBytes()
+        self.timeOrdered(unixMilliseconds: unixMilliseconds, random: self.randomBytes())
+    }
+
+    /// A time-ordered UUID with the random bits of `bytes` (16 bytes).
+    private static func timeOrdered(unixMilliseconds: Int64, random bytes: [UInt8]) -> String {
+        var bytes = bytes
         let milliseconds = UInt64(max(0, unixMilliseconds)) & 0xFFFF_FFFF_FFFF
         for index in 0..<6 {
             bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index)))

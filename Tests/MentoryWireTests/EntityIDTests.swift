@@ -39,4 +39,37 @@ struct EntityIDTests {
         let first = try #require(ids.first)
         #expect(first.hasPrefix("01a20038-0100-7"))
     }
+
+    @Test("ids drawn together are canonical, of their version, and all different, also past the bits drawn")
+    func idsDrawnTogether() throws {
+        let start: Int64 = 1_795_300_000_000
+        // 40 ids take three getentropy calls (16, 16 and 8 ids); 5 more are drawn one by one.
+        var randomness = EntityID.Randomness(ids: 40)
+        var random: [String] = []
+        var timeOrdered: [String] = []
+        for index in 0..<45 {
+            if index.isMultiple(of: 2) {
+                random.append(randomness.random())
+            } else {
+                timeOrdered.append(randomness.timeOrdered(unixMilliseconds: start + Int64(index)))
+            }
+        }
+        #expect(Set(random + timeOrdered).count == 45)
+        for id in random {
+            #expect(EntityID.canonical(id) == id)
+            #expect(Array(id.utf8)[14] == UInt8(ascii: "4"), "version nibble of \(id)")
+            #expect("89ab".utf8.contains(Array(id.utf8)[19]), "variant of \(id)")
+        }
+        for id in timeOrdered {
+            #expect(EntityID.canonical(id) == id)
+            #expect(Array(id.utf8)[14] == UInt8(ascii: "7"), "version nibble of \(id)")
+            #expect("89ab".utf8.contains(Array(id.utf8)[19]), "variant of \(id)")
+        }
+        #expect(timeOrdered == timeOrdered.sorted())
+        let first = try #require(timeOrdered.first)
+        #expect(first.hasPrefix("01a20038-0101-7"), "1795300000001 ms")
+        // Nothing drawn: every id is made on its own.
+        var none = EntityID.Randomness(ids: 0)
+        #expect(none.random() != none.random())
+    }
 }

@@ -222,8 +222,11 @@ public struct DiaryHandler: MentoryHandler {
             throw .invalidArgument("the emotion must be one of the seven, from veryUnpleasant to veryPleasant")
         }
         var entry = Mentory_V1_DiaryEntry()
+        // The random bits of every id this entry needs, drawn at once.
+        var randomness = EntityID.Randomness(
+            ids: (request.id.isEmpty ? 1 : 0) + ActionItems.missingIDs(in: request.actionItems))
         if request.id.isEmpty {
-            entry.id = EntityID.timeOrdered(unixMilliseconds: now)
+            entry.id = randomness.timeOrdered(unixMilliseconds: now)
         } else {
             try FieldLimits.id.check(request.id, field: "DiaryAddRequest.id")
             guard let id = EntityID.canonical(request.id) else {
@@ -239,7 +242,7 @@ public struct DiaryHandler: MentoryHandler {
         if request.hasAnalysis {
             entry.analysis = request.analysis
         }
-        entry.actionItems = try ActionItems.normalized(request.actionItems)
+        entry.actionItems = try ActionItems.normalized(request.actionItems, randomness: &randomness)
         return entry
     }
 }
