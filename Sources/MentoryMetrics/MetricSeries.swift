@@ -3,7 +3,7 @@ import CoreMetrics
 import Synchronization
 
 // The handlers swift-metrics records into. swift-metrics calls them from any thread, so each is
-// Sendable and guards its value with an `Atomic` or a lock (`NIOLockedValueBox`, a pthread mutex ThreadSanitizer can see). This is metrics
+// Sendable and guards its value with atomics or a lock (`NIOLockedValueBox`, a pthread mutex ThreadSanitizer can see). This is metrics
 // plumbing, not domain state: the engine's state stays in the engine actor, lock-free.
 
 /// A counter: only goes up.
@@ -38,21 +38,26 @@ final class GaugeSeries: RecorderHandler, MeterHandler, Sendable {
 }
 
 /// A histogram over fixed bucket bounds: recorders record values as they are, timers in seconds.
+///
+/// Lock-free: each bucket and the sum are atomics, so a request's timer costs no mutex. A reading
+/// taken while values are recorded may have the sum of a few more or fewer observations than the
+/// buckets; the count is always the buckets' total.
 final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
-    struct Counts: Sendable {
-        /// Per bound, the observations in that bucket alone (not cumulative); one more for +Inf.
-        var buckets: [UInt64]
-        var count: UInt64 = 0
-        var sum: Double = 0
+    /// One bucket's observations, alone (not cumulative).
+    private final class Bucket: Sendable {
+        let count = Atomic<UInt64>(0)
     }
 
     /// Ascending upper bounds; the +Inf bucket is implied.
     let bounds: [Double]
-    private let counts: NIOLockedValueBox<Counts>
+    /// Per bound, its bucket; one more for +Inf.
+    private let buckets: [Bucket]
+    /// The sum of the observations, as the bits of a `Double`.
+    private let sumBits = Atomic<UInt64>(Double(0).bitPattern)
 
     init(bounds: [Double]) {
         self.bounds = bounds
-        self.counts = NIOLockedValueBox(Counts(buckets: Array(repeating: 0, count: bounds.count + 1)))
+        self.buckets = (0...bounds.count).map { _ in Bucket() }
     }
 
     func record(_ value: Int64) { self.observe(Double(value)) }
@@ -72,23 +77,30 @@ final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
             }
             return low
         }
-        self.counts.withLockedValue { counts in
-            counts.buckets[index] &+= 1
-            counts.count &+= 1
-            counts.sum += value
+        self.buckets[index].count.wrappingAdd(1, ordering: .relaxed)
+        var expected = self.sumBits.load(ordering: .relaxed)
+        while true {
+            let (exchanged, original) = self.sumBits.weakCompareExchange(
+                expected: expected,
+                desired: (Double(bitPattern: expected) + value).bitPattern,
+                ordering: .relaxed
+            )
+            if exchanged { break }
+            expected = original
         }
     }
 
     /// The counts now, with buckets made cumulative as Prometheus reports them (without +Inf).
     var cumulative: (buckets: [UInt64], count: UInt64, sum: Double) {
-        let counts = self.counts.withLockedValue { $0 }
         var running: UInt64 = 0
-        var buckets: [UInt64] = []
-        buckets.reserveCapacity(self.bounds.count)
-        for index in self.bounds.indices {
-            running &+= counts.buckets[index]
-            buckets.append(running)
+        var cumulative: [UInt64] = []
+        cumulative.reserveCapacity(self.bounds.count)
+        for bucket in self.buckets {
+            running &+= bucket.count.load(ordering: .relaxed)
+            cumulative.append(running)
         }
-        return (buckets, counts.count, counts.sum)
+        // The last is +Inf's: the count.
+        let count = cumulative.removeLast()
+        return (cumulative, count, Double(bitPattern: self.sumBits.load(ordering: .relaxed)))
     }
 }
