@@ -13,6 +13,9 @@ package final class TickFlusher {
     private var pending: [ConnectionHandler] = []
     private var flushing: [ConnectionHandler] = []
     private var scheduled = false
+    /// The task queued once per tick: made on the loop the first time, so that queueing it allocates
+    /// nothing after that. It holds the flusher weakly, so that the two do not keep each other alive.
+    private var flushTask: (@Sendable () -> Void)?
 
     package init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
@@ -23,8 +26,18 @@ package final class TickFlusher {
         self.pending.append(connection)
         guard !self.scheduled else { return }
         self.scheduled = true
-        let flusher = NIOLoopBound(self, eventLoop: self.eventLoop)
-        self.eventLoop.execute { flusher.value.flushAll() }
+        if let flushTask = self.flushTask {
+            self.eventLoop.execute(flushTask)
+        } else {
+            self.eventLoop.execute(self.makeFlushTask())
+        }
+    }
+
+    private func makeFlushTask() -> @Sendable () -> Void {
+        let flusher = NIOLoopBound(WeakFlusher(self), eventLoop: self.eventLoop)
+        let task: @Sendable () -> Void = { flusher.value.flusher?.flushAll() }
+        self.flushTask = task
+        return task
     }
 
     private func flushAll() {
@@ -36,5 +49,14 @@ package final class TickFlusher {
             connection.flushScheduledWrites()
         }
         self.flushing.removeAll(keepingCapacity: true)
+    }
+}
+
+/// A weak reference to a flusher, for the task it queues.
+private final class WeakFlusher {
+    weak var flusher: TickFlusher?
+
+    init(_ flusher: TickFlusher) {
+        self.flusher = flusher
     }
 }
