@@ -148,10 +148,14 @@ struct PluginEndToEndTests {
         let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
         await plugin.registered()
         plugin.behaviour.refuses.store(true, ordering: .relaxed)
-        let plain = try await daemon.ctl(["call", "echo.say", #"{"content": "hi"}"#])
+        // The plugin answers from this test process's task pool, which the suite's other tests keep busy
+        // (ThreadSanitizer on two busy cores took the first answer past mentoryctl's default 30 s): mentoryctl
+        // waits as long as the daemon waits for the plugin (MENTORYD_LIMITS_PLUGIN_CALL_TIMEOUT_MILLISECONDS).
+        let timeout = ["--timeout", "120"]
+        let plain = try await daemon.ctl(timeout + ["call", "echo.say", #"{"content": "hi"}"#])
         #expect(plain.status == 1)
         #expect(plain.stderr.contains("echo refuses today (reason echo.refused)"), "\(plain.stderr)")
-        let json = try await daemon.ctl(["--json", "call", "echo.say", #"{"content": "hi"}"#])
+        let json = try await daemon.ctl(timeout + ["--json", "call", "echo.say", #"{"content": "hi"}"#])
         #expect(json.status == 1)
         let error = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: [String: Any]]
         #expect(error?["error"]?["reason"] as? String == "echo.refused", "\(json.stdout)")
