@@ -187,7 +187,8 @@ private func openDirectory(_ path: String) -> Int32 {
 
 extension SQLiteSessionStore: StorageBackupTarget {
     public func writeBackup(to path: String) async throws(MentoryError) -> Int {
-        try await reportingStorageErrors { () async throws(StorageError) in try await self.backup(to: path).diaryEntries
+        try await reportingStorageErrors { () async throws(StorageError) in
+            try await self.backup(to: path).diaryEntries
         }
     }
 }

@@ -186,22 +186,20 @@ final class GroupCommitQueue: Sendable {
     nonisolated(nonsending) func submit<T: Sendable>(
         _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(StorageError) -> T {
-        let path = self.path
-        let maxQueuedWrites = self.maxQueuedWrites
         // With a caller loop, the continuation resumes on it, not on Swift's global pool (see CallerLoop).
         let result: Result<T, StorageError> = await withTaskExecutorPreference(self.callerLoop) {
-            await self.enqueue(body, path: path, maxQueuedWrites: maxQueuedWrites)
+            await self.enqueue(body)
         }
         return try result.get()
     }
 
     /// Queues `body` and waits until its batch's transaction ended.
     private nonisolated(nonsending) func enqueue<T: Sendable>(
-        _ body: @escaping @Sendable (Database) throws -> T,
-        path: String,
-        maxQueuedWrites: Int
+        _ body: @escaping @Sendable (Database) throws -> T
     ) async -> Result<T, StorageError> {
-        await withCheckedContinuation { continuation in
+        let path = self.path
+        let maxQueuedWrites = self.maxQueuedWrites
+        return await withCheckedContinuation { continuation in
             let write = PendingWrite(
                 apply: { db, isolation in
                     let outcome = try Self.attempt(body, in: db, isolation: isolation, path: path)

@@ -69,12 +69,12 @@ public struct MentorHandler: MentoryHandler {
             context.state.current
         }
         routes.onAsync(Namespace.set) { request, _, context in
-            try Self.validate(request)
-            let timestamp = context.clock.nowUnixMilliseconds()
+            // Checked and built before the request waits for its turn.
+            let message = try Self.message(from: request, at: context.clock.nowUnixMilliseconds())
             return try await self.change(context) { current throws(MentoryError) in
                 guard !Self.isSame(request, as: current) else { return nil }
                 var updated = Mentory_V1_MentorState()
-                updated.message = try Self.message(from: request, at: timestamp)
+                updated.message = message
                 return updated
             }
         }
@@ -123,7 +123,8 @@ public struct MentorHandler: MentoryHandler {
         return updated
     }
 
-    /// Checks a set request against the rules and ``FieldLimits`` before it waits for its turn.
+    /// Checks a set request's content and character against the rules and ``FieldLimits`` (its action
+    /// items are checked as ``message(from:at:)`` normalizes them).
     static func validate(_ request: Mentory_V1_MentorSetRequest) throws(MentoryError) {
         guard !request.content.allSatisfy(\.isWhitespace) else {
             throw .invalidArgument("the mentor message's content is empty")
@@ -132,7 +133,6 @@ public struct MentorHandler: MentoryHandler {
         guard request.character == .cool || request.character == .warm else {
             throw .invalidArgument("the mentor character must be cool or warm")
         }
-        _ = try ActionItems.normalized(request.actionItems)
     }
 
     /// Whether `request` asks for the message `current` already holds: the same content,
