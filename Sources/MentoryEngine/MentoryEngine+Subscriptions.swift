@@ -43,10 +43,11 @@ extension MentoryEngine {
         }
         guard let connection = self.connections[id] else { throw .handshakeRequired }
         let sink = connection.sink
-        for subscription in request.topics
-        where !self.gate.allowsSubscription(connection.context.credentials, topic: subscription.topic) {
-            self.logDenial("subscribe:\(subscription.topic)", connection: connection.context)
-            throw .permissionDenied(namespace: WireNames.session, method: "subscribe(\(subscription.topic))")
+        for subscription in request.topics {
+            if let refusal = self.topicRefusal(subscription.topic, for: connection.context.credentials) {
+                self.logDenial("subscribe:\(subscription.topic)", connection: connection.context)
+                throw .permissionDenied(namespace: WireNames.session, method: "subscribe(\(subscription.topic)): \(refusal)")
+            }
         }
         if let uid = connection.context.credentials?.uid {
             try self.hub.checkBudget(
@@ -90,6 +91,74 @@ extension MentoryEngine {
         reply.topics = self.hub.positions(of: request.topics.lazy.map(\.topic))
         reply.epoch = self.epoch
         return reply
+    }
+
+    // MARK: Who may read a topic
+
+    /// Why a subscriber with `credentials` may not be sent `topic`'s events, or `nil` when it may.
+    ///
+    /// The topic's events carry what its `reads` return (``TopicInfo/reads``), so the subscriber must be
+    /// allowed to call each of them, privilege and rules alike, as if it called them itself; and the
+    /// `subscribe:` rules must allow the topic. A topic that declares no `reads` is privileged: root, the
+    /// daemon's user, and a uid or group a rule allows `subscribe:TOPIC` by name. Checked at subscribe,
+    /// before every snapshot and reset, and for every live subscriber after the policy changes.
+    func topicRefusal(_ topic: String, for credentials: PeerCredentials?) -> String? {
+        guard let owner = self.hub.owner(of: topic),
+            let info = self.namespaceInfo(owner)?.topics.first(where: { $0.name == topic })
+        else { return "no namespace declares it" }
+        guard self.gate.allowsSubscription(credentials, topic: topic) else {
+            return "access.rules deny subscribe:\(topic)"
+        }
+        guard !info.reads.isEmpty else {
+            return self.gate.allowsPrivilegedSubscription(credentials, topic: topic)
+                ? nil
+                : "it declares no reads, so it is for root, the daemon's user and uids or groups access.rules"
+                    + " allow subscribe:\(topic) by name"
+        }
+        for read in info.reads where !self.allowsRead(read, credentials) {
+            return "its events carry what \(read) returns, which you may not call"
+        }
+        return nil
+    }
+
+    /// Whether a caller with `credentials` may call `read` (`namespace.method`), as a request would be
+    /// checked; a method nobody declares is refused.
+    private func allowsRead(_ read: String, _ credentials: PeerCredentials?) -> Bool {
+        guard let dot = read.firstIndex(of: ".") else { return false }
+        let namespace = String(read[..<dot])
+        let method = String(read[read.index(after: dot)...])
+        if let route = self.resolveRoute(namespace, method) {
+            return self.gate.allows(credentials, through: route)
+        }
+        guard let declared = self.namespaceInfo(namespace)?.method(named: method) else { return false }
+        return self.gate.allowsCall(credentials, namespace: namespace, method: method, privilege: declared.privilege)
+    }
+
+    /// Ends every subscription whose subscriber may no longer be sent its topic's events (after the access
+    /// policy or a topic's declaration changed): each gets an ENDED event saying why, and nothing more.
+    func endRefusedSubscriptions() {
+        for (id, connection) in self.connections {
+            for topic in self.hub.topics(of: id).sorted() {
+                guard let refusal = self.topicRefusal(topic, for: connection.context.credentials) else { continue }
+                self.endSubscription(id, to: topic, sink: connection.sink, refusal: refusal)
+                self.logDenial("subscribe:\(topic) (a live subscription, ended)", connection: connection.context)
+            }
+        }
+    }
+
+    /// Ends `id`'s subscription to `topic`, telling it why with an ENDED event (not sent when its queue is full;
+    /// the subscription ends either way).
+    func endSubscription(_ id: ConnectionID, to topic: String, sink: any EventSink, refusal: String) {
+        self.hub.unsubscribe(id, from: topic)
+        var event = Mentory_V1_Event()
+        event.topic = topic
+        event.kind = .ended
+        event.sequence = self.lastSequence(of: topic)
+        event.epoch = self.epoch
+        event.error = MentoryError.permissionDenied(
+            namespace: WireNames.session, method: "subscribe(\(topic)): \(refusal)"
+        ).wireError
+        _ = sink.deliver(SharedEvent(event))
     }
 
     /// The plugin that publishes `topic`, when it is not registered now; `nil` for a topic of a

@@ -174,8 +174,30 @@ public actor MentoryEngine {
     }
 
     /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.
+    ///
+    /// Logs what the new policy grants beyond the defaults, and ends the subscriptions whose subscribers it
+    /// no longer allows to read their topics (each gets an ENDED event).
     public func updateAccessPolicy(_ policy: AccessPolicy) {
         self.gate.replacePolicy(policy)
+        self.logPrivilegedGrants()
+        self.endRefusedSubscriptions()
+    }
+
+    /// Logs, one line each, the privileged methods and topics the access policy grants beyond the defaults
+    /// (``AccessPolicy/privilegedGrants(of:)``); the daemon calls it at start, and every policy change does.
+    public func logPrivilegedGrants() {
+        var privileged: [String] = []
+        for namespace in self.namespaces {
+            for method in namespace.methods where method.privilege == .owner {
+                privileged.append("\(namespace.name).\(method.name)")
+            }
+            for topic in namespace.topics where topic.reads.isEmpty {
+                privileged.append("subscribe:\(topic.name)")
+            }
+        }
+        for grant in self.gate.policy.privilegedGrants(of: privileged) {
+            self.logger.notice("access.rules grants \(grant)")
+        }
     }
 
     /// Logs a refused action, at most once a second; the rest are counted in the next line.
@@ -190,7 +212,11 @@ public actor MentoryEngine {
             let metadata = self.gate.denialLog(
                 action, connection: connection, byRulesOf: namespace, privilege: privilege, at: .now)
         else { return }
-        self.logger.warning("permission denied", metadata: metadata)
+        // The essentials in the message itself, which `journalctl -u` and `systemctl status` show.
+        var message = "permission denied: \(action) for \(metadata["peer"].map { "\($0)" } ?? "an unknown peer")"
+        if let needs = metadata["needs"] { message += "; it needs \(needs)" }
+        if let fix = metadata["fix"] { message += "; \(fix)" }
+        self.logger.warning("\(message)", metadata: metadata)
     }
 
     // MARK: Handler registry
@@ -469,7 +495,8 @@ public actor MentoryEngine {
     private func unrouted(_ request: InboundRequest, connection: Connection) -> MentoryError {
         guard
             self.gate.allowsCall(
-                connection.context.credentials, namespace: request.namespace, method: request.method)
+                connection.context.credentials, namespace: request.namespace, method: request.method,
+                privilege: self.privilege(request.namespace, request.method))
         else {
             return self.denied(request, connection: connection)
         }
@@ -520,7 +547,9 @@ public actor MentoryEngine {
             if let route {
                 self.gate.allows(connection.credentials, through: route)
             } else {
-                self.gate.allowsCall(connection.credentials, namespace: namespace, method: method)
+                self.gate.allowsCall(
+                    connection.credentials, namespace: namespace, method: method,
+                    privilege: self.privilege(namespace, method))
             }
         guard allowed else {
             self.logDenial(
@@ -695,6 +724,14 @@ public actor MentoryEngine {
         generation: UInt64
     ) async throws(MentoryError) {
         guard let owner = self.hub.owner(of: topic), let handler = self.handlers[owner] else { return }
+        // Every snapshot and reset passes the topic's gate for the subscriber, as the subscribe did.
+        if let connection = self.connections[id],
+            let refusal = self.topicRefusal(topic, for: connection.context.credentials)
+        {
+            self.endSubscription(id, to: topic, sink: connection.sink, refusal: refusal)
+            self.logDenial("subscribe:\(topic) (its \(kind == .reset ? "reset" : "snapshot"))", connection: connection.context)
+            return
+        }
         var attempts = 0
         while true {
             let sequence = self.lastSequence(of: topic)

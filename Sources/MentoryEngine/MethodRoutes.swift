@@ -70,18 +70,22 @@ final class MethodRoute {
     }
 
     /// Whether the policy (at `generation`, counted from 1) lets a caller with `credentials` call this
-    /// method: as ``AccessPolicy/allowsCall(_:namespace:method:daemonUID:)`` decides, with the rules
-    /// naming the call picked out once per policy, after the method's privilege
-    /// (``AccessPolicy/permits(_:credentials:daemonUID:)``), which the rules cannot grant.
+    /// method: its privilege first (``AccessPolicy/permits(_:credentials:daemonUID:)``), which only an
+    /// explicit grant extends, then the rules naming the call, picked out once per policy
+    /// (``AccessPolicy/allowsCall(_:namespace:method:privilege:daemonUID:)`` decides the same).
     func allows(
         _ credentials: PeerCredentials?, policy: AccessPolicy, generation: UInt64, daemonUID: UInt32?
     ) -> Bool {
-        guard AccessPolicy.permits(self.privilege, credentials: credentials, daemonUID: daemonUID) else { return false }
         if self.accessGeneration != generation {
             self.accessRules = policy.rules(matchingCall: self.namespace, method: self.method)
             self.accessGeneration = generation
         }
-        return AccessPolicy.allows(credentials, rules: self.accessRules, daemonUID: daemonUID)
+        if self.privilege == .unspecified {
+            return AccessPolicy.allows(credentials, rules: self.accessRules, daemonUID: daemonUID)
+        }
+        return AccessPolicy.allows(
+            credentials, privilege: self.privilege, rules: self.accessRules,
+            action: .call(namespace: self.namespace, method: self.method), daemonUID: daemonUID)
     }
 }
 

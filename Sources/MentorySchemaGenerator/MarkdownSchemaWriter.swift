@@ -54,14 +54,17 @@ struct MarkdownSchemaWriter {
         }
         lines += [
             "",
-            "| topic | namespace | CHANGE body | SNAPSHOT and RESET body |",
-            "| --- | --- | --- | --- |",
+            "| topic | namespace | CHANGE body | SNAPSHOT and RESET body | a subscriber must be allowed |",
+            "| --- | --- | --- | --- | --- |",
         ]
         for namespace in self.namespaces {
             for topic in namespace.topics {
                 lines.append(
                     "| `\(topic.name)` | `\(namespace.name)` | \(self.messageName(topic.change)) | "
-                        + "\(self.messageName(topic.snapshot)) |"
+                        + "\(self.messageName(topic.snapshot)) | "
+                        + (topic.reads.isEmpty
+                            ? "privileged only (declares no `reads`)"
+                            : topic.reads.map { "`\($0)`" }.joined(separator: ", ")) + " |"
                 )
             }
         }

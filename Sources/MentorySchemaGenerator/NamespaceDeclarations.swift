@@ -9,6 +9,8 @@ public struct NamespaceDeclaration {
         public var name: String
         public var change: Descriptor
         public var snapshot: Descriptor
+        /// The methods (`namespace.method`) a subscriber must be allowed to call: `TopicDeclaration.reads`.
+        public var reads: [String] = []
     }
 
     public var service: ServiceDescriptor
@@ -46,10 +48,11 @@ struct SchemaOptionFields {
     var namespace: Int
     var namespaceVersion: Int?
     var topic: Int?
-    /// `TopicDeclaration`'s field numbers for `name`, `change` and `snapshot`.
+    /// `TopicDeclaration`'s field numbers for `name`, `change`, `snapshot` and `reads`.
     var topicName: Int?
     var topicChange: Int?
     var topicSnapshot: Int?
+    var topicReads: Int?
     /// The method option `(mentory.v1.privilege)`, when the files declare it (an older mentory.proto does not).
     var privilege: FieldDescriptor?
 
@@ -78,6 +81,7 @@ struct SchemaOptionFields {
                     case "name": self.topicName = Int(field.number)
                     case "change": self.topicChange = Int(field.number)
                     case "snapshot": self.topicSnapshot = Int(field.number)
+                    case "reads": self.topicReads = Int(field.number)
                     default: break
                     }
                 }
@@ -172,11 +176,20 @@ public func namespaceDeclarations(in file: FileDescriptor) throws(SchemaGenerati
                 }
                 return message
             }
+            for read in topic.reads {
+                let parts = read.split(separator: ".", omittingEmptySubsequences: false)
+                guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                    throw .message(
+                        "\(context): topic \"\(topic.name)\": reads \"\(read)\" must name one method as "
+                            + "namespace.method, e.g. reads: \"diary.list\"")
+                }
+            }
             topics.append(
                 .init(
                     name: topic.name,
                     change: try resolve(topic.change, "change"),
-                    snapshot: try resolve(topic.snapshot, "snapshot")
+                    snapshot: try resolve(topic.snapshot, "snapshot"),
+                    reads: topic.reads
                 )
             )
         }
@@ -223,6 +236,7 @@ struct ServiceSchemaOptions {
         var name = ""
         var change = ""
         var snapshot = ""
+        var reads: [String] = []
     }
 
     var namespace: String?
@@ -244,6 +258,7 @@ struct ServiceSchemaOptions {
                         case fields.topicName: topic.name = try inner.string()
                         case fields.topicChange: topic.change = try inner.string()
                         case fields.topicSnapshot: topic.snapshot = try inner.string()
+                        case fields.topicReads: topic.reads.append(try inner.string())
                         default: break
                         }
                     }

@@ -240,7 +240,10 @@ struct SwiftSchemaWriter {
                 arguments: [
                     type, self.namer.fullName(message: topic.change), self.namer.fullName(message: topic.snapshot),
                 ],
-                call: "(name: \(Self.stringLiteral(topic.name)))",
+                call: topic.reads.isEmpty
+                    ? "(name: \(Self.stringLiteral(topic.name)))"
+                    : "(name: \(Self.stringLiteral(topic.name)), reads: ["
+                        + topic.reads.map(Self.stringLiteral).joined(separator: ", ") + "])",
                 indent: indent
             )
         }

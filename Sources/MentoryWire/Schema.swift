@@ -67,15 +67,25 @@ public struct TopicSchema<Namespace: NamespaceSchema, Change: SwiftProtobuf.Mess
 {
     /// The topic's name, as subscribers name it.
     public let name: String
+    /// The methods (`namespace.method`) a subscriber must be allowed to call to be sent its events: its
+    /// `reads` in the schema. Empty: the topic is for the privileged alone (``TopicInfo/reads``).
+    public let reads: [String]
 
-    /// Declares a topic; generated code does this.
+    /// Declares a topic that declares no `reads`; generated code does this.
     public init(name: String) {
+        self.init(name: name, reads: [])
+    }
+
+    /// Declares a topic whose events carry what `reads` return; generated code does this.
+    public init(name: String, reads: [String]) {
         self.name = name
+        self.reads = reads
     }
 
     /// The topic's untyped description.
     public var info: TopicInfo {
-        TopicInfo(name: self.name, change: Change.protoMessageName, snapshot: Snapshot.protoMessageName)
+        TopicInfo(
+            name: self.name, change: Change.protoMessageName, snapshot: Snapshot.protoMessageName, reads: self.reads)
     }
 }
 
@@ -113,11 +123,24 @@ public struct TopicInfo: Sendable, Hashable {
     public var change: String
     /// The full protobuf name of the message SNAPSHOT and RESET events carry.
     public var snapshot: String
+    /// The methods (`namespace.method`) a subscriber must be allowed to call to be sent the topic's events,
+    /// since the events carry (or are derived from) what those methods return. The daemon checks them
+    /// for the subscriber at subscribe, at every snapshot and resume, and after every reload. Empty: the
+    /// topic is for the privileged alone (root, the daemon's user, and a uid or group an access rule
+    /// allows `subscribe:TOPIC` explicitly).
+    public var reads: [String]
 
+    /// A topic that declares no `reads`: for the privileged alone.
     public init(name: String, change: String, snapshot: String) {
+        self.init(name: name, change: change, snapshot: snapshot, reads: [])
+    }
+
+    /// A topic whose subscribers must be allowed to call each of `reads`.
+    public init(name: String, change: String, snapshot: String, reads: [String]) {
         self.name = name
         self.change = change
         self.snapshot = snapshot
+        self.reads = reads
     }
 }
 
@@ -158,6 +181,7 @@ public struct NamespaceInfo: Sendable, Hashable {
             wire.name = topic.name
             wire.change = topic.change
             wire.snapshot = topic.snapshot
+            wire.reads = topic.reads
             return wire
         }
         return description

@@ -48,7 +48,7 @@ extension ClientSettings {
     /// The only variables ``SocketLocator`` reads, without building the whole environment.
     private func locatorEnvironment() -> [String: String] {
         var environment: [String: String] = [:]
-        for key in [SocketLocator.socketEnvironmentKey, "XDG_RUNTIME_DIR"] {
+        for key in [SocketLocator.socketEnvironmentKey, "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "HOME"] {
             if let value = getenv(key) { environment[key] = String(cString: value) }
         }
         return environment

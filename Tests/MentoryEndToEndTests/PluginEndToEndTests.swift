@@ -12,7 +12,8 @@ enum EchoPluginSchema: NamespaceSchema {
     static let name = "echo"
     static let version: UInt32 = 1
     static let say = MethodSchema<EchoPluginSchema, Mentory_V1_MentorSetRequest, Mentory_V1_MentorState>(name: "say")
-    static let echoes = TopicSchema<EchoPluginSchema, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "echoes")
+    static let echoes = TopicSchema<EchoPluginSchema, Mentory_V1_MentorState, Mentory_V1_MentorState>(
+        name: "echoes", reads: ["echo.say"])
     static let methods: [MethodInfo] = [say.info]
     static let topics: [TopicInfo] = [echoes.info]
     static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }

@@ -53,6 +53,8 @@ private struct SubscriberModel {
             default:
                 break
             }
+        case .ended:
+            Issue.record("the subscription to \(event.topic) ended: \(event.error.message)")
         case .UNRECOGNIZED:
             Issue.record("unknown event kind")
         }

@@ -120,15 +120,54 @@ struct SocketTrustRuleTests {
         #expect(SocketTrust.standard().trustedUIDs.isSuperset(of: [0, getuid()]))
     }
 
-    @Test("the caller's own instance (XDG_RUNTIME_DIR) is tried first, then the system socket, then /tmp/mentoryd-UID")
+    @Test("the caller's own sockets are tried first (its user instance, then its daemon in /tmp), the system socket last")
     func candidateOrder() {
         let candidates = SocketLocator.candidates(environment: ["XDG_RUNTIME_DIR": "/run/user/1000"], uid: 1000)
         #expect(
             candidates == [
-                "/run/user/1000/mentoryd/mentoryd.sock", "/run/mentoryd/mentoryd.sock",
-                "/tmp/mentoryd-1000/mentoryd.sock",
+                "/run/user/1000/mentoryd/mentoryd.sock", "/tmp/mentoryd-1000/mentoryd.sock",
+                "/run/mentoryd/mentoryd.sock",
             ])
+        #expect(
+            SocketLocator.candidates(environment: [:], uid: 1000).first == "/run/user/1000/mentoryd/mentoryd.sock",
+            "without XDG_RUNTIME_DIR (su, sudo -u) the user instance's socket is still the first tried")
         #expect(SocketLocator.candidates(environment: [:], uid: 0) == ["/run/mentoryd/mentoryd.sock"])
+    }
+
+    @Test("a person with mentoryd.socket enabled has a user instance; masking it, a system uid or no link has none")
+    func userInstanceDetection() throws {
+        let root = TestTemporaryDirectory.path + "/user-instance-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let home = "/home/alice"
+        let environment = ["HOME": home]
+        #expect(!UserInstance.isEnabled(uid: 1001, environment: environment, root: root), "nothing installed")
+        let global = root + "/etc/systemd/user/sockets.target.wants"
+        try FileManager.default.createDirectory(atPath: global, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            atPath: global + "/mentoryd.socket", withDestinationPath: "/etc/systemd/user/mentoryd.socket")
+        #expect(UserInstance.isEnabled(uid: 1001, environment: environment, root: root), "enabled for every user")
+        #expect(!UserInstance.isEnabled(uid: 999, environment: environment, root: root), "a system account")
+        #expect(!UserInstance.isEnabled(uid: 0, environment: environment, root: root), "root")
+        let own = root + home + "/.config/systemd/user"
+        try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: own + "/mentoryd.socket", withDestinationPath: "/dev/null")
+        #expect(!UserInstance.isEnabled(uid: 1001, environment: environment, root: root), "masked: opted out")
+        try FileManager.default.removeItem(atPath: global + "/mentoryd.socket")
+        try FileManager.default.removeItem(atPath: own + "/mentoryd.socket")
+        try FileManager.default.createDirectory(
+            atPath: own + "/sockets.target.wants", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            atPath: own + "/sockets.target.wants/mentoryd.socket", withDestinationPath: "/x/mentoryd.socket")
+        #expect(UserInstance.isEnabled(uid: 1001, environment: environment, root: root), "enabled for alice alone")
+        #expect(
+            UserInstance.isEnabled(
+                uid: 1001, environment: ["HOME": "/elsewhere", "XDG_CONFIG_HOME": root + home + "/.config"],
+                root: ""),
+            "XDG_CONFIG_HOME names the folder")
+        let reason = UserInstance.notRunningReason(tried: ["/run/user/1001/mentoryd/mentoryd.sock"])
+        #expect(reason.contains("systemctl --user start mentoryd.socket"))
+        #expect(reason.contains("loginctl enable-linger"))
+        #expect(reason.contains("/run/user/1001/mentoryd/mentoryd.sock"))
     }
 
     @Test("the search skips an untrusted socket, and refuses when nothing trusted exists")

@@ -49,8 +49,9 @@ struct AccessPolicyTests {
 
     @Test("unknown credentials match every deny rule and no allow rule, so storage.backup is refused")
     func unknownCredentialsFailClosed() throws {
-        #expect(!AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup"))
-        #expect(!AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup", daemonUID: 0))
+        #expect(!AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup", privilege: .owner))
+        #expect(
+            !AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 0))
         let opened = try AccessPolicy(parsing: ["allow any storage.backup", "allow uid=65534 debug.*", "deny any *"])
         #expect(!opened.allowsCall(nil, namespace: "storage", method: "backup"), "allow any does not cover unknown")
         #expect(!opened.allowsCall(nil, namespace: "debug", method: "freezeEngine"), "unknown is not nobody")
@@ -62,11 +63,14 @@ struct AccessPolicyTests {
 
     @Test("the daemon's own user is trusted like root; without it only root is")
     func daemonUser() {
-        #expect(AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup", daemonUID: 1000))
+        let policy = AccessPolicy.default
+        #expect(policy.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 1000))
         #expect(
-            AccessPolicy.default.allowsCall(self.alice, namespace: "debug", method: "freezeEngine", daemonUID: 1000))
-        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup", daemonUID: 1001))
-        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup"))
+            !policy.allowsCall(self.alice, namespace: "debug", method: "freezeEngine", privilege: .root, daemonUID: 1000),
+            "PRIVILEGE_ROOT is root's alone")
+        #expect(
+            !policy.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 1001))
+        #expect(!policy.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner))
     }
 
     @Test("the engine lets the daemon's own user and root reach storage.backup, and refuses unknown peers")
@@ -112,9 +116,55 @@ struct AccessPolicyTests {
         #expect(!policy.allowsSubscription(self.alice, topic: "mentor"))
         #expect(policy.allowsSubscription(self.alice, topic: "mentors"))
         #expect(policy.allowsSubscription(self.alice, topic: "reachability"))
-        #expect(policy.allowsPrivileged(self.alice, action: "plugin.register"))
-        #expect(!policy.allowsPrivileged(self.alice, action: "plugin.publish"), "no rule: privileged is refused")
-        #expect(!policy.allowsPrivileged(self.alice, action: "plugin.re"), "the pattern is longer than the action")
+        #expect(policy.allowsCall(self.alice, namespace: "plugin", method: "register", privilege: .owner))
+        #expect(
+            !policy.allowsCall(self.alice, namespace: "plugin", method: "publish", privilege: .owner),
+            "no rule: privileged is refused")
+        #expect(
+            !policy.allowsCall(self.alice, namespace: "plugin", method: "re", privilege: .owner),
+            "the pattern is longer than the action")
+    }
+
+    @Test(
+        "a privileged method opens only to a uid or group a rule allows it by name; never through any or *",
+        arguments: [
+            (["allow uid=1000 session.monitor"], true), (["allow gid=1000 session.*"], true),
+            (["allow any session.monitor"], false), (["allow uid=1000 *"], false), (["allow uid=1000 session*"], true),
+            (["deny uid=1000 diary.*"], false), ([], false), (["deny any session.monitor", "allow uid=1000 session.monitor"], false),
+            (["allow any *", "allow uid=1000 session.monitor"], true), (["allow uid=1001 session.monitor"], false),
+        ])
+    func privilegedGrants(rules: [String], granted: Bool) throws {
+        let policy = try AccessPolicy(parsing: rules)
+        #expect(
+            policy.allowsCall(self.alice, namespace: "session", method: "monitor", privilege: .owner, daemonUID: 999)
+                == granted)
+        #expect(
+            !policy.allowsCall(self.alice, namespace: "session", method: "monitor", privilege: .root, daemonUID: 999),
+            "PRIVILEGE_ROOT is never granted")
+        #expect(policy.allowsCall(nil, namespace: "session", method: "monitor", privilege: .owner) == false)
+        #expect(
+            policy.allowsCall(
+                PeerCredentials(pid: 1, uid: 999, gid: 999), namespace: "session", method: "monitor", privilege: .owner,
+                daemonUID: 999),
+            "the daemon's user holds it")
+    }
+
+    @Test("the grants beyond the defaults are listed one per privileged action and rule")
+    func grantsListed() throws {
+        let policy = try AccessPolicy(parsing: [
+            "allow uid=1001 session.monitor plugin.*", "allow any storage.*", "allow gid=7 subscribe:streaks",
+            "deny uid=1002 diary.*",
+        ])
+        let grants = policy.privilegedGrants(of: [
+            "session.monitor", "plugin.register", "storage.backup", "subscribe:streaks", "subscribe:advice",
+        ])
+        #expect(
+            grants == [
+                #"session.monitor to uid=1001 (rule "allow uid=1001 session.monitor plugin.*")"#,
+                #"plugin.register to uid=1001 (rule "allow uid=1001 session.monitor plugin.*")"#,
+                #"subscribe:streaks to gid=7 (rule "allow gid=7 subscribe:streaks")"#,
+            ])
+        #expect(AccessPolicy.default.privilegedGrants(of: ["session.monitor"]).isEmpty)
     }
 
     @Test("'*' covers calls but not subscriptions")
@@ -172,12 +222,14 @@ struct AccessPolicyTests {
         #expect(counts["code=PERMISSION_DENIED,method=ping,namespace=session"] == 2)
     }
 
-    @Test("the default policy keeps fault injection and storage administration for root")
+    @Test("the default policy has no rules: privileges keep fault injection, storage and the monitor closed")
     func defaults() {
-        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "debug", method: "freezeEngine"))
-        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup"))
+        #expect(AccessPolicy.default.rules.isEmpty)
+        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "debug", method: "freezeEngine", privilege: .root))
+        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner))
+        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "session", method: "monitor", privilege: .owner))
         #expect(AccessPolicy.default.allowsCall(self.alice, namespace: "diary", method: "delete"))
-        #expect(AccessPolicy.default.allowsCall(self.root, namespace: "storage", method: "backup"))
+        #expect(AccessPolicy.default.allowsCall(self.root, namespace: "storage", method: "backup", privilege: .owner))
     }
 }
 

@@ -174,8 +174,11 @@ struct EnginePartsTests {
         #expect(!gate.allowsCall(nil, namespace: "diary", method: "get"), "unknown credentials fail closed")
         #expect(!gate.allowsSubscription(self.alice, topic: "diary.changed"))
         #expect(gate.allowsSubscription(self.bob, topic: "diary.changed"))
-        #expect(!gate.allowsPrivileged(self.bob, action: "plugin.register"), "privileged needs an allow rule")
-        #expect(gate.allowsPrivileged(self.root, action: "plugin.register"))
+        #expect(
+            !gate.allowsCall(self.bob, namespace: "plugin", method: "register", privilege: .owner),
+            "privileged needs an allow rule")
+        #expect(gate.allowsCall(self.root, namespace: "plugin", method: "register", privilege: .owner))
+        #expect(!gate.allowsPrivilegedSubscription(self.bob, topic: "streaks"), "a topic without reads is privileged")
         #expect(gate.unheld(.root, by: self.alice) == .root)
         #expect(gate.unheld(.root, by: self.root) == .unspecified)
         #expect(gate.unheld(.owner, by: PeerCredentials(pid: 3, uid: 1005, gid: 1005)) == .unspecified)

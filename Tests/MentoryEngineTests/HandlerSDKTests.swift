@@ -15,7 +15,8 @@ enum EchoSchema: NamespaceSchema {
     static let fail = MethodSchema<EchoSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "fail")
     static let crash = MethodSchema<EchoSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "crash")
     static let slow = MethodSchema<EchoSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "slow")
-    static let echoesTopic = TopicSchema<EchoSchema, Mentory_V1_ActionItem, Mentory_V1_ActionItem>(name: "echoes")
+    static let echoesTopic = TopicSchema<EchoSchema, Mentory_V1_ActionItem, Mentory_V1_ActionItem>(
+        name: "echoes", reads: ["echo.echo"])
     static let methods: [MethodInfo] = [echo.info, fail.info, crash.info, slow.info]
     static let topics: [TopicInfo] = [echoesTopic.info]
     static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }

@@ -61,6 +61,7 @@ struct PluginTests {
         topic.name = "advice"
         topic.change = "mentory.v1.MentorState"
         topic.snapshot = "mentory.v1.MentorState"
+        topic.reads = ["\(namespace).suggest"]
         request.topics = [topic]
         return request
     }

@@ -62,7 +62,9 @@ struct PrivilegeTests {
         #expect(MentorySchema.Storage.backupRead.info.privilege == .owner)
         #expect(MentorySchema.Debug.freezeEngine.info.privilege == .root)
         #expect(MentorySchema.Diary.add.info.privilege == .unspecified, "undeclared: the rules decide")
-        #expect(MentorySchema.Plugin.register.info.privilege == .unspecified)
+        #expect(MentorySchema.Plugin.register.info.privilege == .owner)
+        #expect(MentorySchema.Session.monitor.info.privilege == .owner)
+        #expect(MentorySchema.Session.subscribe.info.privilege == .unspecified)
         let wire = MentorySchema.Daemon.info.wireDescription
         #expect(wire.methods.first { $0.name == "reload" }?.privilege == .owner)
     }

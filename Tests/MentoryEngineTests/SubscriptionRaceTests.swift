@@ -14,7 +14,7 @@ enum GatedSchema: NamespaceSchema {
     static let version: UInt32 = 1
     static let bump = MethodSchema<GatedSchema, Mentory_V1_Empty, Google_Protobuf_UInt32Value>(name: "bump")
     static let gatedTopic = TopicSchema<GatedSchema, Google_Protobuf_UInt32Value, Google_Protobuf_UInt32Value>(
-        name: "gated")
+        name: "gated", reads: ["gated.bump"])
     static let methods: [MethodInfo] = [bump.info]
     static let topics: [TopicInfo] = [gatedTopic.info]
     static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }

@@ -22,9 +22,12 @@ struct GreeterSchemaTests {
         #expect(GreeterSchema.Greeter.count.info.reply == Greeter_V1_Greeting.Counts.protoMessageName)
         #expect(
             GreeterSchema.Greeter.greetingsTopic.info
-                == TopicInfo(name: "greetings", change: "greeter.v1.Greeting", snapshot: "greeter.v1.Greeting.Counts")
+                == TopicInfo(
+                    name: "greetings", change: "greeter.v1.Greeting", snapshot: "greeter.v1.Greeting.Counts",
+                    reads: ["greeter.hello"])
         )
         #expect(GreeterSchema.Greeter.greeterStatusTopic.name == "greeter.status")
+        #expect(GreeterSchema.Greeter.greeterStatusTopic.reads.isEmpty, "a topic declaring no reads is privileged")
         #expect(GreeterSchema.Greeter.methods.map(\.name) == ["hello", "default", "count"])
         #expect(GreeterSchema.Farewell.topics.isEmpty)
         #expect(GreeterSchema.namespaces.map(\.name) == ["greeter", "farewell"])

@@ -22,7 +22,9 @@ extension MentoryAdvisorSchema {
             MethodSchema<Advisor, Mentory_Advisor_V1_SuggestRequest, Mentory_Advisor_V1_Advice>(name: "suggest")
         /// Topic `advice`: changes `mentory.advisor.v1.Advice`, snapshots `mentory.advisor.v1.Advice`.
         public static let adviceTopic =
-            TopicSchema<Advisor, Mentory_Advisor_V1_Advice, Mentory_Advisor_V1_Advice>(name: "advice")
+            TopicSchema<
+                Advisor, Mentory_Advisor_V1_Advice, Mentory_Advisor_V1_Advice
+            >(name: "advice", reads: ["diary.list"])
         public static let methods: [MethodInfo] = [suggest.info]
         public static let topics: [TopicInfo] = [adviceTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentoryAdvisorSchema.fileDescriptors }
@@ -69,28 +71,29 @@ extension MentoryAdvisorSchema {
             X0NIQVJBQ1RFUl9XQVJNEAIq3QEKB0Vtb3Rpb24SFwoTRU1PVElPTl9VTlNQRUNJRklFRBAAEhsKF0VNT1RJT05fVkVSWV9VTlBMRUFTQU5\
             UEAESFgoSRU1PVElPTl9VTlBMRUFTQU5UEAISHwobRU1PVElPTl9TTElHSFRMWV9VTlBMRUFTQU5UEAMSEwoPRU1PVElPTl9ORVVUUkFMEA\
             QSHQoZRU1PVElPTl9TTElHSFRMWV9QTEVBU0FOVBAFEhQKEEVNT1RJT05fUExFQVNBTlQQBhIZChVFTU9USU9OX1ZFUllfUExFQVNBTlQQB\
-            zKVAgoGTWVudG9yEjwKA3NldBIcLm1lbnRvcnkudjEuTWVudG9yU2V0UmVxdWVzdBoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUSMQoDZ2V0\
+            zKhAgoGTWVudG9yEjwKA3NldBIcLm1lbnRvcnkudjEuTWVudG9yU2V0UmVxdWVzdBoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUSMQoDZ2V0\
             EhEubWVudG9yeS52MS5FbXB0eRoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUSTgoMY29tcGxldGVUb2RvEiUubWVudG9yeS52MS5NZW50b3J\
-            Db21wbGV0ZVRvZG9SZXF1ZXN0GhcubWVudG9yeS52MS5NZW50b3JTdGF0ZRpKyvMYBm1lbnRvctDzGAHa8xg4CgZtZW50b3ISFm1lbnRvcn\
-            kudjEuTWVudG9yU3RhdGUaFm1lbnRvcnkudjEuTWVudG9yU3RhdGUy4QEKDFJlYWNoYWJpbGl0eRI2CgZyZXBvcnQSFS5tZW50b3J5LnYxL\
-            lBlZXJTdGF0ZRoVLm1lbnRvcnkudjEuUGVlclN0YXRlEjoKA2dldBIRLm1lbnRvcnkudjEuRW1wdHkaIC5tZW50b3J5LnYxLlJlYWNoYWJp\
-            bGl0eVNuYXBzaG90Gl3K8xgMcmVhY2hhYmlsaXR50PMYAdrzGEUKDHJlYWNoYWJpbGl0eRIUbWVudG9yeS52MS5QZWVyU3RhdGUaH21lbnR\
-            vcnkudjEuUmVhY2hhYmlsaXR5U25hcHNob3QypAMKBURpYXJ5EjoKA2FkZBIbLm1lbnRvcnkudjEuRGlhcnlBZGRSZXF1ZXN0GhYubWVudG\
-            9yeS52MS5EaWFyeUVudHJ5EjoKA2dldBIbLm1lbnRvcnkudjEuRGlhcnlHZXRSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5EkAKB\
-            Gxpc3QSHC5tZW50b3J5LnYxLkRpYXJ5TGlzdFJlcXVlc3QaGi5tZW50b3J5LnYxLkRpYXJ5TGlzdFJlcGx5EkAKBmRlbGV0ZRIeLm1lbnRv\
-            cnkudjEuRGlhcnlEZWxldGVSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5ElMKEXNldFN1Z2dlc3Rpb25Eb25lEiYubWVudG9yeS5\
-            2MS5EaWFyeVN1Z2dlc3Rpb25Eb25lUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRpKyvMYBWRpYXJ50PMYAdrzGDkKBWRpYXJ5Eh\
-            ZtZW50b3J5LnYxLkRpYXJ5Q2hhbmdlGhhtZW50b3J5LnYxLkRpYXJ5U25hcHNob3RiBnByb3RvMw==
+            Db21wbGV0ZVRvZG9SZXF1ZXN0GhcubWVudG9yeS52MS5NZW50b3JTdGF0ZRpWyvMYBm1lbnRvctDzGAHa8xhECgZtZW50b3ISFm1lbnRvcn\
+            kudjEuTWVudG9yU3RhdGUaFm1lbnRvcnkudjEuTWVudG9yU3RhdGUiCm1lbnRvci5nZXQy8wEKDFJlYWNoYWJpbGl0eRI2CgZyZXBvcnQSF\
+            S5tZW50b3J5LnYxLlBlZXJTdGF0ZRoVLm1lbnRvcnkudjEuUGVlclN0YXRlEjoKA2dldBIRLm1lbnRvcnkudjEuRW1wdHkaIC5tZW50b3J5\
+            LnYxLlJlYWNoYWJpbGl0eVNuYXBzaG90Gm/K8xgMcmVhY2hhYmlsaXR50PMYAdrzGFcKDHJlYWNoYWJpbGl0eRIUbWVudG9yeS52MS5QZWV\
+            yU3RhdGUaH21lbnRvcnkudjEuUmVhY2hhYmlsaXR5U25hcHNob3QiEHJlYWNoYWJpbGl0eS5nZXQysAMKBURpYXJ5EjoKA2FkZBIbLm1lbn\
+            RvcnkudjEuRGlhcnlBZGRSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5EjoKA2dldBIbLm1lbnRvcnkudjEuRGlhcnlHZXRSZXF1Z\
+            XN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5EkAKBGxpc3QSHC5tZW50b3J5LnYxLkRpYXJ5TGlzdFJlcXVlc3QaGi5tZW50b3J5LnYxLkRp\
+            YXJ5TGlzdFJlcGx5EkAKBmRlbGV0ZRIeLm1lbnRvcnkudjEuRGlhcnlEZWxldGVSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5ElM\
+            KEXNldFN1Z2dlc3Rpb25Eb25lEiYubWVudG9yeS52MS5EaWFyeVN1Z2dlc3Rpb25Eb25lUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbn\
+            RyeRpWyvMYBWRpYXJ50PMYAdrzGEUKBWRpYXJ5EhZtZW50b3J5LnYxLkRpYXJ5Q2hhbmdlGhhtZW50b3J5LnYxLkRpYXJ5U25hcHNob3QiC\
+            mRpYXJ5Lmxpc3RiBnByb3RvMw==
             """,
             // advisor.proto
             """
             Cg1hZHZpc29yLnByb3RvEhJtZW50b3J5LmFkdmlzb3IudjEaDW1lbnRvcnkucHJvdG8aFG1lbnRvcnlfZG9tYWluLnByb3RvIlMKDlN1Z2d\
             lc3RSZXF1ZXN0Ei0KB2Vtb3Rpb24YASABKA4yEy5tZW50b3J5LnYxLkVtb3Rpb25SB2Vtb3Rpb24SEgoEdGV4dBgCIAEoCVIEdGV4dCKcAQ\
             oGQWR2aWNlEhgKB2NvbnRlbnQYASABKAlSB2NvbnRlbnQSOQoJY2hhcmFjdGVyGAIgASgOMhsubWVudG9yeS52MS5NZW50b3JDaGFyYWN0Z\
-            XJSCWNoYXJhY3RlchIhCgxhY3Rpb25faXRlbXMYAyADKAlSC2FjdGlvbkl0ZW1zEhoKCGZhbGxiYWNrGAQgASgIUghmYWxsYmFjazKnAQoH\
+            XJSCWNoYXJhY3RlchIhCgxhY3Rpb25faXRlbXMYAyADKAlSC2FjdGlvbkl0ZW1zEhoKCGZhbGxiYWNrGAQgASgIUghmYWxsYmFjazKzAQoH\
             QWR2aXNvchJJCgdzdWdnZXN0EiIubWVudG9yeS5hZHZpc29yLnYxLlN1Z2dlc3RSZXF1ZXN0GhoubWVudG9yeS5hZHZpc29yLnYxLkFkdml\
-            jZRpRyvMYB2Fkdmlzb3LQ8xgB2vMYPgoGYWR2aWNlEhltZW50b3J5LmFkdmlzb3IudjEuQWR2aWNlGhltZW50b3J5LmFkdmlzb3IudjEuQW\
-            R2aWNlYgZwcm90bzM=
+            jZRpdyvMYB2Fkdmlzb3LQ8xgB2vMYSgoGYWR2aWNlEhltZW50b3J5LmFkdmlzb3IudjEuQWR2aWNlGhltZW50b3J5LmFkdmlzb3IudjEuQW\
+            R2aWNlIgpkaWFyeS5saXN0YgZwcm90bzM=
             """,
         ])
 }

@@ -24,7 +24,7 @@ extension MentoryDomainSchema {
             MethodSchema<Mentor, Mentory_V1_MentorCompleteTodoRequest, Mentory_V1_MentorState>(name: "completeTodo")
         /// Topic `mentor`: changes `mentory.v1.MentorState`, snapshots `mentory.v1.MentorState`.
         public static let mentorTopic =
-            TopicSchema<Mentor, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "mentor")
+            TopicSchema<Mentor, Mentory_V1_MentorState, Mentory_V1_MentorState>(name: "mentor", reads: ["mentor.get"])
         public static let methods: [MethodInfo] = [`set`.info, `get`.info, completeTodo.info]
         public static let topics: [TopicInfo] = [mentorTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
@@ -46,7 +46,9 @@ extension MentoryDomainSchema {
             MethodSchema<Reachability, MentoryWire.Mentory_V1_Empty, Mentory_V1_ReachabilitySnapshot>(name: "get")
         /// Topic `reachability`: changes `mentory.v1.PeerState`, snapshots `mentory.v1.ReachabilitySnapshot`.
         public static let reachabilityTopic =
-            TopicSchema<Reachability, Mentory_V1_PeerState, Mentory_V1_ReachabilitySnapshot>(name: "reachability")
+            TopicSchema<
+                Reachability, Mentory_V1_PeerState, Mentory_V1_ReachabilitySnapshot
+            >(name: "reachability", reads: ["reachability.get"])
         public static let methods: [MethodInfo] = [report.info, `get`.info]
         public static let topics: [TopicInfo] = [reachabilityTopic.info]
         public static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
@@ -75,7 +77,7 @@ extension MentoryDomainSchema {
             MethodSchema<Diary, Mentory_V1_DiarySuggestionDoneRequest, Mentory_V1_DiaryEntry>(name: "setSuggestionDone")
         /// Topic `diary`: changes `mentory.v1.DiaryChange`, snapshots `mentory.v1.DiarySnapshot`.
         public static let diaryTopic =
-            TopicSchema<Diary, Mentory_V1_DiaryChange, Mentory_V1_DiarySnapshot>(name: "diary")
+            TopicSchema<Diary, Mentory_V1_DiaryChange, Mentory_V1_DiarySnapshot>(name: "diary", reads: ["diary.list"])
         public static let methods: [MethodInfo] = [
             add.info,
             `get`.info,
@@ -128,18 +130,19 @@ extension MentoryDomainSchema {
             X0NIQVJBQ1RFUl9XQVJNEAIq3QEKB0Vtb3Rpb24SFwoTRU1PVElPTl9VTlNQRUNJRklFRBAAEhsKF0VNT1RJT05fVkVSWV9VTlBMRUFTQU5\
             UEAESFgoSRU1PVElPTl9VTlBMRUFTQU5UEAISHwobRU1PVElPTl9TTElHSFRMWV9VTlBMRUFTQU5UEAMSEwoPRU1PVElPTl9ORVVUUkFMEA\
             QSHQoZRU1PVElPTl9TTElHSFRMWV9QTEVBU0FOVBAFEhQKEEVNT1RJT05fUExFQVNBTlQQBhIZChVFTU9USU9OX1ZFUllfUExFQVNBTlQQB\
-            zKVAgoGTWVudG9yEjwKA3NldBIcLm1lbnRvcnkudjEuTWVudG9yU2V0UmVxdWVzdBoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUSMQoDZ2V0\
+            zKhAgoGTWVudG9yEjwKA3NldBIcLm1lbnRvcnkudjEuTWVudG9yU2V0UmVxdWVzdBoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUSMQoDZ2V0\
             EhEubWVudG9yeS52MS5FbXB0eRoXLm1lbnRvcnkudjEuTWVudG9yU3RhdGUSTgoMY29tcGxldGVUb2RvEiUubWVudG9yeS52MS5NZW50b3J\
-            Db21wbGV0ZVRvZG9SZXF1ZXN0GhcubWVudG9yeS52MS5NZW50b3JTdGF0ZRpKyvMYBm1lbnRvctDzGAHa8xg4CgZtZW50b3ISFm1lbnRvcn\
-            kudjEuTWVudG9yU3RhdGUaFm1lbnRvcnkudjEuTWVudG9yU3RhdGUy4QEKDFJlYWNoYWJpbGl0eRI2CgZyZXBvcnQSFS5tZW50b3J5LnYxL\
-            lBlZXJTdGF0ZRoVLm1lbnRvcnkudjEuUGVlclN0YXRlEjoKA2dldBIRLm1lbnRvcnkudjEuRW1wdHkaIC5tZW50b3J5LnYxLlJlYWNoYWJp\
-            bGl0eVNuYXBzaG90Gl3K8xgMcmVhY2hhYmlsaXR50PMYAdrzGEUKDHJlYWNoYWJpbGl0eRIUbWVudG9yeS52MS5QZWVyU3RhdGUaH21lbnR\
-            vcnkudjEuUmVhY2hhYmlsaXR5U25hcHNob3QypAMKBURpYXJ5EjoKA2FkZBIbLm1lbnRvcnkudjEuRGlhcnlBZGRSZXF1ZXN0GhYubWVudG\
-            9yeS52MS5EaWFyeUVudHJ5EjoKA2dldBIbLm1lbnRvcnkudjEuRGlhcnlHZXRSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5EkAKB\
-            Gxpc3QSHC5tZW50b3J5LnYxLkRpYXJ5TGlzdFJlcXVlc3QaGi5tZW50b3J5LnYxLkRpYXJ5TGlzdFJlcGx5EkAKBmRlbGV0ZRIeLm1lbnRv\
-            cnkudjEuRGlhcnlEZWxldGVSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5ElMKEXNldFN1Z2dlc3Rpb25Eb25lEiYubWVudG9yeS5\
-            2MS5EaWFyeVN1Z2dlc3Rpb25Eb25lUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbnRyeRpKyvMYBWRpYXJ50PMYAdrzGDkKBWRpYXJ5Eh\
-            ZtZW50b3J5LnYxLkRpYXJ5Q2hhbmdlGhhtZW50b3J5LnYxLkRpYXJ5U25hcHNob3RiBnByb3RvMw==
+            Db21wbGV0ZVRvZG9SZXF1ZXN0GhcubWVudG9yeS52MS5NZW50b3JTdGF0ZRpWyvMYBm1lbnRvctDzGAHa8xhECgZtZW50b3ISFm1lbnRvcn\
+            kudjEuTWVudG9yU3RhdGUaFm1lbnRvcnkudjEuTWVudG9yU3RhdGUiCm1lbnRvci5nZXQy8wEKDFJlYWNoYWJpbGl0eRI2CgZyZXBvcnQSF\
+            S5tZW50b3J5LnYxLlBlZXJTdGF0ZRoVLm1lbnRvcnkudjEuUGVlclN0YXRlEjoKA2dldBIRLm1lbnRvcnkudjEuRW1wdHkaIC5tZW50b3J5\
+            LnYxLlJlYWNoYWJpbGl0eVNuYXBzaG90Gm/K8xgMcmVhY2hhYmlsaXR50PMYAdrzGFcKDHJlYWNoYWJpbGl0eRIUbWVudG9yeS52MS5QZWV\
+            yU3RhdGUaH21lbnRvcnkudjEuUmVhY2hhYmlsaXR5U25hcHNob3QiEHJlYWNoYWJpbGl0eS5nZXQysAMKBURpYXJ5EjoKA2FkZBIbLm1lbn\
+            RvcnkudjEuRGlhcnlBZGRSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5EjoKA2dldBIbLm1lbnRvcnkudjEuRGlhcnlHZXRSZXF1Z\
+            XN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5EkAKBGxpc3QSHC5tZW50b3J5LnYxLkRpYXJ5TGlzdFJlcXVlc3QaGi5tZW50b3J5LnYxLkRp\
+            YXJ5TGlzdFJlcGx5EkAKBmRlbGV0ZRIeLm1lbnRvcnkudjEuRGlhcnlEZWxldGVSZXF1ZXN0GhYubWVudG9yeS52MS5EaWFyeUVudHJ5ElM\
+            KEXNldFN1Z2dlc3Rpb25Eb25lEiYubWVudG9yeS52MS5EaWFyeVN1Z2dlc3Rpb25Eb25lUmVxdWVzdBoWLm1lbnRvcnkudjEuRGlhcnlFbn\
+            RyeRpWyvMYBWRpYXJ50PMYAdrzGEUKBWRpYXJ5EhZtZW50b3J5LnYxLkRpYXJ5Q2hhbmdlGhhtZW50b3J5LnYxLkRpYXJ5U25hcHNob3QiC\
+            mRpYXJ5Lmxpc3RiBnByb3RvMw==
             """
         ])
 }

@@ -39,16 +39,18 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
-/// Who may call a method whatever the access rules say, as `(privilege)` declares it on the rpc.
-/// It is a floor: the daemon checks it before `access.rules`, and no rule can grant it to anyone
-/// else. A caller whose credentials the kernel did not report holds no privilege.
+/// Who may call a method, as `(privilege)` declares it on the rpc. The daemon checks it before
+/// `access.rules`. Only a rule that names the method (or its namespace, `ns.*`) for a named uid or
+/// group (`allow uid=1001 session.monitor`) grants PRIVILEGE_OWNER to anyone else: `any` and `*` never
+/// do, so no rule list opens a privileged method by leaving a default out. PRIVILEGE_ROOT is never
+/// granted. A caller whose credentials the kernel did not report holds no privilege.
 public nonisolated enum Mentory_V1_Privilege: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
 
   /// Anyone the access rules allow.
   case unspecified // = 0
 
-  /// Root (uid 0) or the user the daemon runs as.
+  /// Root (uid 0), the user the daemon runs as, and a uid or group an access rule allows explicitly.
   case owner // = 1
 
   /// Root only.
@@ -227,6 +229,11 @@ public nonisolated enum Mentory_V1_EventKind: SwiftProtobuf.Enum, Swift.CaseIter
 
   /// The topic's current state, sent instead of events the subscriber missed.
   case reset // = 2
+
+  /// The subscription to the topic has ended, for the reason in `error` (PERMISSION_DENIED when a reload
+  /// took away the subscriber's right to read the topic); no more events on it follow, and a resume is
+  /// refused for the same reason. `body` is empty.
+  case ended // = 3
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -238,6 +245,7 @@ public nonisolated enum Mentory_V1_EventKind: SwiftProtobuf.Enum, Swift.CaseIter
     case 0: self = .change
     case 1: self = .snapshot
     case 2: self = .reset
+    case 3: self = .ended
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -247,6 +255,7 @@ public nonisolated enum Mentory_V1_EventKind: SwiftProtobuf.Enum, Swift.CaseIter
     case .change: return 0
     case .snapshot: return 1
     case .reset: return 2
+    case .ended: return 3
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -256,6 +265,7 @@ public nonisolated enum Mentory_V1_EventKind: SwiftProtobuf.Enum, Swift.CaseIter
     .change,
     .snapshot,
     .reset,
+    .ended,
   ]
 
 }
@@ -420,6 +430,14 @@ public nonisolated struct Mentory_V1_TopicDeclaration: Sendable {
 
   /// The full name of the message of SNAPSHOT and RESET events.
   public var snapshot: String = String()
+
+  /// What a subscriber must be allowed to read to be sent the topic's events: the methods
+  /// (`namespace.method`) whose data they carry or are derived from, e.g. "diary.list" for a topic
+  /// computed from the diary. The daemon checks each, with the method's privilege and the access
+  /// rules, for the subscriber at subscribe, at every snapshot and resume, and again for every live
+  /// subscriber after a reload. A topic that declares none is for the privileged alone: root, the
+  /// daemon's user, and a uid or group `access.rules` allows `subscribe:TOPIC` explicitly.
+  public var reads: [String] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -713,9 +731,21 @@ public nonisolated struct Mentory_V1_Event: Sendable {
 
   public var epoch: UInt64 = 0
 
+  /// ENDED only: why the subscription ended.
+  public var error: Mentory_V1_Error {
+    get {_error ?? Mentory_V1_Error()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  public var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  public mutating func clearError() {self._error = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _error: Mentory_V1_Error? = nil
 }
 
 public nonisolated struct Mentory_V1_Empty: Sendable {
@@ -869,8 +899,8 @@ public nonisolated struct Mentory_V1_UnsubscribeRequest: Sendable {
 /// Request of `monitor`: from now on, this connection is sent a record of
 /// every request the daemon answers and every event it publishes, as events on
 /// topic "session.monitor" (kind CHANGE, body `MonitorRecord`, sequence numbers
-/// counting this monitor's records). Root and the daemon's own user only, by
-/// default. A monitor that falls behind loses records, never slows anyone:
+/// counting this monitor's records). Root, the daemon's own user and the uids
+/// or groups `access.rules` allows `session.monitor` explicitly. A monitor that falls behind loses records, never slows anyone:
 /// the next record it gets says how many it missed.
 public nonisolated struct Mentory_V1_MonitorRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -1066,6 +1096,9 @@ public nonisolated struct Mentory_V1_TopicDescription: Sendable {
   public var change: String = String()
 
   public var snapshot: String = String()
+
+  /// What a subscriber must be allowed to call to be sent its events (`TopicDeclaration.reads`).
+  public var reads: [String] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1678,7 +1711,7 @@ nonisolated extension Mentory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
 }
 
 nonisolated extension Mentory_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_CHANGE\0\u{1}EVENT_KIND_SNAPSHOT\0\u{1}EVENT_KIND_RESET\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_CHANGE\0\u{1}EVENT_KIND_SNAPSHOT\0\u{1}EVENT_KIND_RESET\0\u{1}EVENT_KIND_ENDED\0")
 }
 
 nonisolated extension Mentory_V1_InstanceKind: SwiftProtobuf._ProtoNameProviding {
@@ -1695,7 +1728,7 @@ nonisolated extension Mentory_V1_PluginState: SwiftProtobuf._ProtoNameProviding 
 
 nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TopicDeclaration"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}change\0\u{1}snapshot\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}change\0\u{1}snapshot\0\u{1}reads\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1706,6 +1739,7 @@ nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftP
       case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.change) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.snapshot) }()
+      case 4: try { try decoder.decodeRepeatedStringField(value: &self.reads) }()
       default: break
       }
     }
@@ -1721,6 +1755,9 @@ nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftP
     if !self.snapshot.isEmpty {
       try visitor.visitSingularStringField(value: self.snapshot, fieldNumber: 3)
     }
+    if !self.reads.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.reads, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1728,6 +1765,7 @@ nonisolated extension Mentory_V1_TopicDeclaration: SwiftProtobuf.Message, SwiftP
     if lhs.name != rhs.name {return false}
     if lhs.change != rhs.change {return false}
     if lhs.snapshot != rhs.snapshot {return false}
+    if lhs.reads != rhs.reads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2225,7 +2263,7 @@ nonisolated extension Mentory_V1_ConnectionError: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Mentory_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Event"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}topic\0\u{1}sequence\0\u{1}kind\0\u{1}body\0\u{1}epoch\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}topic\0\u{1}sequence\0\u{1}kind\0\u{1}body\0\u{1}epoch\0\u{1}error\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2238,12 +2276,17 @@ nonisolated extension Mentory_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 3: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
       case 4: try { try decoder.decodeSingularBytesField(value: &self.body) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._error) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.topic.isEmpty {
       try visitor.visitSingularStringField(value: self.topic, fieldNumber: 1)
     }
@@ -2259,6 +2302,9 @@ nonisolated extension Mentory_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.epoch != 0 {
       try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 5)
     }
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2268,6 +2314,7 @@ nonisolated extension Mentory_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.kind != rhs.kind {return false}
     if lhs.body != rhs.body {return false}
     if lhs.epoch != rhs.epoch {return false}
+    if lhs._error != rhs._error {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2919,7 +2966,7 @@ nonisolated extension Mentory_V1_MethodDescription: SwiftProtobuf.Message, Swift
 
 nonisolated extension Mentory_V1_TopicDescription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TopicDescription"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}change\0\u{1}snapshot\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}change\0\u{1}snapshot\0\u{1}reads\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2930,6 +2977,7 @@ nonisolated extension Mentory_V1_TopicDescription: SwiftProtobuf.Message, SwiftP
       case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.change) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.snapshot) }()
+      case 4: try { try decoder.decodeRepeatedStringField(value: &self.reads) }()
       default: break
       }
     }
@@ -2945,6 +2993,9 @@ nonisolated extension Mentory_V1_TopicDescription: SwiftProtobuf.Message, SwiftP
     if !self.snapshot.isEmpty {
       try visitor.visitSingularStringField(value: self.snapshot, fieldNumber: 3)
     }
+    if !self.reads.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.reads, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2952,6 +3003,7 @@ nonisolated extension Mentory_V1_TopicDescription: SwiftProtobuf.Message, SwiftP
     if lhs.name != rhs.name {return false}
     if lhs.change != rhs.change {return false}
     if lhs.snapshot != rhs.snapshot {return false}
+    if lhs.reads != rhs.reads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

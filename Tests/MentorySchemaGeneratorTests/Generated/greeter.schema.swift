@@ -30,7 +30,9 @@ extension GreeterSchema {
             MethodSchema<Greeter, SwiftProtobuf.Google_Protobuf_UInt32Value, Greeter_V1_Greeting.Counts>(name: "count")
         /// Topic `greetings`: changes `greeter.v1.Greeting`, snapshots `greeter.v1.Greeting.Counts`.
         internal static let greetingsTopic =
-            TopicSchema<Greeter, Greeter_V1_Greeting, Greeter_V1_Greeting.Counts>(name: "greetings")
+            TopicSchema<
+                Greeter, Greeter_V1_Greeting, Greeter_V1_Greeting.Counts
+            >(name: "greetings", reads: ["greeter.hello"])
         /// Topic `greeter.status`: changes `mentory.v1.Empty`, snapshots `google.protobuf.UInt32Value`.
         internal static let greeterStatusTopic =
             TopicSchema<
@@ -69,13 +71,13 @@ extension GreeterSchema {
             """
             Cg1ncmVldGVyLnByb3RvEgpncmVldGVyLnYxGh5nb29nbGUvcHJvdG9idWYvd3JhcHBlcnMucHJvdG8aDW1lbnRvcnkucHJvdG8iIgoMSGV\
             sbG9SZXF1ZXN0EhIKBG5hbWUYASABKAlSBG5hbWUiKAoKSGVsbG9SZXBseRIaCghncmVldGluZxgBIAEoCVIIZ3JlZXRpbmciPAoIR3JlZX\
-            RpbmcSEgoEbmFtZRgBIAEoCVIEbmFtZRocCgZDb3VudHMSEgoEc2VudBgBIAEoDVIEc2VudDLZAgoHR3JlZXRlchI5CgVoZWxsbxIYLmdyZ\
+            RpbmcSEgoEbmFtZRgBIAEoCVIEbmFtZRocCgZDb3VudHMSEgoEc2VudBgBIAEoDVIEc2VudDLoAgoHR3JlZXRlchI5CgVoZWxsbxIYLmdyZ\
             WV0ZXIudjEuSGVsbG9SZXF1ZXN0GhYuZ3JlZXRlci52MS5IZWxsb1JlcGx5EjoKB2RlZmF1bHQSES5tZW50b3J5LnYxLkVtcHR5GhwuZ29v\
             Z2xlLnByb3RvYnVmLlN0cmluZ1ZhbHVlEkIKBWNvdW50EhwuZ29vZ2xlLnByb3RvYnVmLlVJbnQzMlZhbHVlGhsuZ3JlZXRlci52MS5HcmV\
-            ldGluZy5Db3VudHMakgHK8xgHZ3JlZXRlctDzGALa8xg8CglncmVldGluZ3MSE2dyZWV0ZXIudjEuR3JlZXRpbmcaGmdyZWV0ZXIudjEuR3\
-            JlZXRpbmcuQ291bnRz2vMYPwoOZ3JlZXRlci5zdGF0dXMSEG1lbnRvcnkudjEuRW1wdHkaG2dvb2dsZS5wcm90b2J1Zi5VSW50MzJWYWx1Z\
-            TJQCghGYXJld2VsbBIyCgNieWUSGC5ncmVldGVyLnYxLkhlbGxvUmVxdWVzdBoRLm1lbnRvcnkudjEuRW1wdHkaEMrzGAhmYXJld2VsbNDz\
-            GAFiBnByb3RvMw==
+            ldGluZy5Db3VudHMaoQHK8xgHZ3JlZXRlctDzGALa8xhLCglncmVldGluZ3MSE2dyZWV0ZXIudjEuR3JlZXRpbmcaGmdyZWV0ZXIudjEuR3\
+            JlZXRpbmcuQ291bnRzIg1ncmVldGVyLmhlbGxv2vMYPwoOZ3JlZXRlci5zdGF0dXMSEG1lbnRvcnkudjEuRW1wdHkaG2dvb2dsZS5wcm90b\
+            2J1Zi5VSW50MzJWYWx1ZTJQCghGYXJld2VsbBIyCgNieWUSGC5ncmVldGVyLnYxLkhlbGxvUmVxdWVzdBoRLm1lbnRvcnkudjEuRW1wdHka\
+            EMrzGAhmYXJld2VsbNDzGAFiBnByb3RvMw==
             """
         ])
 }

@@ -99,3 +99,45 @@ def test_peer_credentials_name_the_daemon(daemon) -> None:  # type: ignore[no-un
     assert pid == daemon.process.pid
     assert uid == os.getuid()
     assert stat.S_ISSOCK(os.stat(daemon.socket_path).st_mode)
+
+
+def test_own_sockets_come_first_and_the_system_socket_last():
+    paths = discovery.candidate_paths({"XDG_RUNTIME_DIR": "/run/user/1000"}, uid=1000)
+    assert paths == [
+        "/run/user/1000/mentoryd/mentoryd.sock",
+        "/tmp/mentoryd-1000/mentoryd.sock",
+        "/run/mentoryd/mentoryd.sock",
+    ]
+    assert discovery.candidate_paths({}, uid=1000)[0] == "/run/user/1000/mentoryd/mentoryd.sock"
+    assert discovery.candidate_paths({}, uid=0) == ["/run/mentoryd/mentoryd.sock"]
+
+
+def test_user_instance_detection(tmp_path):
+    root = str(tmp_path)
+    env = {"HOME": "/home/alice"}
+    assert not discovery.user_instance_enabled(env, uid=1001, root=root)
+    wants = tmp_path / "etc/systemd/user/sockets.target.wants"
+    wants.mkdir(parents=True)
+    (wants / "mentoryd.socket").symlink_to("/etc/systemd/user/mentoryd.socket")
+    assert discovery.user_instance_enabled(env, uid=1001, root=root)
+    assert not discovery.user_instance_enabled(env, uid=999, root=root), "a system account"
+    own = tmp_path / "home/alice/.config/systemd/user"
+    own.mkdir(parents=True)
+    (own / "mentoryd.socket").symlink_to("/dev/null")
+    assert not discovery.user_instance_enabled(env, uid=1001, root=root), "masked: opted out"
+
+
+def test_a_user_instance_that_is_not_running_is_not_replaced_by_the_system_one(tmp_path, monkeypatch):
+    if os.getuid() == 0:
+        pytest.skip("root has no user instance")
+    monkeypatch.setattr(discovery, "user_instance_enabled", lambda env, uid: True)
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    with pytest.raises(discovery.OwnInstanceNotRunning) as raised:
+        discovery.resolve_socket_path(environment=env)
+    message = str(raised.value)
+    assert str(tmp_path / "mentoryd" / "mentoryd.sock") in message
+    assert "systemctl --user start mentoryd.socket" in message
+    assert "loginctl enable-linger" in message
+    assert discovery.resolve_socket_path(environment={**env, "MENTORY_SOCKET": "/run/mentoryd/mentoryd.sock"}) == (
+        "/run/mentoryd/mentoryd.sock"
+    ), "MENTORY_SOCKET chooses the shared instance on purpose"

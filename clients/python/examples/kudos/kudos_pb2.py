@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 import mentory_pb2 as mentory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0bkudos.proto\x12\x08kudos.v1\x1a\rmentory.proto\"F\n\x05Kudos\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12\n\n\x02to\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x13\n\x0b\x66rom_client\x18\x04 \x01(\t\",\n\x10KudosGiveRequest\x12\n\n\x02to\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"+\n\tKudosList\x12\x1e\n\x05kudos\x18\x01 \x03(\x0b\x32\x0f.kudos.v1.Kudos2\xb1\x01\n\x0cKudosService\x12\x33\n\x04give\x12\x1a.kudos.v1.KudosGiveRequest\x1a\x0f.kudos.v1.Kudos\x12.\n\x04list\x12\x11.mentory.v1.Empty\x1a\x13.kudos.v1.KudosList\x1a<\xca\xf3\x18\x05kudos\xd0\xf3\x18\x01\xda\xf3\x18+\n\x05kudos\x12\x0ekudos.v1.Kudos\x1a\x12kudos.v1.KudosListb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0bkudos.proto\x12\x08kudos.v1\x1a\rmentory.proto\"F\n\x05Kudos\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12\n\n\x02to\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x13\n\x0b\x66rom_client\x18\x04 \x01(\t\",\n\x10KudosGiveRequest\x12\n\n\x02to\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"+\n\tKudosList\x12\x1e\n\x05kudos\x18\x01 \x03(\x0b\x32\x0f.kudos.v1.Kudos2\xbd\x01\n\x0cKudosService\x12\x33\n\x04give\x12\x1a.kudos.v1.KudosGiveRequest\x1a\x0f.kudos.v1.Kudos\x12.\n\x04list\x12\x11.mentory.v1.Empty\x1a\x13.kudos.v1.KudosList\x1aH\xca\xf3\x18\x05kudos\xd0\xf3\x18\x01\xda\xf3\x18\x37\n\x05kudos\x12\x0ekudos.v1.Kudos\x1a\x12kudos.v1.KudosList\"\nkudos.listb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kudos_pb2', globals())
@@ -22,7 +22,7 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   _KUDOSSERVICE._options = None
-  _KUDOSSERVICE._serialized_options = b'\312\363\030\005kudos\320\363\030\001\332\363\030+\n\005kudos\022\016kudos.v1.Kudos\032\022kudos.v1.KudosList'
+  _KUDOSSERVICE._serialized_options = b'\312\363\030\005kudos\320\363\030\001\332\363\0307\n\005kudos\022\016kudos.v1.Kudos\032\022kudos.v1.KudosList\"\nkudos.list'
   _KUDOS._serialized_start=40
   _KUDOS._serialized_end=110
   _KUDOSGIVEREQUEST._serialized_start=112
@@ -30,5 +30,5 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _KUDOSLIST._serialized_start=158
   _KUDOSLIST._serialized_end=201
   _KUDOSSERVICE._serialized_start=204
-  _KUDOSSERVICE._serialized_end=381
+  _KUDOSSERVICE._serialized_end=393
 # @@protoc_insertion_point(module_scope)

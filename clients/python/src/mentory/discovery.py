@@ -4,10 +4,14 @@ The rules are mentoryctl's:
 
 1. the ``socket_path`` argument, else ``$MENTORY_SOCKET``;
 2. otherwise the first of these that exists and that the caller may connect to:
-   ``$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`` (the caller's own instance, ``systemctl --user``),
-   ``/run/mentoryd/mentoryd.sock`` (the shared system instance), ``/tmp/mentoryd-$UID/mentoryd.sock``
-   (a daemon started by hand). One that exists but may not be connected to (no write permission)
-   is used only when no other is usable, so that the connection error says why.
+   ``$XDG_RUNTIME_DIR/mentoryd/mentoryd.sock`` (the caller's own instance, ``systemctl --user``;
+   ``/run/user/$UID/...`` when ``$XDG_RUNTIME_DIR`` is unset), ``/tmp/mentoryd-$UID/mentoryd.sock``
+   (its own daemon started by hand), ``/run/mentoryd/mentoryd.sock`` (the shared system instance).
+   One that exists but may not be connected to (no write permission) is used only when no other is
+   usable, so that the connection error says why;
+3. but a caller with a user instance (:func:`user_instance_enabled`: an ordinary account for which
+   ``mentoryd.socket`` is enabled and not masked) never falls back to the system instance: when none
+   of its own sockets exists, :class:`OwnInstanceNotRunning` says which were tried and how to start it.
 
 Whichever path is chosen is used only if its directory is owned by the caller or root and is not
 writable by group or others (otherwise someone else could put their own socket there). After
@@ -22,31 +26,86 @@ import stat
 import struct
 from typing import AbstractSet, Iterable, List, Mapping, Optional, Tuple
 
-from .errors import SocketTrustError
+from .errors import MentoryError, SocketTrustError
 
 SOCKET_FILE_NAME = "mentoryd.sock"
 SYSTEM_SOCKET_PATH = "/run/mentoryd/mentoryd.sock"
 DEFAULT_DAEMON_USER = "mentory"
 
 
+#: The enablement links of ``mentoryd.socket`` for every user (``systemctl --global enable``).
+GLOBAL_WANTS_FOLDERS = (
+    "/etc/systemd/user/sockets.target.wants",
+    "/usr/lib/systemd/user/sockets.target.wants",
+    "/usr/local/lib/systemd/user/sockets.target.wants",
+)
+#: The highest uid of a system account: no user instance below it (``ConditionUser=!@system``).
+HIGHEST_SYSTEM_UID = 999
+
+
+class OwnInstanceNotRunning(MentoryError):
+    """The caller has a user instance, and none of its sockets exists: the system instance is not used instead."""
+
+    def __init__(self, tried: List[str]) -> None:
+        self.tried = tried
+        super().__init__(
+            0,
+            f"your own mentoryd (a user instance) is not running: tried {' and '.join(tried)}. Start it with "
+            "`systemctl --user start mentoryd.socket`, and `sudo loginctl enable-linger $USER` to keep it without "
+            f"a login session. The shared system instance ({SYSTEM_SOCKET_PATH}) is not used in its place, so "
+            "that your entries never land in a diary others read; to use it on purpose, pass "
+            f"socket_path={SYSTEM_SOCKET_PATH!r} or set MENTORY_SOCKET"
+        )
+
+
+def _own_paths(env: Mapping[str, str], uid: int) -> List[str]:
+    if uid == 0:
+        return []
+    xdg = env.get("XDG_RUNTIME_DIR", "")
+    own = os.path.join(xdg, "mentoryd", SOCKET_FILE_NAME) if xdg else f"/run/user/{uid}/mentoryd/{SOCKET_FILE_NAME}"
+    return [own, f"/tmp/mentoryd-{uid}/{SOCKET_FILE_NAME}"]
+
+
 def candidate_paths(environment: Optional[Mapping[str, str]] = None, uid: Optional[int] = None) -> List[str]:
-    """The default socket paths, in the order they are tried."""
+    """The default socket paths, in the order they are tried: the caller's own first, the system's last."""
     env = os.environ if environment is None else environment
     uid = os.getuid() if uid is None else uid
-    paths = []
-    xdg = env.get("XDG_RUNTIME_DIR", "")
-    if xdg:
-        paths.append(os.path.join(xdg, "mentoryd", SOCKET_FILE_NAME))
-    paths.append(SYSTEM_SOCKET_PATH)
-    paths.append(f"/tmp/mentoryd-{uid}/{SOCKET_FILE_NAME}")
-    return paths
+    return _own_paths(env, uid) + [SYSTEM_SOCKET_PATH]
+
+
+def user_instance_enabled(
+    environment: Optional[Mapping[str, str]] = None, uid: Optional[int] = None, root: str = ""
+) -> bool:
+    """Whether the caller has a user instance: an ordinary account (uid above 999) for which
+    ``mentoryd.socket`` is enabled, in its own user unit folder or for every user, and not masked in its
+    own folder. ``root`` is the folder the paths are read under (tests pass a temporary one)."""
+    env = os.environ if environment is None else environment
+    uid = os.getuid() if uid is None else uid
+    if uid <= HIGHEST_SYSTEM_UID:
+        return False
+    config = env.get("XDG_CONFIG_HOME", "")
+    if not config.startswith("/"):
+        home = env.get("HOME", "")
+        if not home.startswith("/"):
+            try:
+                home = pwd.getpwuid(uid).pw_dir
+            except KeyError:
+                home = "/nonexistent"
+        config = os.path.join(home, ".config")
+    folder = root + os.path.join(config, "systemd", "user")
+    unit = os.path.join(folder, "mentoryd.socket")
+    if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
+        return False
+    wants = [os.path.join(folder, "sockets.target.wants")] + [root + path for path in GLOBAL_WANTS_FOLDERS]
+    return any(os.path.lexists(os.path.join(path, "mentoryd.socket")) for path in wants)
 
 
 def resolve_socket_path(socket_path: Optional[str] = None, environment: Optional[Mapping[str, str]] = None) -> str:
     """The socket to connect to: ``socket_path``, ``$MENTORY_SOCKET``, else the first default that exists
     and may be connected to (else the first that exists).
 
-    When none exists, the first default is returned, so the connection error names it.
+    When none exists, the first default is returned, so the connection error names it; but a caller with a
+    user instance gets :class:`OwnInstanceNotRunning` instead of the system instance.
     """
     if socket_path:
         return os.fspath(socket_path)
@@ -54,7 +113,12 @@ def resolve_socket_path(socket_path: Optional[str] = None, environment: Optional
     from_env = env.get("MENTORY_SOCKET", "")
     if from_env:
         return from_env
-    candidates = candidate_paths(env)
+    uid = os.getuid()
+    candidates = candidate_paths(env, uid)
+    if user_instance_enabled(env, uid):
+        candidates = _own_paths(env, uid)
+        if not any(os.path.lexists(path) for path in candidates):
+            raise OwnInstanceNotRunning(candidates)
     forbidden = None
     for path in candidates:
         if os.path.exists(path):

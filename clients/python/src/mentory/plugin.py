@@ -193,6 +193,8 @@ class _Topic:
     change_type: Type[Message]
     snapshot_type: Type[Message]
     taker: Optional[SnapshotTaker] = None
+    #: What a subscriber must be allowed to call (``TopicDeclaration.reads``), sent with the registration.
+    reads: Tuple[str, ...] = ()
 
 
 class _Session:
@@ -269,7 +271,7 @@ class Plugin:
                 snapshot = _message_class(pool.FindMessageTypeByName(topic.snapshot))
             except KeyError as error:
                 raise ValueError(f"service {service.full_name}: topic '{topic.name}' names an unknown message: {error}") from None
-            self._topics[topic.name] = _Topic(change, snapshot)
+            self._topics[topic.name] = _Topic(change, snapshot, reads=tuple(topic.reads))
         self.max_in_flight = max_in_flight
         self.backoff = backoff or Backoff()
         self._options: ConnectOptions = make_options(
@@ -348,7 +350,10 @@ class Plugin:
             )
         for name, topic in self._topics.items():
             request.topics.add(
-                name=name, change=topic.change_type.DESCRIPTOR.full_name, snapshot=topic.snapshot_type.DESCRIPTOR.full_name
+                name=name,
+                change=topic.change_type.DESCRIPTOR.full_name,
+                snapshot=topic.snapshot_type.DESCRIPTOR.full_name,
+                reads=list(topic.reads),
             )
         known = {file.name for file in _closure(pb.DESCRIPTOR)}
         for file in _closure(self.service.file):

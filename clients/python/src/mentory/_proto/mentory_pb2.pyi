@@ -31,6 +31,7 @@ ERROR_CODE_UNKNOWN_NAMESPACE: ErrorCode
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_UNSUPPORTED_VERSION: ErrorCode
 EVENT_KIND_CHANGE: EventKind
+EVENT_KIND_ENDED: EventKind
 EVENT_KIND_RESET: EventKind
 EVENT_KIND_SNAPSHOT: EventKind
 INSTANCE_KIND_SYSTEM: InstanceKind
@@ -131,18 +132,20 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ["body", "epoch", "kind", "sequence", "topic"]
+    __slots__ = ["body", "epoch", "error", "kind", "sequence", "topic"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     epoch: int
+    error: Error
     kind: EventKind
     sequence: int
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., sequence: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., body: _Optional[bytes] = ..., epoch: _Optional[int] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., sequence: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., body: _Optional[bytes] = ..., epoch: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
 class HandlerDescription(_message.Message):
     __slots__ = ["methods", "namespace", "topics"]
@@ -495,24 +498,28 @@ class SubscribeRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicSubscription, _Mapping]]] = ...) -> None: ...
 
 class TopicDeclaration(_message.Message):
-    __slots__ = ["change", "name", "snapshot"]
+    __slots__ = ["change", "name", "reads", "snapshot"]
     CHANGE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     change: str
     name: str
+    reads: _containers.RepeatedScalarFieldContainer[str]
     snapshot: str
-    def __init__(self, name: _Optional[str] = ..., change: _Optional[str] = ..., snapshot: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., change: _Optional[str] = ..., snapshot: _Optional[str] = ..., reads: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
-    __slots__ = ["change", "name", "snapshot"]
+    __slots__ = ["change", "name", "reads", "snapshot"]
     CHANGE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     change: str
     name: str
+    reads: _containers.RepeatedScalarFieldContainer[str]
     snapshot: str
-    def __init__(self, name: _Optional[str] = ..., change: _Optional[str] = ..., snapshot: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., change: _Optional[str] = ..., snapshot: _Optional[str] = ..., reads: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TopicPosition(_message.Message):
     __slots__ = ["sequence", "topic"]
