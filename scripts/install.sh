@@ -102,7 +102,8 @@ else
   getent passwd mentory >/dev/null \
     || useradd --system --gid mentory --home-dir /var/lib/mentoryd --shell /usr/sbin/nologin mentory
 fi
-echo "user and group 'mentory' exist; add users who may use mentoryctl with: usermod -aG mentory NAME"
+echo "user and group 'mentory' exist; everyone has their own diary in their user instance (systemctl --user start mentoryd.socket)."
+echo "add only people who are to share the system instance's diary with: usermod -aG mentory NAME"
 
 if [ -e "$CONFIG_DIR/mentoryd.json" ]; then
   install -m 0644 config/mentoryd.json "$CONFIG_DIR/mentoryd.json.default"

@@ -215,17 +215,18 @@ public enum SocketLocator {
         Self.ownCandidates(environment: environment, uid: uid) + [DefaultPaths.systemSocketPath]
     }
 
-    /// The caller's own sockets: its user instance's and its hand-started daemon's (none for root, whose
-    /// daemon binds the system path).
+    /// The caller's own sockets: its user instance's (or, for root, a daemon it started under its own
+    /// `$XDG_RUNTIME_DIR`) and its hand-started daemon's.
     static func ownCandidates(environment: [String: String], uid: UInt32) -> [String] {
-        guard uid != 0 else { return [] }
         var candidates: [String] = []
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty {
             candidates.append(xdg + "/mentoryd/" + DefaultPaths.socketFileName)
-        } else {
+        } else if uid != 0 {
             candidates.append("/run/user/\(uid)/mentoryd/" + DefaultPaths.socketFileName)
         }
-        candidates.append("/tmp/mentoryd-\(uid)/" + DefaultPaths.socketFileName)
+        if uid != 0 {
+            candidates.append("/tmp/mentoryd-\(uid)/" + DefaultPaths.socketFileName)
+        }
         return candidates
     }
 

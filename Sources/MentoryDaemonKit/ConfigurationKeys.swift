@@ -191,7 +191,10 @@ extension ConfigurationKey {
         ConfigurationKey(
             path: "access.rules", type: .stringArray,
             defaultValue: .strings(AccessPolicy.default.rules.map(\.description)), reload: .live,
-            summary: "The access policy: rules tried in order, the first that matches decides (see Access rules)."),
+            summary:
+                "The access policy: rules tried in order, the first that matches decides. Privileged methods and"
+                + " topics stay closed whatever it leaves out; only a rule naming a uid or group grants one (see"
+                + " Access rules)."),
         ConfigurationKey(
             path: "debug.faultInjection", type: .bool, defaultValue: .bool(false), reload: .restart,
             summary: "Registers the root-only `debug` namespace (tests only; never in production)."),

@@ -345,6 +345,8 @@ struct Daemon {
             throw error
         }
         logger.info("handlers registered", metadata: ["namespaces": "\(handlers.map(\.namespace))"])
+        // What access.rules opens beyond the privileges, once every privileged method and topic is known.
+        await engine.logPrivilegedGrants()
     }
 
     /// Logs, at debug level, how long the start-up step that just ended took, and restarts the clock.

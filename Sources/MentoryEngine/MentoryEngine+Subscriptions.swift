@@ -46,7 +46,8 @@ extension MentoryEngine {
         for subscription in request.topics {
             if let refusal = self.topicRefusal(subscription.topic, for: connection.context.credentials) {
                 self.logDenial("subscribe:\(subscription.topic)", connection: connection.context)
-                throw .permissionDenied(namespace: WireNames.session, method: "subscribe(\(subscription.topic)): \(refusal)")
+                throw .permissionDenied(
+                    namespace: WireNames.session, method: "subscribe(\(subscription.topic)): \(refusal)")
             }
         }
         if let uid = connection.context.credentials?.uid {
@@ -155,9 +156,10 @@ extension MentoryEngine {
         event.kind = .ended
         event.sequence = self.lastSequence(of: topic)
         event.epoch = self.epoch
-        event.error = MentoryError.permissionDenied(
-            namespace: WireNames.session, method: "subscribe(\(topic)): \(refusal)"
-        ).wireError
+        event.error =
+            MentoryError.permissionDenied(
+                namespace: WireNames.session, method: "subscribe(\(topic)): \(refusal)"
+            ).wireError
         _ = sink.deliver(SharedEvent(event))
     }
 

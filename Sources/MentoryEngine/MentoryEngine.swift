@@ -729,7 +729,8 @@ public actor MentoryEngine {
             let refusal = self.topicRefusal(topic, for: connection.context.credentials)
         {
             self.endSubscription(id, to: topic, sink: connection.sink, refusal: refusal)
-            self.logDenial("subscribe:\(topic) (its \(kind == .reset ? "reset" : "snapshot"))", connection: connection.context)
+            self.logDenial(
+                "subscribe:\(topic) (its \(kind == .reset ? "reset" : "snapshot"))", connection: connection.context)
             return
         }
         var attempts = 0

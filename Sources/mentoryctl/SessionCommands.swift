@@ -155,7 +155,8 @@ struct Watch: AsyncParsableCommand {
             connection drops, watch reconnects and resumes where it stopped; when the daemon cannot \
             replay what was missed (it restarted, or too much happened) a reset event carries the whole \
             current state instead. When the daemon is not running yet, watch waits for it if topics are \
-            named.
+            named. When the daemon ends a subscription (a reload took away the right to read its topic), \
+            watch says why and exits with status 1.
             """
     )
 
@@ -225,6 +226,11 @@ struct Watch: AsyncParsableCommand {
         do {
             for try await update in updates {
                 switch update {
+                case .event(let event) where event.kind == .ended:
+                    // The daemon ended the subscription (a reload took away the right to read the topic): what
+                    // it says is final, so watching stops rather than resubscribing to be refused.
+                    Output.error("the subscription to \(event.topic) ended: \(event.error.message)")
+                    throw ExitCode.failure
                 case .event(let event):
                     // Unbuffered, so scripts reading through a pipe see each event as it happens.
                     Output.line(
@@ -251,6 +257,8 @@ struct Watch: AsyncParsableCommand {
             Output.error(error.description)
             if case .untrustedSocket = error { throw ExitCode(69) }
             throw ExitCode.failure
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             Output.error("\(error)")
             throw ExitCode.failure

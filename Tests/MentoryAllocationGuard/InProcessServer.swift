@@ -15,7 +15,8 @@ enum TickSchema: NamespaceSchema {
     static let name = "tick"
     static let version: UInt32 = 1
     static let publish = MethodSchema<TickSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "publish")
-    static let ticks = TopicSchema<TickSchema, Mentory_V1_Hello, Mentory_V1_Hello>(name: "tick", reads: ["tick.publish"])
+    static let ticks = TopicSchema<TickSchema, Mentory_V1_Hello, Mentory_V1_Hello>(
+        name: "tick", reads: ["tick.publish"])
     static let methods: [MethodInfo] = [publish.info]
     static let topics: [TopicInfo] = [ticks.info]
     static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }

@@ -120,7 +120,8 @@ struct SocketTrustRuleTests {
         #expect(SocketTrust.standard().trustedUIDs.isSuperset(of: [0, getuid()]))
     }
 
-    @Test("the caller's own sockets are tried first (its user instance, then its daemon in /tmp), the system socket last")
+    @Test(
+        "the caller's own sockets are tried first (its user instance, then its daemon in /tmp), the system socket last")
     func candidateOrder() {
         let candidates = SocketLocator.candidates(environment: ["XDG_RUNTIME_DIR": "/run/user/1000"], uid: 1000)
         #expect(

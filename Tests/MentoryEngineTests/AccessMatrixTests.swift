@@ -78,7 +78,9 @@ struct AccessMatrixTests {
         return await fixture.engine.respond(to: request, from: id)
     }
 
-    private func subscribe(_ fixture: EngineFixture, _ topic: String, from id: ConnectionID) async -> Mentory_V1_Response {
+    private func subscribe(_ fixture: EngineFixture, _ topic: String, from id: ConnectionID) async
+        -> Mentory_V1_Response
+    {
         var subscription = Mentory_V1_TopicSubscription()
         subscription.topic = topic
         var subscribe = Mentory_V1_SubscribeRequest()
@@ -120,7 +122,8 @@ struct AccessMatrixTests {
                 // declares the empty namespace), but not for want of the privilege.
                 let refusal = "you may not call \(namespace.name).\(method.name)"
                 let granted = await self.call(fixture, namespace.name, method.name, from: alice)
-                #expect(!granted.error.message.hasSuffix(refusal), "\(namespace.name).\(method.name) granted to uid 1000")
+                #expect(
+                    !granted.error.message.hasSuffix(refusal), "\(namespace.name).\(method.name) granted to uid 1000")
                 let other = await self.call(fixture, namespace.name, method.name, from: bob)
                 #expect(other.error.code == Self.denied, "\(namespace.name).\(method.name) not granted to uid 1001")
                 #expect(other.error.message.hasSuffix(refusal))

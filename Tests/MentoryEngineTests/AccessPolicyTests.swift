@@ -51,7 +51,8 @@ struct AccessPolicyTests {
     func unknownCredentialsFailClosed() throws {
         #expect(!AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup", privilege: .owner))
         #expect(
-            !AccessPolicy.default.allowsCall(nil, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 0))
+            !AccessPolicy.default.allowsCall(
+                nil, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 0))
         let opened = try AccessPolicy(parsing: ["allow any storage.backup", "allow uid=65534 debug.*", "deny any *"])
         #expect(!opened.allowsCall(nil, namespace: "storage", method: "backup"), "allow any does not cover unknown")
         #expect(!opened.allowsCall(nil, namespace: "debug", method: "freezeEngine"), "unknown is not nobody")
@@ -64,9 +65,11 @@ struct AccessPolicyTests {
     @Test("the daemon's own user is trusted like root; without it only root is")
     func daemonUser() {
         let policy = AccessPolicy.default
-        #expect(policy.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 1000))
         #expect(
-            !policy.allowsCall(self.alice, namespace: "debug", method: "freezeEngine", privilege: .root, daemonUID: 1000),
+            policy.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 1000))
+        #expect(
+            !policy.allowsCall(
+                self.alice, namespace: "debug", method: "freezeEngine", privilege: .root, daemonUID: 1000),
             "PRIVILEGE_ROOT is root's alone")
         #expect(
             !policy.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner, daemonUID: 1001))
@@ -130,7 +133,8 @@ struct AccessPolicyTests {
         arguments: [
             (["allow uid=1000 session.monitor"], true), (["allow gid=1000 session.*"], true),
             (["allow any session.monitor"], false), (["allow uid=1000 *"], false), (["allow uid=1000 session*"], true),
-            (["deny uid=1000 diary.*"], false), ([], false), (["deny any session.monitor", "allow uid=1000 session.monitor"], false),
+            (["deny uid=1000 diary.*"], false), ([], false),
+            (["deny any session.monitor", "allow uid=1000 session.monitor"], false),
             (["allow any *", "allow uid=1000 session.monitor"], true), (["allow uid=1001 session.monitor"], false),
         ])
     func privilegedGrants(rules: [String], granted: Bool) throws {
@@ -225,9 +229,11 @@ struct AccessPolicyTests {
     @Test("the default policy has no rules: privileges keep fault injection, storage and the monitor closed")
     func defaults() {
         #expect(AccessPolicy.default.rules.isEmpty)
-        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "debug", method: "freezeEngine", privilege: .root))
+        #expect(
+            !AccessPolicy.default.allowsCall(self.alice, namespace: "debug", method: "freezeEngine", privilege: .root))
         #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "storage", method: "backup", privilege: .owner))
-        #expect(!AccessPolicy.default.allowsCall(self.alice, namespace: "session", method: "monitor", privilege: .owner))
+        #expect(
+            !AccessPolicy.default.allowsCall(self.alice, namespace: "session", method: "monitor", privilege: .owner))
         #expect(AccessPolicy.default.allowsCall(self.alice, namespace: "diary", method: "delete"))
         #expect(AccessPolicy.default.allowsCall(self.root, namespace: "storage", method: "backup", privilege: .owner))
     }

@@ -86,7 +86,8 @@ enum BlobSchema: NamespaceSchema {
     static let version: UInt32 = 1
     static let get = MethodSchema<BlobSchema, Google_Protobuf_UInt32Value, Google_Protobuf_BytesValue>(name: "get")
     static let publish = MethodSchema<BlobSchema, Google_Protobuf_UInt32Value, Mentory_V1_Empty>(name: "publish")
-    static let blobTopic = TopicSchema<BlobSchema, Mentory_V1_Hello, Mentory_V1_Hello>(name: "blob", reads: ["blob.get"])
+    static let blobTopic = TopicSchema<BlobSchema, Mentory_V1_Hello, Mentory_V1_Hello>(
+        name: "blob", reads: ["blob.get"])
     static let methods: [MethodInfo] = [get.info, publish.info]
     static let topics: [TopicInfo] = [blobTopic.info]
     static var fileDescriptors: SchemaDescriptors { MentorySchema.fileDescriptors }

@@ -15,10 +15,15 @@ def test_discovery_order(tmp_path: Path) -> None:
     environment = {"XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
     assert discovery.candidate_paths(environment, uid=1234) == [
         str(tmp_path / "xdg" / "mentoryd" / "mentoryd.sock"),
-        "/run/mentoryd/mentoryd.sock",
         "/tmp/mentoryd-1234/mentoryd.sock",
+        "/run/mentoryd/mentoryd.sock",
     ]
-    assert discovery.candidate_paths({}, uid=1234) == ["/run/mentoryd/mentoryd.sock", "/tmp/mentoryd-1234/mentoryd.sock"]
+    assert discovery.candidate_paths({}, uid=1234) == [
+        "/run/user/1234/mentoryd/mentoryd.sock",
+        "/tmp/mentoryd-1234/mentoryd.sock",
+        "/run/mentoryd/mentoryd.sock",
+    ]
+    assert discovery.candidate_paths({}, uid=0) == ["/run/mentoryd/mentoryd.sock"]
     # The argument wins over $MENTORY_SOCKET, which wins over the defaults.
     environment["MENTORY_SOCKET"] = "/from/env.sock"
     assert discovery.resolve_socket_path("/explicit.sock", environment) == "/explicit.sock"
@@ -99,17 +104,6 @@ def test_peer_credentials_name_the_daemon(daemon) -> None:  # type: ignore[no-un
     assert pid == daemon.process.pid
     assert uid == os.getuid()
     assert stat.S_ISSOCK(os.stat(daemon.socket_path).st_mode)
-
-
-def test_own_sockets_come_first_and_the_system_socket_last():
-    paths = discovery.candidate_paths({"XDG_RUNTIME_DIR": "/run/user/1000"}, uid=1000)
-    assert paths == [
-        "/run/user/1000/mentoryd/mentoryd.sock",
-        "/tmp/mentoryd-1000/mentoryd.sock",
-        "/run/mentoryd/mentoryd.sock",
-    ]
-    assert discovery.candidate_paths({}, uid=1000)[0] == "/run/user/1000/mentoryd/mentoryd.sock"
-    assert discovery.candidate_paths({}, uid=0) == ["/run/mentoryd/mentoryd.sock"]
 
 
 def test_user_instance_detection(tmp_path):

@@ -7,7 +7,7 @@ from google.protobuf.message import DecodeError, Message
 
 from ._enums import EventKind
 from . import _messages as pb
-from .errors import ProtocolError
+from .errors import MentoryError, ProtocolError
 from .events import Event
 
 #: What ``call`` accepts as a request: a message, a dict (JSON field names or proto names), raw bytes, or nothing.
@@ -59,12 +59,16 @@ def parse(message_type: Type[Message], body: bytes, what: str) -> Message:
 def decode_event(event: pb.Event, types: Optional[Tuple[Type[Message], Type[Message]]]) -> Event:
     """An :class:`Event` with its body decoded by the topic's (change, snapshot) ``types``; raw bytes
     when they are ``None`` (a topic neither mentory.proto nor the daemon's session.describe knows)."""
-    body_type = None if types is None else types[0] if event.kind == pb.EVENT_KIND_CHANGE else types[1]
-    body: Union[Message, bytes] = event.body
-    if body_type is not None:
-        body = parse(body_type, event.body, f"the body of a {event.topic} event")
     try:
         kind = EventKind(event.kind)
     except ValueError:
         kind = event.kind
+    if event.kind == pb.EVENT_KIND_ENDED:
+        # The daemon ended the subscription; the event carries why, and no body.
+        error = MentoryError(event.error.code, event.error.message, event.error.reason)
+        return Event(topic=event.topic, kind=kind, sequence=event.sequence, epoch=event.epoch, body=b"", error=error)
+    body_type = None if types is None else types[0] if event.kind == pb.EVENT_KIND_CHANGE else types[1]
+    body: Union[Message, bytes] = event.body
+    if body_type is not None:
+        body = parse(body_type, event.body, f"the body of a {event.topic} event")
     return Event(topic=event.topic, kind=kind, sequence=event.sequence, epoch=event.epoch, body=body)

@@ -21,7 +21,7 @@ def _mirror(name: str, enum_type: Any, prefix: str) -> Any:
 ErrorCode: Any = _mirror("ErrorCode", pb.ErrorCode, "ERROR_CODE_")
 ErrorCode.__doc__ = "Stable wire error codes (mentory.v1.ErrorCode)."
 
-#: What an event carries (``mentory.v1.EventKind``): ``CHANGE``, ``SNAPSHOT`` or ``RESET``.
+#: What an event carries (``mentory.v1.EventKind``): ``CHANGE``, ``SNAPSHOT``, ``RESET`` or ``ENDED``.
 EventKind: Any = _mirror("EventKind", pb.EventKind, "EVENT_KIND_")
 EventKind.__doc__ = "The kind of an event (mentory.v1.EventKind)."
 

@@ -59,11 +59,15 @@ class OwnInstanceNotRunning(MentoryError):
 
 
 def _own_paths(env: Mapping[str, str], uid: int) -> List[str]:
-    if uid == 0:
-        return []
+    paths = []
     xdg = env.get("XDG_RUNTIME_DIR", "")
-    own = os.path.join(xdg, "mentoryd", SOCKET_FILE_NAME) if xdg else f"/run/user/{uid}/mentoryd/{SOCKET_FILE_NAME}"
-    return [own, f"/tmp/mentoryd-{uid}/{SOCKET_FILE_NAME}"]
+    if xdg:
+        paths.append(os.path.join(xdg, "mentoryd", SOCKET_FILE_NAME))
+    elif uid != 0:
+        paths.append(f"/run/user/{uid}/mentoryd/{SOCKET_FILE_NAME}")
+    if uid != 0:
+        paths.append(f"/tmp/mentoryd-{uid}/{SOCKET_FILE_NAME}")
+    return paths
 
 
 def candidate_paths(environment: Optional[Mapping[str, str]] = None, uid: Optional[int] = None) -> List[str]:

@@ -14,7 +14,10 @@ __all__ = ["Event", "Position", "Backoff"]
 class Event:
     """One event of a subscription.
 
-    ``kind`` is a :data:`mentory.EventKind` member (``CHANGE``, ``SNAPSHOT`` or ``RESET``).
+    ``kind`` is a :data:`mentory.EventKind` member (``CHANGE``, ``SNAPSHOT``, ``RESET`` or ``ENDED``).
+    An ``ENDED`` event says the daemon ended the subscription to ``topic`` (a reload took away the
+    subscriber's right to read it): ``error`` is the :class:`mentory.MentoryError` saying why, and no
+    more events follow on the topic.
 
     ``body`` is decoded with the topic's message type (``mentor``: ``MentorState``;
     ``reachability``: ``PeerState`` for a change, ``ReachabilitySnapshot`` otherwise; ``diary``:
@@ -33,6 +36,8 @@ class Event:
     sequence: int
     epoch: int
     body: Any
+    #: ``ENDED`` only: why the subscription ended (a :class:`mentory.MentoryError`).
+    error: Optional[Any] = None
 
     @property
     def is_change(self) -> bool:
@@ -45,6 +50,10 @@ class Event:
     @property
     def is_reset(self) -> bool:
         return int(self.kind) == int(EventKind.RESET)
+
+    @property
+    def is_ended(self) -> bool:
+        return int(self.kind) == int(EventKind.ENDED)
 
 
 _TOKEN_VERSION = 1
