@@ -108,6 +108,12 @@ let package = Package(
             dependencies: [
                 "MentoryHandlerKit",
                 "MentoryWire",
+                "MentoryEngine",
+                "MentoryStorage",
+                "MentoryDiary",
+                "MentoryMentor",
+                "MentoryReachability",
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),

@@ -374,8 +374,8 @@ B1=$(backup_ok /tmp/mentoryd-backup.sqlite 0 env); S1=$?
 B2=$(backup_ok /root/mentoryd-backup.sqlite 0 env); S2=$?
 # The daemon's own user may back up too (PROTOCOL.md): the copy is its own.
 B3=$(backup_ok /tmp/mentory-owned/backup.sqlite "$MENTORY_UID" setpriv --reuid=mentory --regid=mentory --init-groups); S3=$?
-# Anyone else, even a member of the mentory group who may use the socket, is refused (the default
-# access rules keep storage.* for root and the daemon's user), and nothing is written.
+# Anyone else, even a member of the mentory group who may use the socket, is refused (storage.* is
+# privileged: root and the daemon's user), and nothing is written.
 REFUSED=$(in_ns setpriv --reuid=65534 --regid="$MENTORY_GID" --clear-groups timeout 60 \
   mentoryctl backup --to /tmp/mentory-refused.sqlite 2>&1)
 if [ $? -ne 0 ] && grep -q "permission denied" <<<"$REFUSED" && ! in_ns test -e /tmp/mentory-refused.sqlite; then
@@ -487,8 +487,8 @@ python3 - "$WORK/mentoryd.json" "$BOB" "$ALICE" > "$WORK/mentoryd-rules.json" <<
 import json, sys
 config = json.load(open(sys.argv[1]))
 bob, alice = sys.argv[2], sys.argv[3]
-config["access"] = {"rules": [f"deny uid={bob} diary.*", f"allow uid={alice} plugin.*",
-                              "deny any debug.* storage.* session.monitor"]}
+# No closing "deny any ..." line: the privileged methods stay closed whatever a rule list leaves out.
+config["access"] = {"rules": [f"deny uid={bob} diary.*", f"allow uid={alice} plugin.*"]}
 config["plugins"] = {"declared": ["advisor"], "advisor": {"namespace": "advisor"}}
 print(json.dumps(config, indent=2))
 EOF
@@ -509,6 +509,12 @@ advisor_connected() { in_ns timeout 10 mentoryctl --socket $SYS status | grep -q
 wait_for 30 advisor_connected; ADVISOR_ALICE=$?
 SUGGEST=$(as alice timeout 30 mentoryctl --socket $SYS call advisor.suggest '{"emotion": "EMOTION_NEUTRAL", "text": "a walk"}' --json 2>&1)
 SUGGEST_STATUS=$?
+# The advisor's topic is derived from the diary (reads: "diary.list"): bob, denied the diary, gets none of it,
+# and the traffic monitor, which the rule list never mentions, stays closed to him.
+BOB_ADVICE=$(as bob timeout 30 mentoryctl --socket $SYS watch advice --count 1 2>&1); BOB_ADVICE_STATUS=$?
+BOB_MONITOR=$(as bob timeout 30 mentoryctl --socket $SYS monitor 2>&1); BOB_MONITOR_STATUS=$?
+GRANT_LOGGED=$(in_ns journalctl -u mentoryd.service --no-pager -o cat 2>/dev/null \
+  | grep -c "access.rules grants plugin.register to uid=$ALICE")
 in_ns systemctl stop systemd-test-advisor-alice.service 2>/dev/null
 BOB_ADVISOR=$(in_ns timeout 60 systemd-run --quiet --wait --pipe --uid=bob --gid=bob \
   /usr/local/bin/mentory-advisor --socket $SYS --state-file /home/bob/advisor-position </dev/null 2>&1)
@@ -517,10 +523,12 @@ in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd.json"
 in_ns timeout 30 systemctl reload mentoryd.service   # the rules go; the declared plugin stays until a restart
 if [ $RULES_RELOAD -eq 0 ] && [ $BOB_STATUS -eq 1 ] && grep -qi "permission denied" <<<"$BOB_LIST" && [ $BOB_PING_STATUS -eq 0 ] \
    && [ $ALICE_STATUS -eq 0 ] && [ $ROOT_STATUS -eq 0 ] && [ $ADVISOR_ALICE -eq 0 ] && [ $SUGGEST_STATUS -eq 0 ] \
-   && grep -q content <<<"$SUGGEST" && [ $BOB_ADVISOR_STATUS -eq 77 ]; then
-  pass "12 per-uid rules: 'deny uid=$BOB diary.*' refuses bob (uid $BOB) diary list: $(tail -1 <<<"$BOB_LIST"), while bob may still ping and alice (uid $ALICE) and root list; 'allow uid=$ALICE plugin.*' admits alice's mentory-advisor (connected, advisor.suggest answers), bob's registration is refused (exit $BOB_ADVISOR_STATUS)"
+   && grep -q content <<<"$SUGGEST" && [ $BOB_ADVISOR_STATUS -eq 77 ] \
+   && [ $BOB_ADVICE_STATUS -eq 1 ] && grep -q "diary.list" <<<"$BOB_ADVICE" \
+   && [ $BOB_MONITOR_STATUS -eq 1 ] && grep -qi "permission denied" <<<"$BOB_MONITOR" && [ "$GRANT_LOGGED" -ge 1 ]; then
+  pass "12 per-uid rules: 'deny uid=$BOB diary.*' refuses bob (uid $BOB) diary list: $(tail -1 <<<"$BOB_LIST"), while bob may still ping and alice (uid $ALICE) and root list; 'allow uid=$ALICE plugin.*' admits alice's mentory-advisor (connected, advisor.suggest answers; the journal says 'access.rules grants plugin.register to uid=$ALICE'), bob's registration is refused (exit $BOB_ADVISOR_STATUS); bob's watch of the diary-derived topic advice: $(tail -1 <<<"$BOB_ADVICE"); bob's monitor, which no rule names: $(tail -1 <<<"$BOB_MONITOR")"
 else
-  fail "12 per-uid rules: restart $RULES_RELOAD; bob list $BOB_STATUS: $BOB_LIST; bob ping $BOB_PING_STATUS; alice list $ALICE_STATUS: $ALICE_LIST; root $ROOT_STATUS; alice's advisor connected: $ADVISOR_ALICE; suggest $SUGGEST_STATUS: $SUGGEST; bob's advisor exit $BOB_ADVISOR_STATUS: $(tail -3 <<<"$BOB_ADVISOR")"
+  fail "12 per-uid rules: restart $RULES_RELOAD; bob list $BOB_STATUS: $BOB_LIST; bob ping $BOB_PING_STATUS; alice list $ALICE_STATUS: $ALICE_LIST; root $ROOT_STATUS; alice's advisor connected: $ADVISOR_ALICE; suggest $SUGGEST_STATUS: $SUGGEST; bob's advisor exit $BOB_ADVISOR_STATUS: $(tail -3 <<<"$BOB_ADVISOR"); bob's advice watch $BOB_ADVICE_STATUS: $BOB_ADVICE; bob's monitor $BOB_MONITOR_STATUS: $BOB_MONITOR; grant lines logged: $GRANT_LOGGED"
   show_diagnostics
 fi
 
@@ -575,6 +583,21 @@ else
   in_ns systemctl status mentoryd.socket --no-pager -l 2>&1 | tail -12
   as alice systemctl --user status mentoryd.socket mentoryd.service mentoryd-plugin@advisor.service --no-pager -l 2>&1 | tail -40
   in_ns journalctl --no-pager -n 40 "_UID=$ALICE" 2>&1 | tail -40
+fi
+
+# ---- 13b. No silent fallback: alice's own instance stopped, plain mentoryctl writes nothing shared ----------
+echo "== 13b. a stopped user instance"
+as alice timeout 30 systemctl --user stop mentoryd-plugin@advisor.service mentoryd.socket mentoryd.service
+STOPPED_ADD=$(as alice timeout 30 mentoryctl diary add --date 2026-11-19 --emotion neutral --title "alice-stopped" \
+  --text "meant for her own diary" 2>&1); STOPPED_ADD_STATUS=$?
+SHARED=$(in_ns timeout 30 mentoryctl --socket $SYS diary list --json 2>&1); SHARED_STATUS=$?
+as alice timeout 30 systemctl --user start mentoryd.socket
+if [ $STOPPED_ADD_STATUS -eq 69 ] && grep -q "/run/user/$ALICE/mentoryd/mentoryd.sock" <<<"$STOPPED_ADD" \
+   && grep -q "systemctl --user start mentoryd.socket" <<<"$STOPPED_ADD" && grep -q "enable-linger" <<<"$STOPPED_ADD" \
+   && [ $SHARED_STATUS -eq 0 ] && ! grep -q "alice-stopped" <<<"$SHARED"; then
+  pass "13b no silent fallback: alice (in the mentory group, system socket up) with her user instance stopped: mentoryctl diary add exits 69, '$(tr '\n' ' ' <<<"$STOPPED_ADD" | cut -c1-240)…'; the system instance's diary has no such entry"
+else
+  fail "13b no silent fallback: add $STOPPED_ADD_STATUS: $STOPPED_ADD; system diary $SHARED_STATUS: $(grep -c alice-stopped <<<"$SHARED") matching entries"
 fi
 
 if [ -n "${MENTORYD_TEST_JOURNAL:-}" ]; then

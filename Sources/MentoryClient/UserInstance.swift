@@ -10,7 +10,7 @@ import MentoryWire
 /// own instance was not running.
 ///
 /// A caller has a user instance when it is an ordinary account (the units' `ConditionUser=!@system`: a
-/// uid above 999) and `mentoryd.socket` is enabled for it, in its own user unit folder or for every user
+/// uid above 999, and not `nobody`) and `mentoryd.socket` is enabled for it, in its own user unit folder or for every user
 /// (`systemctl --global enable`, as `scripts/install.sh` and the `mentoryd` package do), and not masked in
 /// its own folder. Everyone else (root, system accounts, people who masked or never had the user units) may
 /// fall back to the system instance.
@@ -28,11 +28,13 @@ public enum UserInstance {
 
     /// The highest uid of a system account (systemd's `SYS_UID_MAX` on Debian): no user instance below it.
     static let highestSystemUID: UInt32 = 999
+    /// `nobody`, which has no home and no user manager of its own.
+    static let nobodyUID: UInt32 = 65534
 
     /// Whether the caller with `uid` (and `HOME`, `XDG_CONFIG_HOME` in `environment`) has a user instance
     /// enabled; `root` is the folder the paths are read under (tests pass a temporary one).
     public static func isEnabled(uid: UInt32 = getuid(), environment: [String: String], root: String = "") -> Bool {
-        guard uid > Self.highestSystemUID else { return false }
+        guard uid > Self.highestSystemUID, uid != Self.nobodyUID else { return false }
         let userFolder = root + Self.userUnitFolder(uid: uid, environment: environment)
         // `systemctl --user mask mentoryd.socket` links it to /dev/null: the person opted out.
         if let target = Self.linkTarget(userFolder + "/" + Self.socketUnit), target == "/dev/null" {

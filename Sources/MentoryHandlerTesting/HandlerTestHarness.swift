@@ -1,8 +1,14 @@
 import Configuration
 import Logging
+import MentoryDiary
+import MentoryEngine
 import MentoryHandlerKit
+import MentoryMentor
+import MentoryReachability
+import MentoryStorage
 import MentoryWire
 import NIOCore
+import NIOPosix
 import SwiftProtobuf
 
 #if canImport(FoundationEssentials)
@@ -21,7 +27,25 @@ import SwiftProtobuf
 /// ```
 ///
 /// The harness runs the handler exactly as the daemon does (the same routing, request decoding,
-/// schema checks and contexts), but without sockets, an engine or other handlers.
+/// schema checks and contexts), without sockets.
+///
+/// **Calls on the caller's behalf.** A method that calls another namespace (`context.call(_:_:for:)`) reaches
+/// the daemon's built-in namespaces (`diary`, `mentor`, `reachability`, over an in-memory store) and any fake
+/// registered with ``register(_:config:)``, hosted in a real engine: the call passes the same gate as in the
+/// daemon, with the caller's credentials (`call(_:_:from:timeout:)`'s `connection`), the access rules given
+/// to ``open(_:config:clock:settings:logger:accessRules:)``, the methods' privileges, the deadline and the
+/// loop check. So a test can deny its caller `diary.*` and see the refusal:
+///
+/// ```swift
+/// let harness = try await HandlerTestHarness.open(GratitudeHandler(), accessRules: ["deny uid=1000 diary.*"])
+/// let alice = ConnectionContext.test(credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000))
+/// await #expect(throws: (any Error).self) {
+///     try await harness.call(GratitudeSchema.Gratitude.fromDiary, .init(), from: alice)
+/// }
+/// ```
+///
+/// ``callHosted(_:_:from:timeout:)`` calls those namespaces directly, through the same gate, to set up what a
+/// test needs (diary entries, say).
 public actor HandlerTestHarness<Handler: MentoryHandler> {
     /// One change the handler published.
     public struct Publication: Sendable {
@@ -37,11 +61,20 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
     private let logger: Logger
     private let clock: any SessionClock
     private var settings: GlobalSettings
+    /// Hosts the namespaces the handler may call on its callers' behalf, behind the daemon's gate.
+    private let host: MentoryEngine
+    /// The connections attached to ``host`` so far: a nested call counts against its caller's connection.
+    private var attached: Set<ConnectionID> = []
 
-    private init(logger: Logger, clock: any SessionClock, settings: GlobalSettings) {
+    private init(logger: Logger, clock: any SessionClock, settings: GlobalSettings, accessRules: [String]) throws {
         self.logger = logger
         self.clock = clock
         self.settings = settings
+        self.host = MentoryEngine(
+            configuration: .init(
+                serverVersion: "handler-test", accessPolicy: try AccessPolicy(parsing: accessRules), daemonUID: nil,
+                handlerSettings: settings),
+            executor: MultiThreadedEventLoopGroup.singleton.next().executor, clock: clock, logger: logger)
     }
 
     /// Opens `handler` with `config` as its configuration section (keys relative to `handlers.<namespace>`)
@@ -56,19 +89,81 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         settings: GlobalSettings = GlobalSettings(),
         logger: Logger = Logger(label: "mentory.handler-test")
     ) async throws -> HandlerTestHarness<Handler> {
-        let harness = HandlerTestHarness(logger: logger, clock: clock, settings: settings)
+        try await Self.open(handler, config: config, clock: clock, settings: settings, logger: logger, accessRules: [])
+    }
+
+    /// Opens `handler` as ``open(_:config:clock:settings:logger:)`` does, with `accessRules` (as `access.rules`
+    /// writes them, e.g. `"deny uid=1000 diary.*"`) deciding the calls it makes on its callers' behalf, as in the
+    /// daemon; root and callers without credentials are treated as the daemon treats them.
+    public static func open(
+        _ handler: Handler,
+        config: [AbsoluteConfigKey: ConfigValue] = [:],
+        clock: any SessionClock = SystemSessionClock(),
+        settings: GlobalSettings = GlobalSettings(),
+        logger: Logger = Logger(label: "mentory.handler-test"),
+        accessRules: [String]
+    ) async throws -> HandlerTestHarness<Handler> {
+        let harness = try HandlerTestHarness(logger: logger, clock: clock, settings: settings, accessRules: accessRules)
         try await harness.start(handler, config: ConfigReader(provider: InMemoryProvider(values: config)))
         return harness
     }
 
     private func start(_ handler: Handler, config: ConfigReader) async throws {
+        let store = InMemorySessionStore()
+        try await self.host.register(MentorHandler(store: store))
+        try await self.host.register(ReachabilityHandler())
+        try await self.host.register(DiaryHandler(store: store))
         let setup = HandlerSetup(
             namespace: Handler.Namespace.name, config: config, logger: self.logger, clock: self.clock,
             settings: self.settings)
         let state = try await handler.open(setup)
+        let host = self.host
+        let namespace = Handler.Namespace.name
         self.hosted = try Hosted(
             handler, state: state, config: config, logger: self.logger, clock: self.clock, settings: self.settings,
-            publisher: { topic, body in self.publications.append(Publication(topic: topic, body: body)) })
+            publisher: { topic, body in self.publications.append(Publication(topic: topic, body: body)) },
+            caller: { target, method, body, call in
+                try await host.call(target, method, body: body, for: call, from: namespace)
+            })
+    }
+
+    /// Hosts `fake` for its namespace, for the handler under test to call on its callers' behalf (a namespace
+    /// served by another handler or by a plugin in the daemon). `config` is its configuration section.
+    public func register<Fake: MentoryHandler>(
+        _ fake: Fake, config: [AbsoluteConfigKey: ConfigValue] = [:]
+    ) async throws {
+        try await self.host.register(fake, config: ConfigReader(provider: InMemoryProvider(values: config)))
+    }
+
+    /// Calls `method` of a namespace hosted beside the handler under test (a built-in one or a fake) from
+    /// `connection`, as a client would: through the daemon's gate, its privilege and access rules included.
+    public func callHosted<Target, Request, Reply>(
+        _ method: MethodSchema<Target, Request, Reply>,
+        _ request: Request,
+        from connection: ConnectionContext = .test(),
+        timeout: Duration = .seconds(30)
+    ) async throws -> Reply {
+        await self.attach(connection)
+        self.nextRequestID += 1
+        var wire = Mentory_V1_Request()
+        wire.id = self.nextRequestID
+        wire.namespace = Target.name
+        wire.method = method.name
+        wire.body = try request.serializedData()
+        wire.timeoutMs = UInt32(clamping: timeout.components.seconds * 1000)
+        let response = await self.host.respond(to: wire, from: connection.id)
+        switch response.result {
+        case .body(let body): return try Reply(serializedBytes: body)
+        case .error(let error):
+            throw HostedCallFailure(code: error.code, message: error.message, reason: error.reason)
+        case nil: throw MentoryError.internal("\(Target.name).\(method.name) answered nothing")
+        }
+    }
+
+    /// Introduces `connection` to the host once, so that calls made on its behalf count against it.
+    private func attach(_ connection: ConnectionContext) async {
+        guard self.attached.insert(connection.id).inserted else { return }
+        _ = await self.host.attach(connection, sink: DiscardingSink())
     }
 
     /// Calls `method` with `request` from `connection`, as a client would, and returns the reply.
@@ -93,6 +188,7 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         timeout: Duration = .seconds(30)
     ) async throws -> Data {
         let hosted = try self.requireOpen()
+        await self.attach(connection)
         self.nextRequestID += 1
         let call = RequestContext(
             requestID: self.nextRequestID, method: name, connection: connection,
@@ -132,9 +228,10 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
     /// Every change published so far, on any topic, oldest first.
     public var allPublications: [Publication] { self.publications }
 
-    /// Tells the handler that `connection` went away.
-    public func closeConnection(_ connection: ConnectionID) throws {
+    /// Tells the handler (and the namespaces hosted beside it) that `connection` went away.
+    public func closeConnection(_ connection: ConnectionID) async throws {
         try self.requireOpen().connectionClosed(connection)
+        if self.attached.remove(connection) != nil { await self.host.detach(connection) }
     }
 
     /// Hands the handler a new configuration section, and `settings` if given, as a reload does; throws if it
@@ -150,12 +247,29 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         guard let hosted = self.hosted else { return }
         self.hosted = nil
         await hosted.close()
+        await self.host.closeHandlers()
     }
 
     private func requireOpen() throws(MentoryError) -> Hosted<Handler> {
         guard let hosted = self.hosted else { throw .shuttingDown }
         return hosted
     }
+}
+
+/// How a call with ``HandlerTestHarness/callHosted(_:_:from:timeout:)`` failed: the error a client would get.
+public struct HostedCallFailure: Error, Sendable, Equatable {
+    /// The wire code (`Mentory_V1_ErrorCode`'s raw value), e.g. 11 for PERMISSION_DENIED.
+    public var code: UInt32
+    /// The message a person reads.
+    public var message: String
+    /// The namespace's own code for the failure, when it gave one.
+    public var reason: String
+}
+
+/// Where the harness's host sends what it would send a client: nothing of it is read.
+private struct DiscardingSink: EventSink {
+    func answer(_ response: consuming OutboundResponse) {}
+    func deliver(_ event: SharedEvent) -> Bool { true }
 }
 
 /// A clock that always says the same time, for handler tests.

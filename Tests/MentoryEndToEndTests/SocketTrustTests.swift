@@ -149,6 +149,7 @@ struct SocketTrustRuleTests {
         #expect(UserInstance.isEnabled(uid: 1001, environment: environment, root: root), "enabled for every user")
         #expect(!UserInstance.isEnabled(uid: 999, environment: environment, root: root), "a system account")
         #expect(!UserInstance.isEnabled(uid: 0, environment: environment, root: root), "root")
+        #expect(!UserInstance.isEnabled(uid: 65534, environment: environment, root: root), "nobody")
         let own = root + home + "/.config/systemd/user"
         try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: own + "/mentoryd.socket", withDestinationPath: "/dev/null")

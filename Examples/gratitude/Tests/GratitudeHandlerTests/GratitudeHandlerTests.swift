@@ -53,15 +53,23 @@ struct GratitudeHandlerTests {
         #expect(try await harness.answersImmediately(Gratitude.list, Mentory_V1_Empty()))
     }
 
-    // fromDiary calls `diary.list` through the daemon, which the harness is not; scripts/test-example.sh
-    // checks it against the real daemon, with an entry added by mentoryctl and a caller denied `diary.*`.
-    @Test("fromDiary calls diary.list on the caller's behalf, so it needs a daemon: the harness refuses it")
-    func fromDiaryNeedsTheDaemon() async throws {
-        let harness = try await HandlerTestHarness.open(GratitudeHandler())
-        let error = await #expect(throws: MentoryError.self) {
-            try await harness.call(Gratitude.fromDiary, Gratitude_V1_GratitudeFromDiaryRequest())
+    // fromDiary calls `diary.list` on its caller's behalf: the harness hosts the built-in diary (in memory)
+    // behind the daemon's gate, so the caller's access rules apply as in the daemon.
+    @Test("fromDiary reads the caller's diary; a caller denied diary.* is refused")
+    func fromDiary() async throws {
+        let harness = try await HandlerTestHarness.open(GratitudeHandler(), accessRules: ["deny uid=1000 diary.*"])
+        let owner = ConnectionContext.test(id: 1, credentials: PeerCredentials(pid: 1, uid: 1001, gid: 1001))
+        var entry = Mentory_V1_DiaryAddRequest()
+        entry.recordDate = "2026-11-20"
+        entry.emotion = .pleasant
+        entry.title = "walk"
+        entry.text = "a long walk by the river"
+        _ = try await harness.callHosted(MentoryDomainSchema.Diary.add, entry, from: owner)
+        let reply = try await harness.call(Gratitude.fromDiary, Gratitude_V1_GratitudeFromDiaryRequest(), from: owner)
+        #expect(reply.texts == ["a long walk by the river"])
+        let denied = ConnectionContext.test(id: 2, credentials: PeerCredentials(pid: 2, uid: 1000, gid: 1000))
+        await #expect(throws: MentoryError.permissionDenied(namespace: "diary", method: "list")) {
+            try await harness.call(Gratitude.fromDiary, Gratitude_V1_GratitudeFromDiaryRequest(), from: denied)
         }
-        #expect(error?.code == .internal)
-        #expect(error?.message.contains("diary.list") == true)
     }
 }

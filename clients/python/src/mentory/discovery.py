@@ -41,6 +41,8 @@ GLOBAL_WANTS_FOLDERS = (
 )
 #: The highest uid of a system account: no user instance below it (``ConditionUser=!@system``).
 HIGHEST_SYSTEM_UID = 999
+#: ``nobody``, which has no home and no user manager of its own.
+NOBODY_UID = 65534
 
 
 class OwnInstanceNotRunning(MentoryError):
@@ -80,12 +82,12 @@ def candidate_paths(environment: Optional[Mapping[str, str]] = None, uid: Option
 def user_instance_enabled(
     environment: Optional[Mapping[str, str]] = None, uid: Optional[int] = None, root: str = ""
 ) -> bool:
-    """Whether the caller has a user instance: an ordinary account (uid above 999) for which
+    """Whether the caller has a user instance: an ordinary account (uid above 999, not ``nobody``) for which
     ``mentoryd.socket`` is enabled, in its own user unit folder or for every user, and not masked in its
     own folder. ``root`` is the folder the paths are read under (tests pass a temporary one)."""
     env = os.environ if environment is None else environment
     uid = os.getuid() if uid is None else uid
-    if uid <= HIGHEST_SYSTEM_UID:
+    if uid <= HIGHEST_SYSTEM_UID or uid == NOBODY_UID:
         return False
     config = env.get("XDG_CONFIG_HOME", "")
     if not config.startswith("/"):
