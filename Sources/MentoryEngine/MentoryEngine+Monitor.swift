@@ -36,6 +36,18 @@ extension MentoryEngine {
         from id: ConnectionID,
         started: ContinuousClock.Instant
     ) {
+        self.monitorCall(
+            namespace: request.namespace, method: request.method, requestID: request.id, code: response.code,
+            requestBytes: request.body.readableBytes, replyBytes: response.bodyLength, chain: "", from: id,
+            started: started)
+    }
+
+    /// Tells every monitor about a call made on the client of connection `id`'s behalf: `chain` is the way it came
+    /// (`streaks -> diary.list`).
+    func monitorCall(
+        namespace: String, method: String, requestID: UInt64, code: UInt32, requestBytes: Int, replyBytes: Int,
+        chain: String, from id: ConnectionID, started: ContinuousClock.Instant
+    ) {
         guard let caller = self.connections[id]?.context else { return }
         var call = Mentory_V1_MonitorCall()
         call.connection = id.rawValue
@@ -44,19 +56,20 @@ extension MentoryEngine {
             call.uid = credentials.uid
             call.pid = credentials.pid
         }
-        call.namespace = request.namespace
-        call.method = request.method
-        call.requestID = request.id
-        call.code = response.code
+        call.namespace = namespace
+        call.method = method
+        call.requestID = requestID
+        call.code = code
         let latency = (ContinuousClock.now - started).components
         call.latencyUs = UInt64(latency.seconds) * 1_000_000 + UInt64(latency.attoseconds / 1_000_000_000_000)
-        call.requestBytes = UInt32(clamping: request.body.readableBytes)
-        call.replyBytes = UInt32(clamping: response.bodyLength)
+        call.requestBytes = UInt32(clamping: requestBytes)
+        call.replyBytes = UInt32(clamping: replyBytes)
+        call.chain = chain
         var record = Mentory_V1_MonitorRecord()
         record.unixMs = self.clock.nowUnixMilliseconds()
         record.call = call
         for (monitorID, monitor) in self.monitors
-        where monitorID != id && (monitor.namespaces.isEmpty || monitor.namespaces.contains(request.namespace)) {
+        where monitorID != id && (monitor.namespaces.isEmpty || monitor.namespaces.contains(namespace)) {
             self.send(record, to: monitorID)
         }
     }

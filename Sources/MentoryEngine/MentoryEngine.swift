@@ -576,16 +576,44 @@ public actor MentoryEngine {
         let nested = RequestContext(
             requestID: call.requestID, method: method, connection: connection, deadline: call.deadline,
             logger: self.logger, chain: chain + [namespace])
+        let started = ContinuousClock.now
+        // Counted in the method's metrics and shown to monitors like a client's own request, with its chain.
+        func settle(code: UInt32, replyBytes: Int) {
+            route.metrics.record(code: code, duration: ContinuousClock.now - started)
+            guard !self.monitors.isEmpty else { return }
+            self.monitorCall(
+                namespace: namespace, method: method, requestID: call.requestID, code: code,
+                requestBytes: body.readableBytes, replyBytes: replyBytes,
+                chain: "\(chain.joined(separator: " -> ")) -> \(namespace).\(method)", from: connection.id,
+                started: started)
+        }
         do {
+            let reply: ProtobufBuffer
             switch route.answer {
-            case .immediate(let answer): return try answer(body, nested)
-            case .suspending(let answer): return try await answer(self, body, nested)
+            case .immediate(let answer): reply = try answer(body, nested)
+            case .suspending(let answer): reply = try await answer(self, body, nested)
             }
+            settle(code: 0, replyBytes: reply.buffer.readableBytes)
+            return reply
         } catch let error as any HandlerError {
+            settle(code: UInt32(error.code.rawValue), replyBytes: 0)
             // Sent on as the called namespace reported it, its reason under its own namespace.
             var wire = Mentory_V1_Error(code: error.code, message: error.message)
             wire.reason = "\(namespace).\(error.reason)"
             throw PluginCallError(wire: wire)
+        } catch {
+            settle(code: Self.wireCode(of: error), replyBytes: 0)
+            throw error
+        }
+    }
+
+    /// The wire code of an error a nested call ended with, as its client would be told it.
+    static func wireCode(of error: any Error) -> UInt32 {
+        switch error {
+        case let error as MentoryError: UInt32(error.code.rawValue)
+        case let error as PluginCallError: error.wire.code
+        case HandlerFailure.deadlineExceeded: UInt32(Mentory_V1_ErrorCode.deadlineExceeded.rawValue)
+        default: UInt32(Mentory_V1_ErrorCode.internal.rawValue)
         }
     }
 

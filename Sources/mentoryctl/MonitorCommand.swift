@@ -61,7 +61,9 @@ struct Monitor: AsyncParsableCommand {
             let result =
                 call.code == 0
                 ? "OK" : (Mentory_V1_ErrorCode(rawValue: Int(call.code)).map { "\($0)" } ?? "error \(call.code)")
-            return "\(time) call  #\(call.connection) \(peer) \(call.clientName)  \(call.namespace).\(call.method)"
+            let what =
+                call.chain.isEmpty ? "\(call.namespace).\(call.method)" : "\(call.chain) (on the client's behalf)"
+            return "\(time) call  #\(call.connection) \(peer) \(call.clientName)  \(what)"
                 + " id \(call.requestID)  \(result)  \(call.latencyUs) µs  \(call.requestBytes) B -> \(call.replyBytes) B"
         case .event(let event):
             return "\(time) event \(event.topic) #\(event.sequence)  \(event.bytes) B"

@@ -187,6 +187,35 @@ struct AccessMatrixTests {
         }
     }
 
+    @Test("a nested call reaches monitors with its chain, as the client's, and is counted in its method's metrics")
+    func nestedCallsAreMonitored() async throws {
+        let fixture = try await self.fixture(["deny uid=1000 diary.*"])
+        let (monitor, records) = await fixture.connect(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0))
+        _ = try await fixture.call(
+            WireNames.session, "monitor", Mentory_V1_MonitorRequest(), from: monitor,
+            as: Mentory_V1_MonitorReply.self)
+        let (alice, _) = await fixture.connect(credentials: self.alice)
+        let (bob, _) = await fixture.connect(credentials: PeerCredentials(pid: 11, uid: 1001, gid: 1001))
+        #expect(await self.call(fixture, "streaks", "current", from: alice).error.code == Self.denied)
+        #expect(!(await self.call(fixture, "streaks", "current", from: bob)).isFailure)
+        var calls: [Mentory_V1_MonitorCall] = []
+        for event in await records.next(4) where event.topic == "session.monitor" {
+            let record = try Mentory_V1_MonitorRecord(serializedBytes: event.body)
+            if case .call(let call) = record.what { calls.append(call) }
+        }
+        let nested = calls.filter { !$0.chain.isEmpty }
+        #expect(nested.map(\.chain) == ["streaks -> diary.list"], "alice's refused before it ran; bob's ran")
+        #expect(nested.first?.uid == 1001, "the client the call was made for")
+        #expect(nested.first?.code == 0)
+        #expect(calls.filter(\.chain.isEmpty).map(\.uid) == [1000, 1001])
+        let metrics = await fixture.engine.metricsSnapshot()
+        let listed = metrics.families.first { $0.name == "mentoryd_requests_total" }?.samples.filter { sample in
+            sample.labels.contains { $0.name == "method" && $0.value == "list" }
+                && sample.labels.contains { $0.name == "namespace" && $0.value == "diary" }
+        }
+        #expect(listed?.reduce(0) { $0 + $1.value } == 1, "bob's nested diary.list is counted")
+    }
+
     @Test("a reload that takes away a subscriber's right to read ends its subscription with an ENDED event")
     func reloadEndsSubscriptions() async throws {
         let fixture = try await self.fixture([])

@@ -1024,6 +1024,11 @@ public nonisolated struct Mentory_V1_MonitorCall: Sendable {
 
   public var replyBytes: UInt32 = 0
 
+  /// For a call a handler or plugin made on a client's behalf (`context.call`, `plugin.call`): the way it
+  /// came, e.g. "streaks -> diary.list"; `connection`, `uid` and `pid` are the client's. Empty for a
+  /// client's own request.
+  public var chain: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2767,7 +2772,7 @@ nonisolated extension Mentory_V1_MonitorRecord: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MonitorCall"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}connection\0\u{3}client_name\0\u{1}uid\0\u{1}pid\0\u{1}namespace\0\u{1}method\0\u{3}request_id\0\u{1}code\0\u{3}latency_us\0\u{3}request_bytes\0\u{3}reply_bytes\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}connection\0\u{3}client_name\0\u{1}uid\0\u{1}pid\0\u{1}namespace\0\u{1}method\0\u{3}request_id\0\u{1}code\0\u{3}latency_us\0\u{3}request_bytes\0\u{3}reply_bytes\0\u{1}chain\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2786,6 +2791,7 @@ nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtob
       case 9: try { try decoder.decodeSingularUInt64Field(value: &self.latencyUs) }()
       case 10: try { try decoder.decodeSingularUInt32Field(value: &self.requestBytes) }()
       case 11: try { try decoder.decodeSingularUInt32Field(value: &self.replyBytes) }()
+      case 12: try { try decoder.decodeSingularStringField(value: &self.chain) }()
       default: break
       }
     }
@@ -2829,6 +2835,9 @@ nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtob
     if self.replyBytes != 0 {
       try visitor.visitSingularUInt32Field(value: self.replyBytes, fieldNumber: 11)
     }
+    if !self.chain.isEmpty {
+      try visitor.visitSingularStringField(value: self.chain, fieldNumber: 12)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2844,6 +2853,7 @@ nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtob
     if lhs.latencyUs != rhs.latencyUs {return false}
     if lhs.requestBytes != rhs.requestBytes {return false}
     if lhs.replyBytes != rhs.replyBytes {return false}
+    if lhs.chain != rhs.chain {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

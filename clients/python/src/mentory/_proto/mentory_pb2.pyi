@@ -226,7 +226,8 @@ class MetricsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MonitorCall(_message.Message):
-    __slots__ = ["client_name", "code", "connection", "latency_us", "method", "namespace", "pid", "reply_bytes", "request_bytes", "request_id", "uid"]
+    __slots__ = ["chain", "client_name", "code", "connection", "latency_us", "method", "namespace", "pid", "reply_bytes", "request_bytes", "request_id", "uid"]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     CONNECTION_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +239,7 @@ class MonitorCall(_message.Message):
     REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
+    chain: str
     client_name: str
     code: int
     connection: int
@@ -249,7 +251,7 @@ class MonitorCall(_message.Message):
     request_bytes: int
     request_id: int
     uid: int
-    def __init__(self, connection: _Optional[int] = ..., client_name: _Optional[str] = ..., uid: _Optional[int] = ..., pid: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., request_id: _Optional[int] = ..., code: _Optional[int] = ..., latency_us: _Optional[int] = ..., request_bytes: _Optional[int] = ..., reply_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, connection: _Optional[int] = ..., client_name: _Optional[str] = ..., uid: _Optional[int] = ..., pid: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., request_id: _Optional[int] = ..., code: _Optional[int] = ..., latency_us: _Optional[int] = ..., request_bytes: _Optional[int] = ..., reply_bytes: _Optional[int] = ..., chain: _Optional[str] = ...) -> None: ...
 
 class MonitorEvent(_message.Message):
     __slots__ = ["bytes", "sequence", "topic"]
