@@ -121,32 +121,20 @@ public actor MentoryEngine {
     let metrics: EngineMetrics
 
     let startedAt = ContinuousClock.now
-    /// The namespaces the engine serves itself, `session` and `plugin`, made on the first route resolved.
-    var engineNamespaces: [EngineNamespace] = []
-    /// Every namespace a handler or a plugin serves, by name.
-    var handlers: [String: any HostedHandler] = [:]
-    /// The declared plugins (also in ``handlers``) and the connections that serve them.
+    /// What the engine serves: every handler and plugin namespace, in registration order, with their routes.
+    var registry: HandlerRegistry
+    /// The declared plugins (their hosted forms are in ``registry``) and the connections that serve them.
     var plugins = PluginHost()
-    /// Every namespace in ``handlers``, in the order it was registered or declared.
-    var registrationOrder: [String] = []
-    /// The descriptors `session.describe` sends, merged on first use after a registration changed them
-    /// (decoding them costs; start-up should not pay for a describe nobody asked for).
-    var describedDescriptorsCache: Google_Protobuf_FileDescriptorSet?
     var connections: [ConnectionID: Connection] = [:]
-    /// The methods resolved so far (see ``MethodRoute``) and their generation, bumped by ``invalidateRoutes()``.
-    var routes = RouteTable()
     /// The topics, their publishers and event rings, and every subscription to them.
     var hub: SubscriptionHub
-    /// Connections that asked for `session.monitor`.
-    var monitors: [ConnectionID: Monitor] = [:]
-    /// Run on the engine's executor before each metrics snapshot, to set gauges others keep the values of
-    /// (the server's per-uid budgets).
-    var metricsRefreshers: [@Sendable (isolated MentoryEngine) -> Void] = []
-    private var isShuttingDown = false
+    /// Who watches the engine from outside: traffic monitors and the metrics refreshers.
+    var observers = EngineObservers()
     /// The access policy in force, and the rate limit of the denials logged.
     private(set) var gate: AccessGate
+
     /// The daemon-wide settings handlers see now: ``Configuration/handlerSettings`` until a reload replaces them.
-    package private(set) var handlerSettings: GlobalSettings
+    package var handlerSettings: GlobalSettings { self.registry.handlerSettings }
 
     /// Creates an engine that runs on `executor`.
     ///
@@ -170,7 +158,7 @@ public actor MentoryEngine {
         self.hub = SubscriptionHub(
             ringCapacity: configuration.eventRingCapacity, ringBytes: configuration.eventRingBytes,
             maxSubscriptionsPerUID: configuration.maxSubscriptionsPerUID)
-        self.handlerSettings = configuration.handlerSettings
+        self.registry = HandlerRegistry(handlerSettings: configuration.handlerSettings)
     }
 
     /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.
@@ -259,8 +247,8 @@ public actor MentoryEngine {
             caller: { [unowned self] target, method, body, call in
                 try await self.call(target, method, body: body, for: call, from: namespace)
             })
-        self.handlers[namespace] = hosted
-        self.registrationOrder.append(namespace)
+        self.registry.handlers[namespace] = hosted
+        self.registry.registrationOrder.append(namespace)
         for topic in Handler.Namespace.topics {
             self.hub.declare(topic.name, publishedBy: namespace)
         }
@@ -270,10 +258,10 @@ public actor MentoryEngine {
 
     /// Every served namespace's descriptors, merged (and kept until the next registration).
     var describedDescriptors: Google_Protobuf_FileDescriptorSet {
-        if let cached = self.describedDescriptorsCache { return cached }
+        if let cached = self.registry.describedDescriptorsCache { return cached }
         let merged = SchemaDescriptors.merged(
-            [MentorySchema.fileDescriptors] + self.registrationOrder.map { self.handlers[$0]!.descriptors })
-        self.describedDescriptorsCache = merged
+            [MentorySchema.fileDescriptors] + self.registry.registrationOrder.map { self.registry.handlers[$0]!.descriptors })
+        self.registry.describedDescriptorsCache = merged
         return merged
     }
 
@@ -285,10 +273,10 @@ public actor MentoryEngine {
     /// Closes every handler, last registered first, after the last plugin registration write. Requests after
     /// this get ``MentoryError/shuttingDown``.
     package func closeHandlers() async {
-        self.isShuttingDown = true
+        self.registry.isShuttingDown = true
         await self.plugins.lastRegistrationSave?.value
-        for namespace in self.registrationOrder.reversed() {
-            guard let handler = self.handlers[namespace] else { continue }
+        for namespace in self.registry.registrationOrder.reversed() {
+            guard let handler = self.registry.handlers[namespace] else { continue }
             await handler.close()
             self.logger.debug("closed handler", metadata: ["namespace": "\(namespace)"])
         }
@@ -299,11 +287,11 @@ public actor MentoryEngine {
     package func reloadHandlers(
         settings: GlobalSettings? = nil, config: (String) -> ConfigReader
     ) -> [String: String] {
-        if let settings { self.handlerSettings = settings }
+        if let settings { self.registry.handlerSettings = settings }
         var refused: [String: String] = [:]
-        for namespace in self.registrationOrder {
+        for namespace in self.registry.registrationOrder {
             do {
-                try self.handlers[namespace]!.reload(config: config(namespace), settings: self.handlerSettings)
+                try self.registry.handlers[namespace]!.reload(config: config(namespace), settings: self.handlerSettings)
             } catch {
                 refused[namespace] = Self.describe(error)
             }
@@ -313,12 +301,12 @@ public actor MentoryEngine {
 
     /// The namespaces served, in registration order, `session` and `plugin` first.
     public var namespaces: [NamespaceInfo] {
-        EngineNamespace.declared + self.registrationOrder.map { self.handlers[$0]!.info }
+        EngineNamespace.declared + self.registry.registrationOrder.map { self.registry.handlers[$0]!.info }
     }
 
     /// The declaration of `namespace`, if anyone serves it.
     func namespaceInfo(_ namespace: String) -> NamespaceInfo? {
-        EngineNamespace.declared.first { $0.name == namespace } ?? self.handlers[namespace]?.info
+        EngineNamespace.declared.first { $0.name == namespace } ?? self.registry.handlers[namespace]?.info
     }
 
     /// Every registered handler, in registration order, as the handshake lists them.
@@ -353,9 +341,9 @@ public actor MentoryEngine {
         guard self.connections.removeValue(forKey: id) != nil else { return }
         self.pluginDisconnected(id)
         self.hub.unsubscribeAll(id)
-        self.monitors[id] = nil
-        for namespace in self.registrationOrder {
-            self.handlers[namespace]!.connectionClosed(id)
+        self.observers.monitors[id] = nil
+        for namespace in self.registry.registrationOrder {
+            self.registry.handlers[namespace]!.connectionClosed(id)
         }
     }
 
@@ -419,7 +407,7 @@ public actor MentoryEngine {
         let sink: any EventSink
         let call: RequestContext
         do {
-            guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
+            guard !self.registry.isShuttingDown else { throw MentoryError.shuttingDown }
             guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
             route = self.route(request.namespace, request.method, for: connection)
             guard let route else { throw self.unrouted(request, connection: connection) }
@@ -486,7 +474,7 @@ public actor MentoryEngine {
         } else {
             self.recordRequest(request, response, duration: duration)
         }
-        if !self.monitors.isEmpty { self.monitorCall(request, response, from: id, started: received) }
+        if !self.observers.monitors.isEmpty { self.monitorCall(request, response, from: id, started: received) }
         return response
     }
 
@@ -528,7 +516,7 @@ public actor MentoryEngine {
         for call: RequestContext,
         from caller: String
     ) async throws -> ProtobufBuffer {
-        guard !self.isShuttingDown else { throw MentoryError.shuttingDown }
+        guard !self.registry.isShuttingDown else { throw MentoryError.shuttingDown }
         let chain = call.chain.last == caller ? call.chain : call.chain + [caller]
         guard !chain.contains(namespace) else {
             throw MentoryError.internal(
@@ -536,7 +524,7 @@ public actor MentoryEngine {
                     + " a handler may call only namespaces that do not call it back")
         }
         let route = self.resolveRoute(namespace, method)
-        guard route?.server != .engine, route != nil || self.handlers[namespace] != nil else {
+        guard route?.server != .engine, route != nil || self.registry.handlers[namespace] != nil else {
             throw MentoryError.internal(
                 "\(caller) called \(namespace).\(method), which no handler or plugin serves;"
                     + " only handler and plugin namespaces can be called on a caller's behalf")
@@ -580,7 +568,7 @@ public actor MentoryEngine {
         // Counted in the method's metrics and shown to monitors like a client's own request, with its chain.
         func settle(code: UInt32, replyBytes: Int) {
             route.metrics.record(code: code, duration: ContinuousClock.now - started)
-            guard !self.monitors.isEmpty else { return }
+            guard !self.observers.monitors.isEmpty else { return }
             self.monitorCall(
                 namespace: namespace, method: method, requestID: call.requestID, code: code,
                 requestBytes: body.readableBytes, replyBytes: replyBytes,
@@ -686,7 +674,7 @@ public actor MentoryEngine {
             return
         }
         self.metrics.recordPublished(topic)
-        if !self.monitors.isEmpty { self.monitorEvent(event) }
+        if !self.observers.monitors.isEmpty { self.monitorEvent(event) }
         guard let subscribers = self.hub.deliveries(of: topic) else { return }
         // Encoded once, here, for every subscriber.
         let shared = SharedEvent(event)
@@ -751,7 +739,7 @@ public actor MentoryEngine {
         kind: Mentory_V1_EventKind,
         generation: UInt64
     ) async throws(MentoryError) {
-        guard let owner = self.hub.owner(of: topic), let handler = self.handlers[owner] else { return }
+        guard let owner = self.hub.owner(of: topic), let handler = self.registry.handlers[owner] else { return }
         // Every snapshot and reset passes the topic's gate for the subscriber, as the subscribe did.
         if let connection = self.connections[id],
             let refusal = self.topicRefusal(topic, for: connection.context.credentials)

@@ -20,9 +20,9 @@ extension MentoryEngine {
             throw .internal("plugin '\(declaration.name)' declares namespace '\(namespace)', which is already served")
         }
         let plugin = PluginHostedHandler(declaration, since: self.clock.now(), engine: self)
-        self.handlers[namespace] = plugin
+        self.registry.handlers[namespace] = plugin
         self.plugins.declare(plugin)
-        self.registrationOrder.append(namespace)
+        self.registry.registrationOrder.append(namespace)
         self.restoreRegistration(of: plugin)
         self.refreshDescriptors()
         self.logger.debug("declared plugin", metadata: ["plugin": "\(declaration.name)", "namespace": "\(namespace)"])
@@ -246,7 +246,7 @@ extension MentoryEngine {
     /// Other plugins' are not among them: a plugin's schema must not depend on another plugin staying.
     var inProcessDescriptors: [SchemaDescriptors] {
         [MentorySchema.fileDescriptors]
-            + self.registrationOrder.filter { self.plugins[$0] == nil }.map { self.handlers[$0]!.descriptors }
+            + self.registry.registrationOrder.filter { self.plugins[$0] == nil }.map { self.registry.handlers[$0]!.descriptors }
     }
 
     /// Checks a registration's declaration: names present and unique, within bounds, every message in the

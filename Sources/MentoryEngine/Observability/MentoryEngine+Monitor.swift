@@ -25,7 +25,7 @@ extension MentoryEngine {
     /// Starts sending connection `id` a record of every answered request and published event.
     func startMonitor(_ id: ConnectionID, _ request: Mentory_V1_MonitorRequest) throws(MentoryError) {
         guard self.connections[id] != nil else { throw .handshakeRequired }
-        self.monitors[id] = Monitor(namespaces: Set(request.namespaces), topics: Set(request.topics))
+        self.observers.monitors[id] = Monitor(namespaces: Set(request.namespaces), topics: Set(request.topics))
         self.logger.notice("monitor started", metadata: ["connection": "\(id)"])
     }
 
@@ -68,7 +68,7 @@ extension MentoryEngine {
         var record = Mentory_V1_MonitorRecord()
         record.unixMs = self.clock.nowUnixMilliseconds()
         record.call = call
-        for (monitorID, monitor) in self.monitors
+        for (monitorID, monitor) in self.observers.monitors
         where monitorID != id && (monitor.namespaces.isEmpty || monitor.namespaces.contains(namespace)) {
             self.send(record, to: monitorID)
         }
@@ -83,7 +83,7 @@ extension MentoryEngine {
         var record = Mentory_V1_MonitorRecord()
         record.unixMs = self.clock.nowUnixMilliseconds()
         record.event = published
-        for (monitorID, monitor) in self.monitors where monitor.topics.isEmpty || monitor.topics.contains(event.topic) {
+        for (monitorID, monitor) in self.observers.monitors where monitor.topics.isEmpty || monitor.topics.contains(event.topic) {
             self.send(record, to: monitorID)
         }
     }
@@ -91,8 +91,8 @@ extension MentoryEngine {
     /// Sends one record to a monitor, preceded by how many it missed; a full queue drops the record
     /// (and counts it) rather than wait: a monitor never slows the daemon or anyone else.
     private func send(_ record: Mentory_V1_MonitorRecord, to id: ConnectionID) {
-        guard var monitor = self.monitors[id], let connection = self.connections[id] else { return }
-        defer { self.monitors[id] = monitor }
+        guard var monitor = self.observers.monitors[id], let connection = self.connections[id] else { return }
+        defer { self.observers.monitors[id] = monitor }
         if monitor.missed > 0 {
             var gap = Mentory_V1_MonitorRecord()
             gap.unixMs = record.unixMs

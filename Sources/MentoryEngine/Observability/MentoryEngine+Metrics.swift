@@ -182,13 +182,13 @@ extension MentoryEngine {
     public func metricsSnapshot() -> Mentory_V1_MetricsReply {
         for topic in self.hub.topicNames { self.metrics.declareTopic(topic) }
         self.metrics.setGauges(connections: self.connectionCount, subscribers: self.subscriberCount)
-        for refresh in self.metricsRefreshers { refresh(self) }
+        for refresh in self.observers.metricsRefreshers { refresh(self) }
         return self.metricsFactory.snapshot(maxBytes: self.configuration.maxReplyBytes)
     }
 
     /// Runs `refresh` on the engine's executor before each metrics snapshot (the server sets its per-uid gauges).
     package func addMetricsRefresher(_ refresh: @escaping @Sendable (isolated MentoryEngine) -> Void) {
-        self.metricsRefreshers.append(refresh)
+        self.observers.metricsRefreshers.append(refresh)
     }
 
     /// The topic subscriptions held by each uid's connections (credential-less connections are left out).

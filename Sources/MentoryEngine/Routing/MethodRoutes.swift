@@ -127,7 +127,7 @@ extension MentoryEngine {
     /// The route of `namespace.method` for `connection`: from the connection's cache, else resolved in the
     /// engine's table (and cached). `nil` for a method nobody declares (or a plugin has not registered).
     func route(_ namespace: String, _ method: String, for connection: Connection) -> MethodRoute? {
-        if let route = connection.routes.route(namespace, method), self.routes.isCurrent(route) {
+        if let route = connection.routes.route(namespace, method), self.registry.routes.isCurrent(route) {
             return route
         }
         guard let route = self.resolveRoute(namespace, method) else { return nil }
@@ -139,13 +139,13 @@ extension MentoryEngine {
     /// declared methods get one, so the table is bounded by what the daemon declares, whatever names
     /// clients send.
     func resolveRoute(_ namespace: String, _ method: String) -> MethodRoute? {
-        if let route = self.routes.route(namespace, method) { return route }
+        if let route = self.registry.routes.route(namespace, method) { return route }
         let answer: MethodRoute.Answer
         let server: MethodRoute.Server
         let declared: [String]
         var queuesSnapshots = false
-        if self.engineNamespaces.isEmpty { self.engineNamespaces = self.makeEngineNamespaces() }
-        if let builtIn = self.engineNamespaces.first(where: { $0.info.name == namespace }) {
+        if self.registry.engineNamespaces.isEmpty { self.registry.engineNamespaces = self.makeEngineNamespaces() }
+        if let builtIn = self.registry.engineNamespaces.first(where: { $0.info.name == namespace }) {
             guard let found = builtIn.answers[method] else { return nil }
             (answer, server, declared) = (found, .engine, builtIn.info.methods.map(\.name))
             queuesSnapshots = builtIn.snapshotMethods.contains(method)
@@ -160,13 +160,13 @@ extension MentoryEngine {
                         call: call))
             }
             (server, declared) = (.plugin, plugin.info.methods.map(\.name))
-        } else if let handler = self.handlers[namespace], let resolved = handler.resolve(method: method) {
+        } else if let handler = self.registry.handlers[namespace], let resolved = handler.resolve(method: method) {
             switch resolved {
             case .immediate(let respond):
                 answer = .immediate(respond)
             case .suspending:
                 answer = .suspending { engine, body, call in
-                    guard let handler = engine.handlers[namespace] else {
+                    guard let handler = engine.registry.handlers[namespace] else {
                         throw engine.routeFailure(namespace, call.method)
                     }
                     return try await handler.respond(method: call.method, body: body, call: call)
@@ -179,16 +179,16 @@ extension MentoryEngine {
         let route = MethodRoute(
             namespace: namespace, method: method, answer: answer, server: server, queuesSnapshots: queuesSnapshots,
             privilege: self.namespaceInfo(namespace)?.method(named: method)?.privilege ?? .unspecified,
-            generation: self.routes.generation,
+            generation: self.registry.routes.generation,
             metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared))
-        self.routes.insert(route)
+        self.registry.routes.insert(route)
         return route
     }
 
     /// Forgets every route, after a registration changed what is served; each is made again on its next use.
     func invalidateRoutes() {
-        self.routes.invalidate()
-        self.describedDescriptorsCache = nil
+        self.registry.routes.invalidate()
+        self.registry.describedDescriptorsCache = nil
     }
 
     /// Why `namespace.method` has no route: the namespace is unknown, its plugin cannot take calls now,
