@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages' lifecycle under a real systemd 252: install, upgrade, remove and purge, as an
 # operator runs them with apt. systemd is booted as PID 1 of private PID, mount and UTS namespaces over a
-# throwaway overlay of / (writes land in a tmpfs; the host's files, /tmp and /run are never touched), as in
+# throwaway overlay of / (writes land in a tmpfs; the host's files, /tmp and /run are never touched) and with
+# no network (a network namespace of its own), as in
 # scripts/systemd-test.sh and ../shared/docs/systemd-sandbox.md.
 #
 #   install   apt install ./mentoryd_*.deb ./mentory-advisor_*.deb ./python3-mentory_*.deb (version N), with
@@ -89,7 +90,9 @@ as() {
 uprop() { as alice systemctl --user show -p "$1" --value "$2"; }
 # The executable a process runs: the installed file, or "... (deleted)" when it was replaced since it started.
 exe_of() { in_ns readlink "/proc/$1/exe" 2>/dev/null || echo "no process $1"; }
-apt_install() { in_ns env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-download "$@"; }
+# The sandbox has a network namespace of its own with no way out, so apt can download nothing: what the
+# packages depend on must already be installed.
+apt_install() { in_ns env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; }
 
 # ---- Versions N and N+1 ---------------------------------------------------------------------------------
 # The runtime dependencies the sandbox must find installed (it downloads nothing): python3-mentory's.
@@ -117,7 +120,7 @@ echo "   N = $N, N+1 = $N1 (packaging took $((T_PACKAGED - T_START)) s)"
 # ---- Boot systemd in the sandbox --------------------------------------------------------------------------
 cat > "$WORK/boot.sh" <<'EOF'
 #!/usr/bin/env bash
-exec unshare --pid --fork --mount --uts --propagation private bash -c '
+exec unshare --pid --fork --mount --uts --net --propagation private bash -c '
 set -e
 B=$SDBOX; mkdir -p $B; mount -t tmpfs tmpfs $B; mkdir -p $B/upper $B/work $B/root
 mount -t overlay overlay -o lowerdir=/,upperdir=$B/upper,workdir=$B/work $B/root
@@ -143,6 +146,9 @@ if ! wait_for 30 sh -c "nsenter -t $SD -p -m -u -r systemctl is-system-running 2
   echo "FAIL boot: systemd did not reach basic.target"; exit 1
 fi
 echo "   systemd $(in_ns systemctl --version | head -1 | awk '{print $2}') is PID 1 of the sandbox (host PID $SD)"
+# A container image's /usr/sbin/policy-rc.d (exit 101: "start no service") would keep the maintainer scripts
+# from starting, restarting and stopping units; a Debian system has none. Only the sandbox's copy goes.
+in_ns rm -f /usr/sbin/policy-rc.d
 # The packages go in through the namespace (its /tmp and /run are its own).
 PKG=/run/mentoryd-debs
 for version in n n1; do
@@ -161,6 +167,7 @@ if apt_install $(debs n) > "$WORK/install.log" 2>&1; then
   pass "1 install: apt install of the three packages, nothing downloaded, in $(( $(date +%s) - T0 )) s"
 else
   fail "1 install: apt install"; tail -30 "$WORK/install.log"
+  echo "deb-test: the packages did not install; nothing further to check"; exit 1
 fi
 CONFFILES=$(in_ns dpkg-query -W -f='${Conffiles}' mentoryd 2>&1)
 if in_ns test -x /usr/bin/mentoryd && in_ns test -x /usr/bin/mentoryctl && in_ns test -x /usr/bin/mentory-advisor \
@@ -260,7 +267,7 @@ T0=$(date +%s)
 # shellcheck disable=SC2046
 apt_install $(debs n1) > "$WORK/upgrade.log" 2>&1; UPGRADE_STATUS=$?
 UPGRADE_SECONDS=$(( $(date +%s) - T0 ))
-VERSIONS=$(in_ns dpkg-query -W -f='${Package} ${Version}\n' mentoryd mentory-advisor python3-mentory | tr '\n' ' ')
+VERSIONS=$(in_ns dpkg-query -W -f='${Package} ${Version}\n' mentoryd mentory-advisor python3-mentory | sort | tr '\n' ' ')
 wait_for 30 system_advisor; SYS_ADVISOR_BACK=$?
 wait_for 30 alice_advisor; ALICE_ADVISOR_BACK=$?
 NEW_SYS_PID=$(prop MainPID mentoryd.service); NEW_SYS_ADVISOR_PID=$(prop MainPID mentoryd-plugin@advisor.service)
@@ -268,7 +275,7 @@ NEW_ALICE_PID=$(uprop MainPID mentoryd.service); NEW_ALICE_ADVISOR_PID=$(uprop M
 EXES="$(exe_of "$NEW_SYS_PID"), $(exe_of "$NEW_SYS_ADVISOR_PID"), $(exe_of "$NEW_ALICE_PID"), $(exe_of "$NEW_ALICE_ADVISOR_PID")"
 SYS_LIST=$(in_ns timeout 30 mentoryctl diary list --json 2>&1)
 ALICE_LIST=$(as alice timeout 30 mentoryctl diary list --json 2>&1)
-if [ $UPGRADE_STATUS -eq 0 ] && [ "$VERSIONS" = "mentoryd $N1 mentory-advisor $N1 python3-mentory $N1 " ]; then
+if [ $UPGRADE_STATUS -eq 0 ] && [ "$VERSIONS" = "mentory-advisor $N1 mentoryd $N1 python3-mentory $N1 " ]; then
   pass "4 upgrade: apt install of $N1 over $N in $UPGRADE_SECONDS s: $VERSIONS"
 else
   fail "4 upgrade: apt exit $UPGRADE_STATUS; $VERSIONS"; tail -30 "$WORK/upgrade.log"
@@ -306,7 +313,8 @@ fi
 
 # ---- 6. Purge -----------------------------------------------------------------------------------------------
 echo "== 6. apt purge"
-in_ns env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q mentoryd mentory-advisor python3-mentory > "$WORK/purge.log" 2>&1
+# (python3-mentory has no configuration: removing it left nothing to purge, and apt no longer knows it.)
+in_ns env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q mentoryd mentory-advisor > "$WORK/purge.log" 2>&1
 PURGE_STATUS=$?
 LEFT=$(in_ns dpkg-query -W -f='${Package} ${Status}\n' mentoryd mentory-advisor python3-mentory 2>/dev/null | grep -v "not-installed" || true)
 if [ $PURGE_STATUS -eq 0 ] && [ -z "$LEFT" ] && ! in_ns test -e /var/lib/mentoryd && ! in_ns test -e /etc/mentoryd \
