@@ -330,5 +330,9 @@ else
 fi
 
 echo
-echo "deb-test: $PASSES passed, $FAILURES failed ($(( $(date +%s) - T_START )) s, packaging N+1 included)"
+if [ $FAILURES -eq 0 ]; then
+  echo "deb-test: all $PASSES checks passed in $(( $(date +%s) - T_START )) s (packaging included)"
+else
+  echo "deb-test: $FAILURES of $((PASSES + FAILURES)) checks failed"
+fi
 exit $(( FAILURES > 0 ))
