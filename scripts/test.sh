@@ -16,8 +16,9 @@
 #      (scripts/test-tour.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
 #   4. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
-#   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, and the Debian packages'
-#      install, upgrade, remove and purge under real systemd (scripts/deb-test.sh), when running as root
+#   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, installed from the Debian
+#      packages when they were built (else by install.sh), and the packages' install, upgrade, remove and
+#      purge under real systemd (scripts/deb-test.sh), when running as root
 # At the end (or where it stopped) it prints how many seconds each section took.
 #
 # Usage: scripts/test.sh [--quick]
@@ -170,7 +171,8 @@ scripts/fuzz.sh "${MENTORYD_FUZZ_SECONDS:-30}"
 
 section "real systemd"
 if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
-  scripts/systemd-test.sh --bin-dir "$release_bin"
+  # Installed from the packages when they were built (so its rows test what they install), else by install.sh.
+  scripts/systemd-test.sh --bin-dir "$release_bin" ${debs:+--debs "$debs"}
 else
   echo "systemd harness skipped: it needs root to boot systemd in a PID namespace"
 fi
