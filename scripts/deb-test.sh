@@ -22,6 +22,8 @@
 #   --bin-dir DIR   the static release build (mentoryd, mentoryctl, mentory-advisor) to package as N+1,
 #                   and as N unless --debs is given
 #   --debs DIR      version N's packages, already built (scripts/package-deb.sh's --out-dir)
+# On this machine it installs only what the sandbox must find installed and may lack: python3-protobuf
+# (python3-mentory's dependency), with apt-get. Everything else it writes is in its temporary folder.
 #
 # Prints one PASS/FAIL line per check and exits non-zero if any check failed. Every wait is bounded; a trap
 # kills the namespace's PID 1 (and with it everything in it) on every exit, and removes its temporary folder.
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --bin-dir) BIN_DIR=$2; shift 2 ;;
     --debs) DEBS=$2; shift 2 ;;
-    -h|--help) sed -n "2,27p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,29p" "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 64 ;;
   esac
 done
