@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --bin-dir) BIN_DIR=$2; shift 2 ;;
     --debs) DEBS=$2; shift 2 ;;
-    -h|--help) sed -n "2,21p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,18p" "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 64 ;;
   esac
 done
