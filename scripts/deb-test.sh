@@ -108,13 +108,13 @@ if [ -n "$DEBS" ]; then
   cp "$DEBS"/mentoryd_*.deb "$DEBS"/mentory-advisor_*.deb "$DEBS"/python3-mentory_*.deb "$WORK/n/"
 else
   echo "== packaging version N"
-  scripts/package-deb.sh --bin-dir "$BIN_DIR" --out-dir "$WORK/n" --no-lintian > "$WORK/package-n.log" 2>&1 \
+  scripts/package-deb.sh --bin-dir "$BIN_DIR" --out-dir "$WORK/n" --fast --no-lintian > "$WORK/package-n.log" 2>&1 \
     || { cat "$WORK/package-n.log"; echo "FAIL packaging N"; exit 1; }
 fi
 N=$(dpkg-deb -f "$(ls "$WORK"/n/mentoryd_*.deb)" Version)
 N1="$N+1"
-echo "== packaging version N+1 ($N1): the same source and binaries, only the packaging step again"
-scripts/package-deb.sh --bin-dir "$BIN_DIR" --out-dir "$WORK/n1" --version "$N1" --no-lintian > "$WORK/package-n1.log" 2>&1 \
+echo "== packaging version N+1 ($N1): the same source and binaries, only the packaging step again (xz -1)"
+scripts/package-deb.sh --bin-dir "$BIN_DIR" --out-dir "$WORK/n1" --version "$N1" --fast --no-lintian > "$WORK/package-n1.log" 2>&1 \
   || { cat "$WORK/package-n1.log"; echo "FAIL packaging N+1"; exit 1; }
 T_PACKAGED=$(date +%s)
 echo "   N = $N, N+1 = $N1 (packaging took $((T_PACKAGED - T_START)) s)"
