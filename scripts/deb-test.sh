@@ -27,9 +27,9 @@
 #
 # Prints one PASS/FAIL line per check and exits non-zero if any check failed. Every wait is bounded; a trap
 # kills the namespace's PID 1 (and with it everything in it) on every exit, and removes its temporary folder.
+# No -e: a failing check is recorded (FAIL) and the next one runs, as in scripts/systemd-test.sh.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-REPO=$PWD
+cd "$(dirname "$0")/.." || exit 1
 
 BIN_DIR=""
 DEBS=""

@@ -22,7 +22,6 @@
 # Then: sudo apt install ./dist/mentoryd_*.deb ./dist/mentory-advisor_*.deb ./dist/python3-mentory_*.deb
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REPO=$PWD
 
 bin_dir=""
 out_dir=dist
