@@ -4,9 +4,12 @@
 # files, /tmp and /run are never touched). It follows ../shared/docs/systemd-sandbox.md, except
 # that it enters the overlay with pivot_root instead of chroot, so PrivateUsers= works.
 #
-# Usage (as root):  scripts/systemd-test.sh [--bin-dir DIR]
+# Usage (as root):  scripts/systemd-test.sh [--bin-dir DIR] [--debs DIR]
 #   --bin-dir DIR   take mentoryd, mentoryctl and mentory-advisor from DIR instead of building them
 #                   (also: MENTORYD_BIN_DIR=DIR; the build honours SWIFT_BUILD_FLAGS)
+#   --debs DIR      install the Debian packages in DIR (scripts/package-deb.sh's) with apt instead of
+#                   running scripts/install.sh, so every row tests what the packages install, and end
+#                   with apt remove instead of scripts/uninstall.sh (also: MENTORYD_DEBS=DIR)
 #   MENTORYD_TEST_STORAGE_BACKEND=memory|sqlite  sets storage.backend in the sandbox's config
 #                   (default: the daemon's own default)
 #   MENTORYD_TEST_JOURNAL=FILE  saves the sandbox's journal of the mentoryd units to FILE
@@ -18,10 +21,12 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 
 BIN_DIR=${MENTORYD_BIN_DIR:-}
+DEBS=${MENTORYD_DEBS:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin-dir) BIN_DIR=$2; shift 2 ;;
-    -h|--help) sed -n "2,17p" "$0"; exit 0 ;;
+    --debs) DEBS=$2; shift 2 ;;
+    -h|--help) sed -n "2,18p" "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 64 ;;
   esac
 done
@@ -34,7 +39,11 @@ for tool in unshare nsenter pivot_root setpriv tar python3 /lib/systemd/systemd;
   command -v "$tool" >/dev/null || { echo "missing: $tool" >&2; exit 69; }
 done
 
-if [ -z "$BIN_DIR" ]; then
+if [ -n "$DEBS" ]; then
+  for package in mentoryd mentory-advisor; do
+    ls "$DEBS"/${package}_*.deb >/dev/null 2>&1 || { echo "no ${package}_*.deb in $DEBS" >&2; exit 66; }
+  done
+elif [ -z "$BIN_DIR" ]; then
   echo "== building mentoryd and mentoryctl"
   # shellcheck disable=SC2086
   swift build ${SWIFT_BUILD_FLAGS:-} --product mentoryd >/dev/null || { echo "FAIL build mentoryd"; exit 1; }
@@ -45,9 +54,11 @@ if [ -z "$BIN_DIR" ]; then
   # shellcheck disable=SC2086
   BIN_DIR=$(swift build ${SWIFT_BUILD_FLAGS:-} --show-bin-path)
 fi
-for binary in mentoryd mentoryctl mentory-advisor; do
-  [ -x "$BIN_DIR/$binary" ] || { echo "no $binary in $BIN_DIR" >&2; exit 66; }
-done
+if [ -z "$DEBS" ]; then
+  for binary in mentoryd mentoryctl mentory-advisor; do
+    [ -x "$BIN_DIR/$binary" ] || { echo "no $binary in $BIN_DIR" >&2; exit 66; }
+  done
+fi
 
 WORK=$(mktemp -d /tmp/mentoryd-systemd-test.XXXXXX)
 # Where the sandbox mounts its tmpfs (in its own mount namespace; only the empty directory is
@@ -121,11 +132,39 @@ echo "   systemd $(in_ns systemctl --version | head -1 | awk '{print $2}') is PI
 # Debug logging makes systemd log every notification it receives ("Got notification message").
 in_ns systemctl log-level debug
 
-# ---- Install with scripts/install.sh and the real unit files --------------------------------------
-# The sandbox gets its own copy of the installer, units, config and binaries (its /tmp and /run
-# are fresh, and the repository may live anywhere).
+# ---- Install with the Debian packages, or scripts/install.sh, and the real unit files ---------------
+# The sandbox gets its own copy of the packages, or of the installer, units, config and binaries (its
+# /tmp and /run are fresh, and the repository may live anywhere).
 SRC=/run/mentoryd-src
 in_ns mkdir -p "$SRC/bin"
+if [ -n "$DEBS" ]; then
+  # Where the packages put things (debian/rules), for the rows below.
+  PREFIX_BIN=/usr/bin
+  for deb in "$DEBS"/mentoryd_*.deb "$DEBS"/mentory-advisor_*.deb; do
+    in_ns sh -c "cat > '$SRC/$(basename "$deb")'" < "$deb"
+  done
+  # A container image's policy-rc.d (exit 101) would keep the maintainer scripts from starting units; a
+  # Debian system has none. Only the sandbox's copy goes.
+  in_ns rm -f /usr/sbin/policy-rc.d
+  # shellcheck disable=SC2046
+  if in_ns env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(in_ns sh -c "ls $SRC/*.deb") > "$WORK/install.log" 2>&1 \
+     && in_ns test -x /usr/bin/mentoryd && in_ns test -x /usr/bin/mentoryctl && in_ns test -x /usr/bin/mentory-advisor \
+     && in_ns test -f /lib/systemd/system/mentoryd.service && in_ns test -f /lib/systemd/system/mentoryd.socket \
+     && in_ns test -f /usr/lib/systemd/user/mentoryd.service && in_ns test -f /usr/lib/systemd/user/mentoryd-plugin@.service \
+     && in_ns test -L /etc/systemd/user/sockets.target.wants/mentoryd.socket \
+     && in_ns getent passwd mentory >/dev/null && in_ns test -f /etc/mentoryd/mentoryd.json \
+     && in_ns test -f /usr/share/man/man1/mentoryctl.1.gz && in_ns test -f /usr/share/man/man8/mentoryd.8.gz \
+     && in_ns grep -q _mentoryctl /usr/share/bash-completion/completions/mentoryctl \
+     && in_ns test -s /usr/share/zsh/vendor-completions/_mentoryctl \
+     && in_ns test -s /usr/share/fish/vendor_completions.d/mentoryctl.fish; then
+    pass "install: apt install of $(cd "$DEBS" && ls mentoryd_*.deb mentory-advisor_*.deb | tr '\n' ' ')installed binaries, units (system, and user units enabled globally), the mentory user, /etc/mentoryd/mentoryd.json, man pages and completions"
+  else
+    fail "install: apt install of the packages"; tail -30 "$WORK/install.log"
+  fi
+  # The postinst started mentoryd.socket; row 1 starts from install.sh's --no-start state.
+  in_ns systemctl stop mentoryd.socket
+else
+PREFIX_BIN=/usr/local/bin
 tar -C "$REPO" -cf - scripts/install.sh scripts/uninstall.sh systemd config docs/man | in_ns tar -C "$SRC" -xf -
 for binary in mentoryd mentoryctl mentory-advisor; do
   in_ns sh -c "cat > $SRC/bin/$binary && chmod 0755 $SRC/bin/$binary" < "$BIN_DIR/$binary"
@@ -143,6 +182,7 @@ if in_ns "$SRC/scripts/install.sh" --bin-dir "$SRC/bin" --no-start > "$WORK/inst
   pass "install: scripts/install.sh installed binaries, units (system, and user units enabled globally), the mentory user, /etc/mentoryd/mentoryd.json, man pages and completions"
 else
   fail "install: scripts/install.sh"; cat "$WORK/install.log"
+fi
 fi
 # The shipped config, with fault injection switched on (only ever inside this sandbox).
 python3 - "$REPO/config/mentoryd.json" > "$WORK/mentoryd.json" <<'EOF'
@@ -504,7 +544,7 @@ ROOT_LIST=$(in_ns timeout 30 mentoryctl --socket $SYS diary list 2>&1); ROOT_STA
 BOB_PING=$(as bob timeout 30 mentoryctl --socket $SYS ping 2>&1); BOB_PING_STATUS=$?
 # alice's advisor registers (allow uid=ALICE plugin.*); bob's is refused and exits 77 for good.
 in_ns systemd-run --quiet --unit=systemd-test-advisor-alice --uid=alice --gid=alice \
-  /usr/local/bin/mentory-advisor --socket $SYS --state-file /home/alice/advisor-position >/dev/null 2>&1
+  "$PREFIX_BIN/mentory-advisor" --socket $SYS --state-file /home/alice/advisor-position >/dev/null 2>&1
 advisor_connected() { in_ns timeout 10 mentoryctl --socket $SYS status | grep -q "advisor (advisor): connected"; }
 wait_for 30 advisor_connected; ADVISOR_ALICE=$?
 SUGGEST=$(as alice timeout 30 mentoryctl --socket $SYS call advisor.suggest '{"emotion": "EMOTION_NEUTRAL", "text": "a walk"}' --json 2>&1)
@@ -517,7 +557,7 @@ GRANT_LOGGED=$(in_ns journalctl -u mentoryd.service --no-pager -o cat 2>/dev/nul
   | grep -c "access.rules grants plugin.register to uid=$ALICE")
 in_ns systemctl stop systemd-test-advisor-alice.service 2>/dev/null
 BOB_ADVISOR=$(in_ns timeout 60 systemd-run --quiet --wait --pipe --uid=bob --gid=bob \
-  /usr/local/bin/mentory-advisor --socket $SYS --state-file /home/bob/advisor-position </dev/null 2>&1)
+  "$PREFIX_BIN/mentory-advisor" --socket $SYS --state-file /home/bob/advisor-position </dev/null 2>&1)
 BOB_ADVISOR_STATUS=$?
 in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd.json"
 in_ns timeout 30 systemctl reload mentoryd.service   # the rules go; the declared plugin stays until a restart
@@ -541,7 +581,7 @@ printf '{ "plugins": { "declared": ["advisor"], "advisor": { "namespace": "advis
 # carol is not in the mentory group: the system socket refuses her, and her own instance answers.
 in_ns useradd -m carol; CAROL=$(in_ns id -u carol)
 in_ns timeout 60 systemctl start "user@$ALICE.service" "user@$BOB.service" "user@$CAROL.service"
-# install.sh enabled mentoryd.socket for every user (systemctl --global): their managers start it.
+# install.sh (or the package) enabled mentoryd.socket for every user (systemctl --global): their managers start it.
 user_socket_active() { as "$1" systemctl --user is-active -q mentoryd.socket; }
 wait_for 30 user_socket_active alice; ALICE_SOCKET=$?
 wait_for 30 user_socket_active bob; BOB_SOCKET=$?
@@ -605,9 +645,23 @@ if [ -n "${MENTORYD_TEST_JOURNAL:-}" ]; then
   echo "   the sandbox's mentoryd journal is in $MENTORYD_TEST_JOURNAL"
 fi
 
-# ---- scripts/uninstall.sh ---------------------------------------------------------------------------
+# ---- scripts/uninstall.sh, or apt remove -------------------------------------------------------------
 echo "== uninstall"
-if in_ns "$SRC/scripts/uninstall.sh" > "$WORK/uninstall.log" 2>&1 \
+if [ -n "$DEBS" ]; then
+  # The enablement symlinks stay until apt purge (scripts/deb-test.sh checks that); the rest goes now.
+  if in_ns env DEBIAN_FRONTEND=noninteractive apt-get remove -y -q mentoryd mentory-advisor > "$WORK/uninstall.log" 2>&1 \
+     && ! in_ns test -e /usr/bin/mentoryd && ! in_ns test -e /lib/systemd/system/mentoryd.service \
+     && ! in_ns test -e /lib/systemd/system/mentoryd.socket && [ "$(prop LoadState mentoryd.service)" = "not-found" ] \
+     && ! in_ns test -e /usr/lib/systemd/user/mentoryd.socket \
+     && ! in_ns test -e "/run/user/$ALICE/mentoryd/mentoryd.sock" && ! as alice systemctl --user is-active -q mentoryd.service \
+     && ! as alice systemctl --user is-active -q mentoryd-plugin@advisor.service \
+     && ! in_ns test -e /run/mentoryd/mentoryd.sock && ! in_ns test -e /usr/share/man/man1/mentoryctl.1.gz \
+     && ! in_ns test -e /usr/share/bash-completion/completions/mentoryctl && [ -z "$(in_ns pgrep -f '^/usr/bin/mentory')" ]; then
+    pass "uninstall: apt remove stopped the units (alice's own instance and plugin too) and removed binaries, system and user units, man pages and completions (config and data kept)"
+  else
+    fail "uninstall: apt remove"; tail -20 "$WORK/uninstall.log"
+  fi
+elif in_ns "$SRC/scripts/uninstall.sh" > "$WORK/uninstall.log" 2>&1 \
    && ! in_ns test -e /usr/local/bin/mentoryd && ! in_ns test -e /etc/systemd/system/mentoryd.service \
    && ! in_ns test -e /etc/systemd/system/mentoryd.socket && [ "$(prop LoadState mentoryd.service)" = "not-found" ] \
    && ! in_ns test -e /etc/systemd/user/mentoryd.socket && ! in_ns test -e /etc/systemd/user/sockets.target.wants/mentoryd.socket \

@@ -2,17 +2,24 @@
 # The whole test suite, as CI runs it:
 #   0. every committed Swift file passes `swift format lint --strict`; the generated code is what the
 #      schema generates (scripts/generate-protos.sh --check), the man pages are what the commands' help
-#      generates (scripts/generate-manuals.sh --check), and the benchmarks' C load generators compile
+#      generates (scripts/generate-manuals.sh --check), the version is declared once and said the same in the
+#      Python client and debian/changelog (scripts/check-version.sh), and the benchmarks' C load generators compile
 #   1. unit and end-to-end tests (debug build), then the library products' DocC documentation, built
 #      with warnings as errors (scripts/check-docs.sh: every ``symbol link`` resolves), then their public
 #      API compared with the baseline's, failing on a breaking change (scripts/check-api.sh)
-#   2. the allocation guard on the release build (allocations per request and per event, against budgets),
-#      the Python client's pytest suite against the real daemon, release build, as install.sh ships it
-#      (scripts/test-python.sh), the example handler package, built, tested and answering calls
-#      (scripts/test-example.sh), and the README's tour of mentoryctl run as pasted (scripts/test-tour.sh)
+#   2. the release build as it ships (the Swift runtime linked statically, Package.swift's ShippedBinaries
+#      link options: what install.sh installs and the Debian packages contain), the Debian packages built from
+#      it and checked by lintian (scripts/package-deb.sh), the allocation guard on the release build
+#      (allocations per request and per event, against budgets), the Python client's pytest suite against the
+#      real daemon, release build (scripts/test-python.sh), the example handler package, built, tested and
+#      answering calls (scripts/test-example.sh), and the README's tour of mentoryctl run as pasted
+#      (scripts/test-tour.sh)
 #   3. the Swift suite under ThreadSanitizer (its own build folder, .build-tsan)
 #   4. each libFuzzer target for a short, bounded time (scripts/fuzz.sh)
-#   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, when running as root
+#   5. the real-systemd harness (scripts/systemd-test.sh) on the release build, installed from the Debian
+#      packages when they were built (else by install.sh), and the packages' install, upgrade, remove and
+#      purge under real systemd (scripts/deb-test.sh), when running as root
+# At the end (or where it stopped) it prints how many seconds each section took.
 #
 # Usage: scripts/test.sh [--quick]
 #   --quick   only step 0 and the tests of step 1, for a fast local loop
@@ -23,7 +30,30 @@ cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
-section() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
+# Each section's name and duration, for the summary printed when the run ends, however it ends.
+section_names=()
+section_seconds=()
+section_started=0
+end_section() {
+  [ ${#section_names[@]} -gt 0 ] && section_seconds+=($(( $(date +%s) - section_started )))
+  return 0
+}
+section() {
+  end_section
+  section_names+=("$1")
+  section_started=$(date +%s)
+  printf '\n==> %s (%s)\n' "$1" "$(date +%T)"
+}
+print_durations() {
+  end_section
+  local i total=0
+  printf '\n==> seconds per section\n'
+  for i in "${!section_seconds[@]}"; do
+    printf '%6d  %s\n' "${section_seconds[$i]}" "${section_names[$i]}"
+    total=$(( total + section_seconds[i] ))
+  done
+  printf '%6d  in all\n' "$total"
+}
 
 # A failing run's cause is printed again at the end of the output, because a CI log is often read only from its
 # tail: Swift Testing reports each failed expectation where it happens, among hundreds of lines of progress.
@@ -34,7 +64,7 @@ logs=$(mktemp -d "${TMPDIR:-/tmp}/mentoryd-test-logs.XXXXXX")
 # behind. Only the test processes get it: paths under it stay short enough for a Unix socket's 107 bytes.
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mentoryd-tests.XXXXXX")
 chmod 755 "$scratch" # some tests run mentoryctl as uid 65534 against a daemon's socket in there
-trap 'rm -rf "$logs" "$scratch"' EXIT
+trap 'print_durations; rm -rf "$logs" "$scratch"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -66,6 +96,7 @@ git ls-files -z '*.swift' | xargs -0 swift format lint --strict
 section "generated code is current"
 scripts/generate-protos.sh --check
 scripts/generate-manuals.sh --check
+scripts/check-version.sh
 
 # Benchmarks are not tests, but their C load generators must keep compiling against the protocol.
 section "benchmark load generators compile"
@@ -90,28 +121,45 @@ section "API compatibility of the library products"
 scripts/check-api.sh
 
 # The optimized build is what users run, and the optimizer is where a miscompile shows up (the
-# dispatch fuzzer once found `diary.list` crashing only there), so the Python suite uses it.
+# dispatch fuzzer once found `diary.list` crashing only there), so the Python suite uses it. It is built
+# once, as it ships: the Swift runtime linked statically, with the ShippedBinaries link options, as
+# scripts/install.sh installs it and the Debian packages contain it; every later step takes it from here.
+release=(swift build -c release --static-swift-stdlib --traits ShippedBinaries)
 section "release build"
-swift build -c release --product mentoryd
-swift build -c release --product mentoryctl
+"${release[@]}" --product mentoryd
+"${release[@]}" --product mentoryctl
 # The real-systemd harness (step 5) also runs the reference plugin under both instances.
-swift build -c release --product mentory-advisor
+"${release[@]}" --product mentory-advisor
+release_bin=$("${release[@]}" --show-bin-path)
+
+# The three Debian packages from that build (no second compile), and lintian on them. As root, the script
+# installs the packaging tools it lacks; elsewhere they must be installed (.ci/run installs them).
+debs="$scratch/debs"
+section "Debian packages (scripts/package-deb.sh) and lintian"
+if command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null && command -v lintian >/dev/null \
+   || { [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; }; then
+  scripts/package-deb.sh --bin-dir "$release_bin" --out-dir "$debs"
+else
+  debs=""
+  echo "Debian packages skipped: no dpkg-buildpackage, dh and lintian here (apt-get install debhelper dh-python pybuild-plugin-pyproject lintian)"
+fi
 
 # Allocations per request and per event on the hot paths, against budgets, in the optimized build users run
-# (docs/TESTING.md); the debug build allocates more, and code is not contorted to please it.
+# (docs/TESTING.md); the debug build allocates more, and code is not contorted to please it. Built with the
+# same flags as the release build above, so that it compiles only its own targets.
 section "allocation guard (release build)"
-swift build -c release --product mentory-allocation-guard
-"$(swift build -c release --show-bin-path)/mentory-allocation-guard"
+"${release[@]}" --product mentory-allocation-guard
+"$release_bin/mentory-allocation-guard"
 
 section "Python client (release build)"
-scripts/test-python.sh --bin-dir "$(swift build -c release --show-bin-path)"
+scripts/test-python.sh --bin-dir "$release_bin"
 
 section "example handler package"
 scripts/test-example.sh --bin-dir "$(swift build --show-bin-path)"
 
 # The README's tour, every command as a reader pastes it, against the optimized daemon and CLI.
 section "README tour (release build)"
-scripts/test-tour.sh --bin-dir "$(swift build -c release --show-bin-path)"
+scripts/test-tour.sh --bin-dir "$release_bin"
 
 section "ThreadSanitizer"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan
@@ -123,7 +171,16 @@ scripts/fuzz.sh "${MENTORYD_FUZZ_SECONDS:-30}"
 
 section "real systemd"
 if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
-  scripts/systemd-test.sh --bin-dir "$(swift build -c release --show-bin-path)"
+  # Installed from the packages when they were built (so its rows test what they install), else by install.sh.
+  scripts/systemd-test.sh --bin-dir "$release_bin" ${debs:+--debs "$debs"}
 else
   echo "systemd harness skipped: it needs root to boot systemd in a PID namespace"
+fi
+
+section "Debian packages under real systemd: install, upgrade, remove, purge"
+if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null && [ -n "$debs" ]; then
+  # Version N is the packages built above; N+1 repackages the same build (scripts/deb-test.sh).
+  scripts/deb-test.sh --bin-dir "$release_bin" --debs "$debs"
+else
+  echo "package lifecycle skipped: it needs root to boot systemd in a PID namespace, and the packages"
 fi

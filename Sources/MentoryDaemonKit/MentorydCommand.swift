@@ -11,7 +11,7 @@ import SystemPackage
 
 /// The `mentoryd` command line.
 struct MentorydCommand: AsyncParsableCommand {
-    static let version = "0.1.0"
+    static let version = MentoryVersion.current
 
     /// `EX_CONFIG`: the configuration (or what systemd passed) cannot be used.
     static let configurationExitStatus: Int32 = 78

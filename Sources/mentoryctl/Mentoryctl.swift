@@ -23,7 +23,7 @@ struct Mentoryctl: AsyncParsableCommand {
             subcommand. Exit status: 0 on success, 1 when the daemon answers with an error, 69 when it \
             cannot be reached or its socket is refused as untrusted, 64 for a usage error.
             """,
-        version: "0.1.0",
+        version: MentoryVersion.current,
         subcommands: [
             Ping.self,
             Status.self,
