@@ -78,11 +78,15 @@ struct AccessMatrixTests {
         return await fixture.engine.respond(to: request, from: id)
     }
 
-    private func subscribe(_ fixture: EngineFixture, _ topic: String, from id: ConnectionID) async
-        -> Mentory_V1_Response
-    {
+    private func subscribe(
+        _ fixture: EngineFixture, _ topic: String, from id: ConnectionID, resumingIn epoch: UInt64? = nil
+    ) async -> Mentory_V1_Response {
         var subscription = Mentory_V1_TopicSubscription()
         subscription.topic = topic
+        if let epoch {
+            subscription.epoch = epoch
+            subscription.resumeAfter = 0
+        }
         var subscribe = Mentory_V1_SubscribeRequest()
         subscribe.topics = [subscription]
         var request = Mentory_V1_Request()
@@ -142,6 +146,8 @@ struct AccessMatrixTests {
                 let response = await self.subscribe(fixture, topic.name, from: alice)
                 #expect(response.error.code == Self.denied, "\(topic.name) reads \(read), which uid 1000 may not call")
                 #expect(response.error.message.contains(read))
+                let resumed = await self.subscribe(fixture, topic.name, from: alice, resumingIn: fixture.engine.epoch)
+                #expect(resumed.error.code == Self.denied, "a resume of \(topic.name) is refused alike")
                 #expect(await fixture.engine.subscribedTopics(of: alice).isEmpty)
             }
             let open = try await self.fixture(["deny uid=1002 diary.*"])
@@ -237,6 +243,21 @@ struct AccessMatrixTests {
         #expect(await fixture.engine.subscribedTopics(of: alice) == ["mentor"])
         #expect(await fixture.engine.subscribedTopics(of: bob) == ["diary", "mentor", "streaks"])
         #expect(await fixture.engine.subscriptionsAreConsistent)
+        // Live events: bob's diary change reaches bob, not alice; the mentor change after it reaches both, and it is
+        // the next event alice gets.
+        var add = Mentory_V1_DiaryAddRequest()
+        add.recordDate = "2026-11-20"
+        add.emotion = .pleasant
+        add.title = "bob's"
+        add.text = "only bob's"
+        _ = try await fixture.call(WireNames.diary, "add", add, from: bob, as: Mentory_V1_DiaryEntry.self)
+        var mentor = Mentory_V1_MentorSetRequest()
+        mentor.content = "a walk"
+        mentor.character = .warm
+        _ = try await fixture.call(WireNames.mentor, "set", mentor, from: bob, as: Mentory_V1_MentorState.self)
+        let next = await sink.next().first
+        #expect(next?.topic == "mentor", "nothing of the diary reached alice after her subscription ended")
+        #expect(next?.kind == .change)
     }
 }
 
