@@ -260,7 +260,8 @@ public actor MentoryEngine {
     var describedDescriptors: Google_Protobuf_FileDescriptorSet {
         if let cached = self.registry.describedDescriptorsCache { return cached }
         let merged = SchemaDescriptors.merged(
-            [MentorySchema.fileDescriptors] + self.registry.registrationOrder.map { self.registry.handlers[$0]!.descriptors })
+            [MentorySchema.fileDescriptors]
+                + self.registry.registrationOrder.map { self.registry.handlers[$0]!.descriptors })
         self.registry.describedDescriptorsCache = merged
         return merged
     }

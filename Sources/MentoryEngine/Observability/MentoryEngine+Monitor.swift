@@ -83,7 +83,8 @@ extension MentoryEngine {
         var record = Mentory_V1_MonitorRecord()
         record.unixMs = self.clock.nowUnixMilliseconds()
         record.event = published
-        for (monitorID, monitor) in self.observers.monitors where monitor.topics.isEmpty || monitor.topics.contains(event.topic) {
+        for (monitorID, monitor) in self.observers.monitors
+        where monitor.topics.isEmpty || monitor.topics.contains(event.topic) {
             self.send(record, to: monitorID)
         }
     }

@@ -246,7 +246,9 @@ extension MentoryEngine {
     /// Other plugins' are not among them: a plugin's schema must not depend on another plugin staying.
     var inProcessDescriptors: [SchemaDescriptors] {
         [MentorySchema.fileDescriptors]
-            + self.registry.registrationOrder.filter { self.plugins[$0] == nil }.map { self.registry.handlers[$0]!.descriptors }
+            + self.registry.registrationOrder.filter { self.plugins[$0] == nil }.map {
+                self.registry.handlers[$0]!.descriptors
+            }
     }
 
     /// Checks a registration's declaration: names present and unique, within bounds, every message in the
