@@ -189,6 +189,8 @@ let package = Package(
                 // sqlite3_wal_hook: the log's length after each commit, for the writer's checkpoints.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                // The database's failures, logged for the operator (StorageFailureLog).
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSources
         ),
@@ -574,6 +576,7 @@ let package = Package(
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -587,8 +590,9 @@ let package = Package(
                 "mentoryctl",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            // The power-cut harness's LD_PRELOAD recorder, which the test compiles with `cc`.
-            exclude: ["PowerCut/powercut_shim.c"],
+            // The LD_PRELOAD shims of the power-cut harness (a recorder) and of the fault-injection
+            // tests (failing writes and syncs), which the tests compile with `cc`.
+            exclude: ["PowerCut/powercut_shim.c", "FaultInjection/fault_shim.c"],
             swiftSettings: strictSwift6
         ),
         .testTarget(
