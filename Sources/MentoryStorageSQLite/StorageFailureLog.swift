@@ -74,7 +74,7 @@ final class StorageFailureLog: Sendable {
     ///
     /// A refusal (a ``MentoryStorage/StorageError`` thrown by a write's own checks) is not a failure
     /// of the database and is not logged; neither is `SQLITE_BUSY` from a checkpoint (a reader still in
-    /// the log: the checkpoint is tried again).
+    /// the log: the checkpoint is tried again), nor an interrupted statement (a cancelled call).
     func record(_ operation: Operation, _ error: any Error, systemErrno: Int32 = 0, writes: Int = 0) {
         if operation == .commit { _ = self.failedCommits.wrappingAdd(1, ordering: .relaxed) }
         guard let logger = self.logger, let databaseError = error as? DatabaseError else { return }
@@ -83,6 +83,8 @@ final class StorageFailureLog: Sendable {
         {
             return
         }
+        // A statement interrupted because its caller went away (a cancelled read) is no failure of the database.
+        if code.primaryResultCode == .SQLITE_INTERRUPT { return }
         let key = "\(operation.rawValue) \(code.rawValue)"
         let now = ContinuousClock.now
         let interval = self.interval
