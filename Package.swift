@@ -46,7 +46,12 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
-        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        // Without swift-protobuf's default traits (BinaryDelimitedStreams, FieldMaskUtilities), which mentoryd
+        // does not use: SwiftPM passes two enabled traits as -D flags in a random order each time it writes its
+        // build plan (every build, for the plugin tools), and a changed order recompiles SwiftProtobuf,
+        // SwiftProtobufPluginLibrary and protoc-gen-swift: about half of all no-change release builds took
+        // 60-105 s instead of 1 s. One trait or none has one order.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0", traits: []),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
@@ -195,6 +200,8 @@ let package = Package(
                 // sqlite3_wal_hook: the log's length after each commit, for the writer's checkpoints.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                // The database's failures, logged for the operator (StorageFailureLog).
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSources
         ),
@@ -580,6 +587,7 @@ let package = Package(
                 "MentoryWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -593,8 +601,9 @@ let package = Package(
                 "mentoryctl",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
-            // The power-cut harness's LD_PRELOAD recorder, which the test compiles with `cc`.
-            exclude: ["PowerCut/powercut_shim.c"],
+            // The LD_PRELOAD shims of the power-cut harness (a recorder) and of the fault-injection
+            // tests (failing writes and syncs), which the tests compile with `cc`.
+            exclude: ["PowerCut/powercut_shim.c", "FaultInjection/fault_shim.c"],
             swiftSettings: strictSwift6
         ),
         .testTarget(

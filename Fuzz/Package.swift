@@ -20,7 +20,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
-        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        // Without its default traits, as in ../Package.swift: two traits reach swiftc in a random order, which
+        // recompiles SwiftProtobuf on about half of all no-change builds.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0", traits: []),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),

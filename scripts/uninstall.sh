@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Removes what scripts/install.sh installed: stops and disables the units (the system instance's,
-# and every running user manager's own mentoryd), removes the binaries,
+# and every running user manager's own mentoryd; the links people made by enabling user units,
+# such as mentoryd-plugin@advisor.service, go too), removes the binaries,
 # units, sysusers entry, docs, man pages and completions. Keeps the config (/etc/mentoryd), the
 # data (/var/lib/mentoryd) and the mentory user unless --purge is given.
 #
@@ -16,7 +17,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) PREFIX=$2; shift 2 ;;
     --purge) PURGE=yes; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "uninstall.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -38,6 +39,27 @@ if [ -d /run/systemd/system ]; then
   done
 fi
 systemctl --global disable mentoryd.socket 2>/dev/null || true
+# What people enabled under their own managers (systemctl --user enable mentoryd-plugin@advisor puts a
+# link in ~/.config/systemd/user/mentoryd.service.wants): the links to the user units removed below,
+# which would be left dangling, whether or not that person is logged in now.
+# The links point into /etc/systemd/user, or into a folder that leads there (Debian's
+# /etc/xdg/systemd/user -> ../../systemd/user, which systemctl finds first).
+USER_UNIT_REAL=$(readlink -f "$USER_UNIT_DIR" 2>/dev/null || echo "$USER_UNIT_DIR")
+remove_user_links() {
+  local home=$1 link target
+  for link in "$home"/.config/systemd/user/*.wants/mentoryd.service "$home"/.config/systemd/user/*.wants/mentoryd.socket \
+    "$home"/.config/systemd/user/*.wants/mentoryd-plugin@*.service; do
+    [ -L "$link" ] || continue
+    target=$(readlink "$link")
+    [ "$(readlink -f "${target%/*}" 2>/dev/null)" = "$USER_UNIT_REAL" ] || continue
+    case "${target##*/}" in mentoryd.service | mentoryd.socket | mentoryd-plugin@.service) rm -f "$link" ;; esac
+  done
+  # The folder systemctl made for the plugins' links, when nothing else is left in it.
+  rmdir "$home/.config/systemd/user/mentoryd.service.wants" 2>/dev/null || true
+}
+while IFS=: read -r _ _ _ _ _ home _; do
+  [ -n "$home" ] && [ "$home" != / ] && [ -d "$home/.config/systemd/user" ] && remove_user_links "$home"
+done < <(getent passwd)
 rm -f "$USER_UNIT_DIR/mentoryd.service" "$USER_UNIT_DIR/mentoryd.socket" "$USER_UNIT_DIR/mentoryd-plugin@.service"
 if [ -d /run/systemd/system ]; then
   # Every plugin instance first (they are PartOf mentoryd.service, and would stop with it anyway).

@@ -73,7 +73,7 @@ public struct DiaryWatcher: Sendable {
             _ = try await client.mentorSet(request)
             self.logger.info("set today's mentor message", metadata: ["entry": "\(entry.id)"])
         } catch {
-            self.logger.warning("could not set today's mentor message", metadata: ["error": "\(error)"])
+            self.logger.warning("could not set today's mentor message: \(error)", metadata: ["error": "\(error)"])
         }
     }
 
@@ -91,7 +91,7 @@ public struct DiaryWatcher: Sendable {
             try "\(cursor.epoch) \(cursor.sequence)\n".write(toFile: temporary, atomically: false, encoding: .utf8)
             _ = rename(temporary, stateFile)
         } catch {
-            self.logger.warning("cannot save the diary position", metadata: ["error": "\(error)"])
+            self.logger.warning("cannot save the diary position: \(error)", metadata: ["error": "\(error)"])
         }
     }
 }

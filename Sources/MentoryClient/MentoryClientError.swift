@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import MentoryWire
 
 /// Why a client call failed.
@@ -48,7 +55,7 @@ extension MentoryClientError: CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotConnect(let path, let reason):
-            "cannot connect to mentoryd at \(path): \(reason). Is the daemon running? Pass --socket or set MENTORY_SOCKET."
+            "cannot connect to mentoryd at \(path): \(reason). \(Self.connectionHint(path: path, reason: reason))"
         case .remote(let code, let message, let reason):
             reason.isEmpty ? "\(message) (error \(code))" : "\(message) (error \(code), reason \(reason))"
         case .connectionClosed(let reason):
@@ -64,5 +71,37 @@ extension MentoryClientError: CustomStringConvertible {
         case .eventBufferOverflow(let limit):
             "more than \(limit) events were left unread; the subscription must be resumed on a new connection"
         }
+    }
+}
+
+extension MentoryClientError {
+    /// What to do about a failed connect, by the system's error in `reason` (`… (errno: 13)`, as both
+    /// connect paths word it): a socket the caller may not use is not a daemon that is down. When
+    /// `MENTORY_SOCKET` names the socket, it says so instead of suggesting to set it.
+    static func connectionHint(path: String, reason: String) -> String {
+        let source: String
+        if let named = getenv(SocketLocator.socketEnvironmentKey), String(cString: named) == path {
+            source = "(MENTORY_SOCKET names this socket.)"
+        } else {
+            source = "To use another socket, pass --socket or set MENTORY_SOCKET."
+        }
+        switch Self.errnoCode(in: reason) {
+        case EACCES, EPERM:
+            return "Permission denied on the socket: your user may not connect to it. Connect as its owner or as a "
+                + "member of its group (ls -l \(path) shows them; the system daemon's group is mentory: "
+                + "sudo usermod -aG mentory $USER, then log in again). \(source)"
+        case ECONNREFUSED:
+            return "Nothing listens on the socket: the daemon is not running, or it is restarting. \(source)"
+        case ENOENT:
+            return "No socket is there: the daemon is not running, or it listens elsewhere. \(source)"
+        default:
+            return "Is the daemon running? \(source)"
+        }
+    }
+
+    /// The number after the last `(errno: ` in `reason`, if any.
+    private static func errnoCode(in reason: String) -> Int32? {
+        guard let marker = reason.ranges(of: "(errno: ").last else { return nil }
+        return Int32(String(reason[marker.upperBound...].prefix { $0.isNumber }))
     }
 }

@@ -193,11 +193,18 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
 
     /// Connects, registers and serves until the task is cancelled, reconnecting with back-off.
     ///
+    /// After a registration that worked is lost (a daemon restart), attempts come every
+    /// ``ReconnectPolicy/quickRetryInterval`` for ``ReconnectPolicy/quickRetryWindow``, so that the
+    /// plugin answers again within a fraction of a second of the daemon's being ready; then, and
+    /// before the first registration, with the policy's growing back-off.
+    ///
     /// Throws only when the daemon refuses the registration for good (PERMISSION_DENIED,
     /// INVALID_ARGUMENT) or the socket is untrusted; a lost connection or a conflicting instance
     /// is retried.
     public func run() async throws(MentoryClientError) {
         var attempt = 0
+        /// When the last registration that worked ended; `nil` before the first.
+        var lostAt: ContinuousClock.Instant?
         while !Task.isCancelled {
             self.stateContinuation.yield(.connecting)
             do throws(MentoryClientError) {
@@ -210,6 +217,7 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
                 self.current.withLockedValue { $0 = client }
                 self.stateContinuation.yield(.registered(epoch: reply.epoch))
                 await self.serve(client)
+                lostAt = .now
                 self.current.withLockedValue { $0 = nil }
                 await client.close()
                 self.stateContinuation.yield(.waiting(reason: "the connection closed"))
@@ -223,12 +231,14 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
                     self.stateContinuation.yield(.waiting(reason: error.description))
                 }
             }
+            let sinceLoss = lostAt.map { ContinuousClock.now - $0 }
             do {
-                try await Task.sleep(for: self.policy.delay(forAttempt: attempt))
+                try await Task.sleep(for: self.policy.delay(forAttempt: attempt, sinceLoss: sinceLoss))
             } catch {
                 break
             }
-            attempt += 1
+            // The back-off grows only once the quick retries are over.
+            if !self.policy.isQuickRetry(sinceLoss: sinceLoss) { attempt += 1 }
         }
         self.stateContinuation.finish()
     }

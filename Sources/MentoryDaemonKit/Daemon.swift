@@ -194,7 +194,8 @@ struct Daemon {
                 do {
                     try notifier.notify(.ready, .status(line))
                 } catch {
-                    logger.warning("cannot tell systemd that mentoryd is ready", metadata: ["error": "\(error)"])
+                    logger.warning(
+                        "cannot tell systemd that mentoryd is ready: \(error)", metadata: ["error": "\(error)"])
                 }
                 logger.debug(
                     "start-up step",
@@ -392,7 +393,9 @@ struct Daemon {
             let section = settings.handlerConfig(namespace)
             guard section.bool(forKey: "enabled", default: true) else {
                 disabled.insert(namespace)
-                logger.notice("handler disabled by configuration", metadata: ["namespace": "\(namespace)"])
+                logger.notice(
+                    "handler disabled by configuration: \(namespace) (handlers.\(namespace).enabled is false)",
+                    metadata: ["namespace": "\(namespace)"])
                 continue
             }
             byNamespace[namespace] = .handler(handler)
@@ -460,7 +463,7 @@ struct Daemon {
             logLevel.level = reloaded.logLevel
             effective.logLevel = reloaded.logLevel
             logger.notice(
-                "log level changed",
+                "log level changed from \(current.logLevel) to \(reloaded.logLevel)",
                 metadata: ["from": "\(current.logLevel)", "to": "\(reloaded.logLevel)"]
             )
         }
@@ -474,7 +477,10 @@ struct Daemon {
             effective.maxConnections = reloaded.maxConnections
             effective.maxConnectionsPerUID = reloaded.maxConnectionsPerUID
             logger.notice(
-                "connection limits changed",
+                """
+                connection limits changed: limits.maxConnections \(reloaded.maxConnections), \
+                limits.maxConnectionsPerUID \(reloaded.maxConnectionsPerUID)
+                """,
                 metadata: [
                     "maxConnections": "\(reloaded.maxConnections)",
                     "maxConnectionsPerUID": "\(reloaded.maxConnectionsPerUID)",
@@ -484,7 +490,9 @@ struct Daemon {
         if reloaded.accessPolicy != current.accessPolicy {
             await engine.updateAccessPolicy(reloaded.accessPolicy)
             effective.accessPolicy = reloaded.accessPolicy
-            logger.notice("access rules changed", metadata: ["rules": "\(reloaded.accessPolicy.rules.count)"])
+            logger.notice(
+                "access rules changed: \(reloaded.accessPolicy.rules.count) rules",
+                metadata: ["rules": "\(reloaded.accessPolicy.rules.count)"])
         }
         // The handlers' view of the settings, with the live ones (the log level) as reloaded.
         let refused = await engine.reloadHandlers(settings: effective.handlerSettings(instance: .current())) {
@@ -492,7 +500,7 @@ struct Daemon {
         }
         for (namespace, reason) in refused.sorted(by: { $0.key < $1.key }) {
             logger.warning(
-                "a handler refused its reloaded configuration and keeps the previous one",
+                "handler \(namespace) refused its reloaded configuration and keeps the previous one: \(reason)",
                 metadata: ["namespace": "\(namespace)", "reason": "\(reason)"]
             )
         }
@@ -500,7 +508,10 @@ struct Daemon {
         let needRestart = DaemonSettings.changedNeedingRestart(current, reloaded)
         if !needRestart.isEmpty {
             logger.warning(
-                "changed settings take effect only after a restart (systemctl restart mentoryd)",
+                """
+                changed settings take effect only after a restart (systemctl restart mentoryd): \
+                \(needRestart.joined(separator: ", "))
+                """,
                 metadata: ["settings": "\(needRestart.joined(separator: ", "))"]
             )
         }

@@ -311,8 +311,27 @@ struct SettingsSource: Sendable {
                 handlerNamespaces: ConfigurationValidator.builtInHandlerNamespaces + self.addedNamespaces
             )
         } catch {
-            throw ConfigurationError(file: file, reason: error.description)
+            throw ConfigurationError(file: file, reason: self.describe(error))
         }
+    }
+
+    /// What is wrong with a setting, naming its `MENTORYD_*` variable when that variable set it (no flag
+    /// did), so that the message points at the variable and not at a config file that may not exist.
+    private func describe(_ error: SettingsError) -> String {
+        guard case .invalid(let key, let reason) = error,
+            self.flags[AbsoluteConfigKey(stringLiteral: key)] == nil,
+            let variable = ConfigurationKey.all.first(where: { $0.path == key })?.environmentVariable,
+            let raw = self.environment[variable]
+        else { return error.description }
+        var text = "$\(variable) (\(key)): \(reason)"
+        if ConfigurationKey.all.first(where: { $0.path == key })?.type == .stringArray,
+            raw.trimmingCharacters(in: .whitespaces).hasPrefix("[")
+        {
+            text +=
+                "; a list in an environment variable is its items separated by commas, not JSON"
+                + " (\(variable)='first item,second item'; see docs/CONFIGURATION.md)"
+        }
+        return text
     }
 }
 

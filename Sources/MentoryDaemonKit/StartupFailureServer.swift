@@ -108,7 +108,7 @@ struct StartupFailureServer {
         do {
             try self.notifier.notify(states)
         } catch {
-            self.logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+            self.logger.warning("cannot notify the service manager: \(error)", metadata: ["error": "\(error)"])
         }
     }
 

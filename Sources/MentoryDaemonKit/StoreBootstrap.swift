@@ -78,6 +78,8 @@ enum StoreBootstrap {
                 configuration.checkpointPages = settings.checkpointPages
                 configuration.maxLogPages = settings.maxLogPages
                 configuration.callerLoop = EventLoopCallerLoop(eventLoop: eventLoop)
+                // A full disk or an I/O error reaches the journal, not only the client that wrote.
+                configuration.logger = logger
                 store = try await SQLiteSessionStore.opened(configuration: configuration)
             } catch {
                 throw StoreStartupError(description: "cannot open the store: \(MentoryError(error).message)")

@@ -485,7 +485,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
         guard shared.payloadLength <= self.configuration.maxFrameLength else {
             let event = shared.event
             self.logger.error(
-                "event too large for a frame; the subscriber gets a reset instead",
+                """
+                event too large for a frame; the subscriber gets a reset instead: \(event.topic) \(event.kind) of \
+                \(shared.payloadLength) bytes, over limits.maxFrameLength (\(self.configuration.maxFrameLength))
+                """,
                 metadata: [
                     "topic": "\(event.topic)", "kind": "\(event.kind)", "bytes": "\(shared.payloadLength)",
                     "maxFrameLength": "\(self.configuration.maxFrameLength)",
@@ -581,7 +584,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 "the reply to \(method) is \(oversized.length) bytes, over the frame limit of \(oversized.maximum)"
                 + " bytes; the handler must page its replies"
             self.logger.error(
-                "reply too large for a frame; sent an error instead",
+                "reply too large for a frame; sent an error instead: \(message)",
                 metadata: [
                     "method": "\(method)", "bytes": "\(oversized.length)", "maxFrameLength": "\(oversized.maximum)",
                 ]
@@ -840,7 +843,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let logger = self.logger
         let deadline = context.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
             logger.notice(
-                "closed a connection that did not take its last frames in time",
+                "closed a connection that did not take its last frames in time (\(seconds) s)",
                 metadata: ["drainSeconds": "\(seconds)"]
             )
             channel.close(promise: nil)

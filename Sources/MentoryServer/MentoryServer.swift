@@ -144,7 +144,7 @@ public final class MentoryServer: Service {
                     // Fail closed: a peer whose credentials the kernel does not report is not served.
                     guard case .success(let credentials) = read else {
                         if case .failure(let error) = read {
-                            logger.warning("refused a connection", metadata: ["reason": "\(error)"])
+                            logger.warning("refused a connection: \(error)", metadata: ["reason": "\(error)"])
                             metrics.refusedCredentials.increment()
                             Self.refuse(channel, error: .internal("\(error); the connection is refused"))
                         }

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import GRDB
+import GRDBSQLite
 import MentoryStorage
 import Metrics
 import Synchronization
@@ -139,6 +140,8 @@ final class GroupCommitQueue: Sendable {
     private let maxQueuedWrites: Int
     private let metrics: CommitMetrics
     private let checkpointer: LogCheckpointer?
+    /// Where the database's failures are logged for the operator.
+    private let failureLog: StorageFailureLog
     /// Where batches start and writers resume, when the callers share one thread (see ``CallerLoop``).
     private let callerLoop: (any CallerLoop)?
     // SAFETY: the lock guards only the queue of pending writes and its counters, not domain state,
@@ -153,7 +156,8 @@ final class GroupCommitQueue: Sendable {
         maxQueuedWrites: Int,
         checkpointer: LogCheckpointer? = nil,
         callerLoop: (any CallerLoop)? = nil,
-        metricsFactory: any MetricsFactory
+        metricsFactory: any MetricsFactory,
+        failureLog: StorageFailureLog? = nil
     ) {
         self.writer = writer
         self.path = path
@@ -162,6 +166,7 @@ final class GroupCommitQueue: Sendable {
         self.metrics = CommitMetrics(factory: metricsFactory)
         self.checkpointer = checkpointer
         self.callerLoop = callerLoop
+        self.failureLog = failureLog ?? StorageFailureLog(logger: nil, path: path, interval: .zero)
     }
 
     /// Writes queued and not yet in a transaction.
@@ -199,10 +204,12 @@ final class GroupCommitQueue: Sendable {
     ) async -> Result<T, StorageError> {
         let path = self.path
         let maxQueuedWrites = self.maxQueuedWrites
+        let failureLog = self.failureLog
         return await withCheckedContinuation { continuation in
             let write = PendingWrite(
                 apply: { db, isolation in
-                    let outcome = try Self.attempt(body, in: db, isolation: isolation, path: path)
+                    let outcome = try Self.attempt(
+                        body, in: db, isolation: isolation, path: path, failureLog: failureLog)
                     let failed: Bool
                     if case .failure = outcome { failed = true } else { failed = false }
                     return Applied(
@@ -313,6 +320,8 @@ final class GroupCommitQueue: Sendable {
         var commitDuration: Duration?
         var outcome: Result<[Applied], any Error>
         var isolation: Isolation = batch.count > 1 ? .optimistic : .alone
+        // The system's errno of the failure that lost the transaction, read before the rollback.
+        var systemErrno: Int32 = 0
         repeat {
             do {
                 // IMMEDIATE: the write lock is taken now, not at the first write. With synchronous=FULL
@@ -331,6 +340,7 @@ final class GroupCommitQueue: Sendable {
                     }
                     outcome = .success(applied)
                 } catch {
+                    systemErrno = sqlite3_system_errno(db.sqliteConnection)
                     if db.isInsideTransaction { try? db.rollback() }
                     throw error
                 }
@@ -340,6 +350,7 @@ final class GroupCommitQueue: Sendable {
                 outcome = .failure(PartialWrite())
                 continue
             } catch {
+                if systemErrno == 0 { systemErrno = sqlite3_system_errno(db.sqliteConnection) }
                 outcome = .failure(error)
             }
             break
@@ -347,6 +358,7 @@ final class GroupCommitQueue: Sendable {
         switch outcome {
         case .success(let applied):
             if let commitDuration {
+                self.failureLog.commitSucceeded()
                 self.metrics.commits.increment()
                 self.metrics.batchEntries.record(batch.count)
                 self.metrics.fsyncDuration.recordNanoseconds(Self.nanoseconds(commitDuration))
@@ -355,6 +367,7 @@ final class GroupCommitQueue: Sendable {
         case .failure(let error):
             self.metrics.commitFailures.increment()
             self.state.withLockedValue { $0.statistics.failedBatches += 1 }
+            self.failureLog.record(.commit, error, systemErrno: systemErrno, writes: batch.count)
             let failure = StorageFailures.write(error, path: self.path)
             self.answer { for write in batch { write.fail(failure) } }
         }
@@ -380,7 +393,8 @@ final class GroupCommitQueue: Sendable {
         _ body: (Database) throws -> T,
         in db: Database,
         isolation: Isolation,
-        path: String
+        path: String,
+        failureLog: StorageFailureLog
     ) throws -> Result<T, StorageError> {
         var value: T?
         do {
@@ -409,6 +423,7 @@ final class GroupCommitQueue: Sendable {
             // `inSavepoint` rolls it back when the savepoint cannot be), the batch fails as a whole.
             guard db.isInsideTransaction else { throw error }
             if let refusal = error as? StorageError { return .failure(refusal) }
+            failureLog.record(.write, error, systemErrno: sqlite3_system_errno(db.sqliteConnection), writes: 1)
             return .failure(StorageFailures.write(error, path: path))
         }
         guard let value else {

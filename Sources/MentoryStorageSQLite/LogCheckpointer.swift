@@ -60,8 +60,11 @@ final class LogCheckpointer: Sendable {
     private let copiedFrames = Atomic<Int>(0)
     /// In a lock ThreadSanitizer sees (`Synchronization.Mutex` waits through raw futex calls it does not).
     private let counts = NIOLockedValueBox(Counts())
+    /// Where a checkpoint's failure (other than a reader still in the log) is logged for the operator.
+    private let failureLog: StorageFailureLog?
 
-    init(limits: Limits, busyTimeoutSeconds: Double) {
+    init(limits: Limits, busyTimeoutSeconds: Double, failureLog: StorageFailureLog? = nil) {
+        self.failureLog = failureLog
         self.writerBusyTimeoutMilliseconds = Int32(clamping: Int((busyTimeoutSeconds * 1000).rounded()))
         self.limits = Limits(
             checkpointPages: max(1, limits.checkpointPages),
@@ -115,12 +118,19 @@ final class LogCheckpointer: Sendable {
         }
         // Best effort: a checkpoint that cannot finish (a reader still in the log, an I/O error)
         // leaves the log as it was; the next batch commits anyway, and the one after tries again.
+        // An I/O error or a full disk is logged (rate-limited); a reader still in the log is not.
         // Without a busy timeout: a RESTART waiting for a reader to leave the log (a backup, the
         // integrity check) would hold up every write queued behind it. (PASSIVE never waits.)
         sqlite3_busy_timeout(db.sqliteConnection, 0)
-        let result = try? db.checkpoint(mode)
+        let result: (walFrameCount: Int, checkpointedFrameCount: Int)
+        do {
+            result = try db.checkpoint(mode)
+        } catch {
+            self.failureLog?.record(.checkpoint, error, systemErrno: sqlite3_system_errno(db.sqliteConnection))
+            sqlite3_busy_timeout(db.sqliteConnection, self.writerBusyTimeoutMilliseconds)
+            return
+        }
         sqlite3_busy_timeout(db.sqliteConnection, self.writerBusyTimeoutMilliseconds)
-        guard let result else { return }
         self.copiedFrames.store(result.checkpointedFrameCount, ordering: .relaxed)
         self.counts.withLockedValue {
             if mode == .restart { $0.restart += 1 } else { $0.passive += 1 }

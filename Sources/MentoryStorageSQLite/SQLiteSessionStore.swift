@@ -8,6 +8,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import Logging
 import MentoryDomain
 import NIOConcurrencyHelpers
 import MentoryStorage
@@ -109,6 +110,14 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         /// loop): batches start there after the work already queued, and writers resume there.
         /// `nil`, the default, for callers on any thread. See ``CallerLoop``.
         public var callerLoop: (any CallerLoop)?
+        /// Where the database's failures while the store is open (a full disk, an I/O error, a lock
+        /// held too long, a checkpoint that cannot finish) are logged for the operator, at `error`
+        /// priority with the path and the cause in the message, rate-limited by
+        /// ``failureLogInterval``; `nil`, the default, logs nothing. (Failures to open are thrown.)
+        public var logger: Logger?
+        /// The least time between two log lines of the same kind of failure: the first is logged at
+        /// once, the rest counted and reported with the next line of their kind.
+        public var failureLogInterval: Duration = .seconds(30)
 
         /// A configuration for the database at `path`.
         public init(path: String) {
@@ -124,6 +133,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     private let pool: DatabasePool
     private let commits: GroupCommitQueue
     private let checkpointer: LogCheckpointer
+    private let failureLog: StorageFailureLog
     /// An open descriptor of the database file holding an exclusive `flock`: one daemon per database.
     ///
     /// It is closed only after every SQLite connection is closed, because closing any descriptor
@@ -231,11 +241,14 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             throw error
         }
         let checkpointer: LogCheckpointer
+        let failureLog = StorageFailureLog(
+            logger: configuration.logger, path: path, interval: configuration.failureLogInterval)
         do {
             // Checkpoints move out of the commits, onto the writer between batches: see LogCheckpointer.
             checkpointer = LogCheckpointer(
                 limits: .init(checkpointPages: configuration.checkpointPages, maxLogPages: configuration.maxLogPages),
-                busyTimeoutSeconds: Self.seconds(configuration.busyTimeout)
+                busyTimeoutSeconds: Self.seconds(configuration.busyTimeout),
+                failureLog: failureLog
             )
             try pool.writeWithoutTransaction { db in try checkpointer.install(on: db) }
         } catch {
@@ -250,6 +263,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             + "read-only readers never checkpoint"
         self.pool = pool
         self.checkpointer = checkpointer
+        self.failureLog = failureLog
         self.lockDescriptor = descriptor
         self.integrity = NIOLockedValueBox(closedCleanly ? .pending : .verifiedAtOpen)
         self.commits = GroupCommitQueue(
@@ -259,7 +273,8 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             maxQueuedWrites: configuration.maxQueuedWrites,
             checkpointer: checkpointer,
             callerLoop: configuration.callerLoop,
-            metricsFactory: configuration.metricsFactory ?? MetricsSystem.factory
+            metricsFactory: configuration.metricsFactory ?? MetricsSystem.factory,
+            failureLog: failureLog
         )
     }
 
@@ -538,6 +553,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         do {
             return try await self.pool.read(body)
         } catch {
+            self.failureLog.record(.read, error)
             throw StorageFailures.read(error, path: self.path)
         }
     }

@@ -38,7 +38,15 @@ enum StorageFailures {
             return "the database \(path) is damaged\(detail); stop mentoryd and restore the file from a backup "
                 + "(mentoryctl backup makes one), or move it aside to start an empty diary"
         case .SQLITE_IOERR:
-            return "reading or writing \(path) failed with an I/O error\(detail); check the disk and the file system"
+            // The extended code says which system call failed (SQLite keeps no errno for it).
+            let action =
+                switch error.extendedResultCode {
+                case .SQLITE_IOERR_WRITE: "writing"
+                case .SQLITE_IOERR_FSYNC, .SQLITE_IOERR_DIR_FSYNC: "syncing"
+                case .SQLITE_IOERR_READ, .SQLITE_IOERR_SHORT_READ: "reading"
+                default: "reading or writing"
+                }
+            return "\(action) \(path) failed with an I/O error\(detail); check the disk and the file system"
         case .SQLITE_CANTOPEN:
             return "the database \(path) cannot be opened\(detail); check that its directory exists and is "
                 + "writable by mentoryd's user"

@@ -96,7 +96,7 @@ public struct ReloadService<Configuration: Sendable>: Service {
         do {
             try self.notifier.notify(states)
         } catch {
-            self.logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+            self.logger.warning("cannot notify the service manager: \(error)", metadata: ["error": "\(error)"])
         }
     }
 }

@@ -56,7 +56,7 @@ public struct StatusService: Service {
         do {
             try self.notifier.notify(states)
         } catch {
-            self.logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+            self.logger.warning("cannot notify the service manager: \(error)", metadata: ["error": "\(error)"])
         }
     }
 }

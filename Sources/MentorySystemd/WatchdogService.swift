@@ -77,7 +77,7 @@ public struct WatchdogService: Service {
             do {
                 try self.notifier.notify(.watchdog)
             } catch {
-                self.logger.warning("cannot ping the watchdog", metadata: ["error": "\(error)"])
+                self.logger.warning("cannot ping the watchdog: \(error)", metadata: ["error": "\(error)"])
             }
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }

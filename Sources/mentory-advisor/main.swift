@@ -54,14 +54,14 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
         let routes = AdvisorRules.routes(
             character: character, budget: .milliseconds(max(1, self.budgetMilliseconds)), latest: latest,
             onFallback: { reason in
-                logger.notice("answered with the fallback message", metadata: ["reason": "\(reason)"])
+                logger.notice("answered with the fallback message: \(reason)", metadata: ["reason": "\(reason)"])
             }
         )
         let socketPath = try SocketLocator.locate(explicit: self.socket, environment: environment)
         let plugin = try MentoryPlugin(socketPath: socketPath, clientName: "mentory-advisor", routes: routes)
         let states = Task {
             for await state in plugin.states {
-                logger.info("plugin state", metadata: ["state": "\(state)"])
+                logger.info("\(Self.describe(state, socketPath: socketPath))", metadata: ["state": "\(state)"])
             }
         }
         defer { states.cancel() }
@@ -80,15 +80,29 @@ struct MentoryAdvisorCommand: AsyncParsableCommand {
             do {
                 try await watcher.run()
             } catch {
-                logger.error("stopped following the diary", metadata: ["error": "\(error)"])
+                logger.error("stopped following the diary: \(error)", metadata: ["error": "\(error)"])
             }
         }
         defer { watching.cancel() }
         do {
             try await plugin.run()
         } catch {
-            logger.error("mentoryd refused the advisor", metadata: ["error": "\(error)"])
+            logger.error(
+                """
+                mentoryd refused the advisor: \(error); exiting with status 77, after which systemd does not \
+                restart it: fix the cause, then start its unit again
+                """,
+                metadata: ["error": "\(error)"])
             throw ExitCode(77)
+        }
+    }
+
+    /// A plugin state as a journal line says it, the essentials in the message.
+    static func describe(_ state: MentoryPlugin<MentoryAdvisorSchema.Advisor>.State, socketPath: String) -> String {
+        switch state {
+        case .connecting: "connecting to mentoryd at \(socketPath)"
+        case .registered(let epoch): "registered as namespace advisor with mentoryd at \(socketPath) (epoch \(epoch))"
+        case .waiting(let reason): "not registered with mentoryd, retrying: \(reason)"
         }
     }
 }

@@ -214,4 +214,28 @@ struct ConfigurationValidationTests {
         }
         #expect(!manual.contains("\n\n"), "an empty line in the man page (use .Pp)")
     }
+
+    @Test(
+        "a setting a MENTORYD_* variable made unusable names the variable, and a JSON list says lists are comma-separated"
+    )
+    func badEnvironmentValueNamesTheVariable() async throws {
+        let source = SettingsSource(
+            flags: [:], configFile: nil, environment: ["MENTORYD_ACCESS_RULES": #"["deny uid=65534 diary.*"]"#])
+        do {
+            _ = try await source.load()
+            Issue.record("a JSON list in MENTORYD_ACCESS_RULES was accepted")
+        } catch {
+            let text = error.description
+            #expect(
+                text.hasPrefix("the configuration cannot be used: $MENTORYD_ACCESS_RULES (access.rules)"), "\(text)")
+            #expect(!text.contains("mentoryd.json"), "\(text)")
+            #expect(text.contains("separated by commas, not JSON"), "\(text)")
+        }
+        // Comma-separated, each item trimmed: two rules.
+        let fine = SettingsSource(
+            flags: [:], configFile: nil,
+            environment: ["MENTORYD_ACCESS_RULES": "deny uid=65534 diary.*, deny any debug.* storage.* session.monitor"]
+        )
+        _ = try await fine.load()
+    }
 }

@@ -104,7 +104,7 @@ struct WellKnownTypeTests {
     @Test("FieldMask: comma-separated lowerCamelCase paths")
     func fieldMask() throws {
         try Self.check(
-            Google_Protobuf_FieldMask(protoPaths: ["record_date", "action_items.done"]),
+            Google_Protobuf_FieldMask.with { $0.paths = ["record_date", "action_items.done"] },
             json: #""recordDate,actionItems.done""#)
         try Self.check(Google_Protobuf_FieldMask())
     }

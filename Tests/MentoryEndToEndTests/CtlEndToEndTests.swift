@@ -1,4 +1,5 @@
 import Foundation
+import MentoryClient
 import MentoryWire
 import Testing
 
@@ -115,6 +116,49 @@ struct CtlEndToEndTests {
         )
         #expect(unreachable.status == 69)
         #expect(unreachable.stderr.contains("cannot connect"))
+        #expect(unreachable.stderr.contains("No socket is there"), "\(unreachable.stderr)")
         await daemon.stop()
+    }
+
+    @Test(
+        "a socket the caller may not write says permission denied and what to do, not 'Is the daemon running?'",
+        .enabled(if: getuid() == 0, "only root can run mentoryctl as another user")
+    )
+    func permissionDeniedOnTheSocket() async throws {
+        // The socket is root's, mode 0600; its directory is root's too, so uid 65534 trusts it and
+        // reaches it, and connect(2) fails with EACCES.
+        let daemon = try await DaemonProcess(environment: ["MENTORYD_SOCKET_MODE": "0600"])
+        defer { daemon.removeFiles() }
+        let denied = try await CommandResult.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DaemonProcess.binary("mentoryctl").path,
+                "ping", "--socket", daemon.socketPath,
+            ],
+            environment: [:]
+        )
+        #expect(denied.status == 69)
+        #expect(denied.stderr.contains("Permission denied on the socket"), "\(denied.stderr)")
+        #expect(denied.stderr.contains("ls -l \(daemon.socketPath)"), "\(denied.stderr)")
+        #expect(!denied.stderr.contains("Is the daemon running"), "\(denied.stderr)")
+        await daemon.stop()
+    }
+
+    @Test("a refused connect names the cause by errno, and never asks to set MENTORY_SOCKET when it names the socket")
+    func connectHints() {
+        let refused = MentoryClientError.cannotConnect(
+            path: "/nowhere/d.sock", reason: "connect(descriptor:addr:size:): Connection refused (errno: 111)")
+        #expect(refused.description.contains("Nothing listens on the socket"), "\(refused)")
+        let denied = MentoryClientError.cannotConnect(
+            path: "/nowhere/d.sock", reason: "connect(descriptor:addr:size:): Permission denied (errno: 13)")
+        #expect(denied.description.contains("Permission denied on the socket"), "\(denied)")
+        let other = MentoryClientError.cannotConnect(path: "/nowhere/d.sock", reason: "something else")
+        #expect(other.description.contains("Is the daemon running?"), "\(other)")
+        // The test process has no MENTORY_SOCKET naming /nowhere/d.sock: the hint offers it.
+        #expect(other.description.contains("pass --socket or set MENTORY_SOCKET"), "\(other)")
+        for error in [refused, denied, other] {
+            let text = error.description
+            #expect(text.filter { $0 == "(" }.count == text.filter { $0 == ")" }.count, "\(text)")
+        }
     }
 }

@@ -34,7 +34,9 @@ struct RunningPlugin {
     let task: Task<Void, any Error>
     let behaviour: EchoBehaviour
 
-    static func start(socketPath: String, behaviour: EchoBehaviour = EchoBehaviour()) throws -> RunningPlugin {
+    static func start(
+        socketPath: String, behaviour: EchoBehaviour = EchoBehaviour(), reconnect: ReconnectPolicy = ReconnectPolicy()
+    ) throws -> RunningPlugin {
         var routes = PluginRoutes<EchoPluginSchema>()
         routes.on(EchoPluginSchema.say) { request, _ in
             behaviour.calls.add(1, ordering: .relaxed)
@@ -54,7 +56,7 @@ struct RunningPlugin {
             state.message.content = "snapshot \(count)"
             return state
         }
-        let plugin = try MentoryPlugin(socketPath: socketPath, routes: routes)
+        let plugin = try MentoryPlugin(socketPath: socketPath, routes: routes, reconnect: reconnect)
         let task = Task { try await plugin.run() }
         return RunningPlugin(plugin: plugin, task: task, behaviour: behaviour)
     }
@@ -232,6 +234,39 @@ struct PluginEndToEndTests {
         await plugin.registered()
         let client = try await second.client()
         #expect(try await Self.say(client, "again") == "echo: again")
+        await plugin.stop()
+        await client.close()
+        #expect(await second.stop() == 0)
+    }
+
+    @Test(
+        "after a restart the plugin is back at once: quick retries after a lost registration, not the back-off grown meanwhile"
+    )
+    func promptReconnect() async throws {
+        let first = try await DaemonProcess(environment: Self.environment, config: Self.config)
+        defer { first.removeFiles() }
+        let socketPath = first.socketPath
+        // A back-off of 10 minutes: a plugin that waited for it would not answer within this test's bounds.
+        var policy = ReconnectPolicy(initialDelay: .seconds(600), maximumDelay: .seconds(600))
+        policy.quickRetryWindow = .seconds(300)
+        let plugin = try RunningPlugin.start(socketPath: socketPath, reconnect: policy)
+        await plugin.registered()
+        #expect(await first.stop() == 0)
+        // The daemon stays down long enough for the default back-off to have grown past 2 s
+        // (1 s, then 2 s): the plugin keeps trying every quarter of a second meanwhile.
+        try await Task.sleep(for: .seconds(3))
+        let second = try await DaemonProcess(socketPath: socketPath, environment: Self.environment, config: Self.config)
+        defer { second.removeFiles() }
+        let ready = ContinuousClock.now
+        let client = try await second.client()
+        var answered = false
+        try await waitUntil("the plugin answers on the restarted daemon", timeout: .seconds(120)) {
+            answered = (try? await Self.say(client, "again")) == "echo: again"
+            return answered
+        }
+        print(
+            "prompt reconnect: the plugin answered \(ContinuousClock.now - ready) after the restarted daemon was ready")
+        #expect(answered)
         await plugin.stop()
         await client.close()
         #expect(await second.stop() == 0)

@@ -221,4 +221,20 @@ struct SocketTrustRuleTests {
         }
         #expect(ReconnectPolicy(initialDelay: .milliseconds(1)).initialDelay == .seconds(1))
     }
+
+    @Test("after a working connection is lost, retries come every quarter second for the quick window, then back off")
+    func quickRetries() {
+        var policy = ReconnectPolicy()
+        #expect(policy.delay(forAttempt: 0, sinceLoss: .seconds(1), jitter: 0) == .milliseconds(250))
+        #expect(policy.delay(forAttempt: 0, sinceLoss: .seconds(29), jitter: 0.25) == .nanoseconds(312_500_000))
+        // Never connected: the back-off; past the window: the back-off from its first delay.
+        #expect(policy.delay(forAttempt: 0, sinceLoss: nil, jitter: 0) == .seconds(1))
+        #expect(policy.delay(forAttempt: 0, sinceLoss: .seconds(30), jitter: 0) == .seconds(1))
+        #expect(policy.delay(forAttempt: 2, sinceLoss: .seconds(31), jitter: 0) == .seconds(4))
+        #expect(policy.isQuickRetry(sinceLoss: .zero) && !policy.isQuickRetry(sinceLoss: nil))
+        policy.quickRetryWindow = .zero
+        #expect(policy.delay(forAttempt: 0, sinceLoss: .zero, jitter: 0) == .seconds(1))
+        policy.quickRetryInterval = .milliseconds(1)
+        #expect(policy.quickRetryInterval == ReconnectPolicy.minimumQuickRetryInterval)
+    }
 }

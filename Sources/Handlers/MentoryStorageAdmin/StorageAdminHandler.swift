@@ -52,7 +52,7 @@ public struct StorageAdminHandler: MentoryHandler {
         routes.onAsync(Namespace.backup) { _, call, _ in
             let reply = try await self.snapshots.create(for: call.connection.id, from: self.target)
             call.logger.notice(
-                "backup snapshot taken",
+                "backup snapshot taken: \(reply.diaryEntries) entries, \(reply.bytes) bytes",
                 metadata: ["bytes": "\(reply.bytes)", "entries": "\(reply.diaryEntries)"]
             )
             return reply

@@ -1,6 +1,7 @@
 """Error codes from the daemon, connection errors, timeouts and frame limits."""
 
 import asyncio
+import errno
 import socket
 import threading
 from pathlib import Path
@@ -124,8 +125,21 @@ def test_daemon_stopping_closes_the_client(daemon) -> None:  # type: ignore[no-u
 
 
 def test_nothing_listening_is_connection_closed(tmp_path: Path) -> None:
-    with pytest.raises(mentory.ConnectionClosed, match="Is the daemon running"):
+    with pytest.raises(mentory.ConnectionClosed, match="No socket is there: the daemon is not running"):
         mentory.connect(str(tmp_path / "nothing.sock"))
+
+
+def test_connect_hints_name_the_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mentory._connection import _connection_hint
+
+    monkeypatch.delenv("MENTORY_SOCKET", raising=False)
+    assert _connection_hint("/x.sock", errno.EACCES).startswith("Permission denied on the socket")
+    assert "Is the daemon running" not in _connection_hint("/x.sock", errno.EACCES)
+    assert _connection_hint("/x.sock", errno.ECONNREFUSED).startswith("Nothing listens on the socket")
+    assert "set MENTORY_SOCKET" in _connection_hint("/x.sock", errno.ECONNREFUSED)
+    monkeypatch.setenv("MENTORY_SOCKET", "/x.sock")
+    assert "MENTORY_SOCKET names this socket" in _connection_hint("/x.sock", errno.ECONNREFUSED)
+    assert "set MENTORY_SOCKET" not in _connection_hint("/x.sock", errno.ECONNREFUSED)
 
 
 def test_timeout_leaves_the_connection_usable(tmp_path: Path) -> None:

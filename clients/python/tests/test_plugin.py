@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -266,6 +267,36 @@ def test_the_plugin_registers_again_after_the_daemon_restarts(kudos_daemon) -> N
         assert plugin.registered_reply is not None and plugin.registered_reply.epoch != first_epoch
         with kudos_daemon.connect() as client:
             assert give(client, "ana", "after").number == 2  # the same process: its state survived
+
+
+def test_the_plugin_is_back_at_once_after_a_restart_whatever_its_back_off(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
+    """After a registration that worked is lost, retries come every quarter second (quick retries),
+    not after the back-off: with a back-off of 10 minutes, the plugin still answers the new daemon."""
+    plugin = kudos_plugin.build(kudos_daemon.socket_path, max_kudos=10)
+    plugin.backoff = mentory.Backoff(initial=600.0, maximum=600.0, jitter=0.0)
+    with serving(plugin):
+        kudos_daemon.stop()
+        # Down long enough for the default back-off to have grown past 2 s; the plugin keeps trying.
+        time.sleep(3)
+        kudos_daemon.start()
+        ready = time.monotonic()
+        wait_until(
+            lambda: plugin.registrations == 2 and plugin.state is mentory.plugin.PluginState.REGISTERED,
+            "the plugin to register with the restarted daemon",
+        )
+        with kudos_daemon.connect() as client:
+            assert give(client, "ana", "after").number == 1
+        print(f"prompt reconnect: registered {time.monotonic() - ready:.3f} s after the daemon was ready")
+
+
+def test_quick_retries_follow_a_lost_registration_then_the_back_off() -> None:
+    backoff = mentory.Backoff(jitter=0.0)
+    assert backoff.delay_after_loss(0, 1.0) == 0.25
+    assert backoff.delay_after_loss(0, None) == 1.0  # never registered: the back-off
+    assert backoff.delay_after_loss(2, 30.0) == 4.0  # past the window: the back-off, counted since
+    assert mentory.Backoff(quick_window=0.0, jitter=0.0).delay_after_loss(0, 0.0) == 1.0
+    with pytest.raises(ValueError):
+        mentory.Backoff(quick_interval=0.01)
 
 
 def test_calls_beyond_max_in_flight_are_refused(kudos_daemon) -> None:  # type: ignore[no-untyped-def]

@@ -1,8 +1,10 @@
 """One connection to mentoryd: framing, handshake, request ids and the reader task (asyncio)."""
 
 import asyncio
+import errno
 import itertools
 import logging
+import os
 import socket
 import struct
 from typing import Callable, Dict, Iterable, Optional
@@ -23,6 +25,26 @@ PROTOCOL_VERSION = 1
 DEFAULT_MAX_INCOMING_FRAME = 16 * 1024 * 1024
 
 _HEADER = struct.Struct(">I")
+
+
+def _connection_hint(path: str, code: Optional[int]) -> str:
+    """What to do about a failed connect, by its errno: a socket the caller may not use is not a
+    daemon that is down. When MENTORY_SOCKET names the socket, says so instead of suggesting it."""
+    if os.environ.get("MENTORY_SOCKET") == path:
+        source = "(MENTORY_SOCKET names this socket.)"
+    else:
+        source = "To use another socket, pass socket_path or set MENTORY_SOCKET."
+    if code in (errno.EACCES, errno.EPERM):
+        return (
+            "Permission denied on the socket: your user may not connect to it. Connect as its owner or as a "
+            f"member of its group (ls -l {path} shows them; the system daemon's group is mentory: "
+            f"sudo usermod -aG mentory $USER, then log in again). {source}"
+        )
+    if code == errno.ECONNREFUSED:
+        return f"Nothing listens on the socket: the daemon is not running, or it is restarting. {source}"
+    if code == errno.ENOENT:
+        return f"No socket is there: the daemon is not running, or it listens elsewhere. {source}"
+    return f"Is the daemon running? {source}"
 
 EventHandler = Callable[[pb.Event], None]
 #: Receives each ``PluginCall`` the daemon sends a registered plugin (on the event loop, must not block).
@@ -96,8 +118,8 @@ class Connection:
                 raise Timeout(f"connecting to mentoryd at {path} took longer than {timeout} s") from None
             except OSError as error:
                 raise ConnectionClosed(
-                    f"cannot connect to mentoryd at {path}: {error.strerror or error}. Is the daemon running? "
-                    "Pass socket_path or set MENTORY_SOCKET."
+                    f"cannot connect to mentoryd at {path}: {error.strerror or error}. "
+                    + _connection_hint(path, error.errno)
                 ) from error
             discovery.check_peer(sock, path, trusted_uids)
             # The handshake runs on the raw socket, reading exactly one frame, so that a daemon that

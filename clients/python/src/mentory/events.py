@@ -120,6 +120,13 @@ class Backoff:
     seconds. ``initial`` is at least one second so that a restarting daemon is not hammered.
     ``max_attempts`` ``None`` retries forever; otherwise the last error is raised after that many
     failed attempts in a row.
+
+    A plugin (:class:`mentory.plugin.Plugin`) whose registration worked and was then lost (a daemon
+    restart) retries every ``quick_interval`` seconds (jittered the same way) for ``quick_window``
+    seconds after the loss, so that it answers again within a fraction of a second of the daemon's
+    being ready instead of after a back-off that grew while the daemon was down; each attempt is
+    one failed connect or handshake, at most about four a second. Then, and before the first
+    registration, it backs off as above. ``quick_window=0`` turns quick retries off.
     """
 
     initial: float = 1.0
@@ -127,12 +134,29 @@ class Backoff:
     multiplier: float = 2.0
     jitter: float = 0.25
     max_attempts: Optional[int] = None
+    quick_interval: float = 0.25
+    quick_window: float = 30.0
 
     def __post_init__(self) -> None:
         if self.initial < 1.0:
             raise ValueError("Backoff.initial must be at least 1 second")
         if self.maximum < self.initial or self.multiplier < 1.0 or self.jitter < 0:
             raise ValueError("Backoff needs maximum >= initial, multiplier >= 1 and jitter >= 0")
+        if self.quick_interval < 0.1 or self.quick_window < 0:
+            raise ValueError("Backoff needs quick_interval >= 0.1 s and quick_window >= 0")
+
+    def is_quick(self, since_loss: Optional[float]) -> bool:
+        """Whether an attempt ``since_loss`` seconds after a working connection was lost (``None``:
+        none worked yet) is a quick retry."""
+        return since_loss is not None and since_loss < self.quick_window
+
+    def delay_after_loss(self, attempt: int, since_loss: Optional[float]) -> float:
+        """Seconds to wait before the next attempt: ``quick_interval`` (jittered) within
+        ``quick_window`` of the loss of a working connection, else :meth:`delay` of ``attempt``,
+        the attempts counted since the quick retries ended."""
+        if self.is_quick(since_loss):
+            return self.quick_interval * random.uniform(1.0, 1.0 + self.jitter)
+        return self.delay(attempt)
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before attempt ``attempt`` (0-based) after a connection was lost."""

@@ -226,7 +226,8 @@ class Plugin:
       a call beyond it is answered ``TOO_MANY_REQUESTS`` without running a handler.
     - ``backoff`` is the wait between attempts after a lost connection or a failed attempt
       (:class:`~mentory.Backoff`: 1 s, doubling, up to 30 s, jittered); it restarts from its
-      first delay after each successful registration.
+      first delay after each successful registration, and for ``quick_window`` (30 s) after a
+      registration that worked is lost, attempts come every ``quick_interval`` (0.25 s) instead.
     """
 
     def __init__(
@@ -448,6 +449,8 @@ class Plugin:
             self._stopping.set()
         registration = self.registration().SerializeToString()
         attempt = 0
+        # When the last registration that worked was lost (time.monotonic()); None before the first.
+        lost_at: Optional[float] = None
         self._failure = None
         try:
             while not self._stopping.is_set():
@@ -463,18 +466,23 @@ class Plugin:
                         logger.error("mentoryd refused the %s plugin for good: %s", self.namespace, error)
                         self._failure = error
                         raise
-                    attempt += 1
-                    if self.backoff.max_attempts is not None and attempt >= self.backoff.max_attempts:
-                        self._failure = error
-                        raise
+                    since_loss = None if lost_at is None else time.monotonic() - lost_at
+                    quick = self.backoff.is_quick(since_loss)
+                    if not quick:
+                        # The back-off, and max_attempts, count only once the quick retries are over.
+                        attempt += 1
+                        if self.backoff.max_attempts is not None and attempt >= self.backoff.max_attempts:
+                            self._failure = error
+                            raise
                     self._set_state(PluginState.WAITING)
-                    await self._pause(self.backoff.delay(attempt - 1), error)
+                    await self._pause(self.backoff.delay_after_loss(max(0, attempt - 1), since_loss), error, quick)
                     continue
                 attempt = 0
                 await self._serve_session(session)
+                lost_at = time.monotonic()
                 if not self._stopping.is_set():
                     self._set_state(PluginState.WAITING)
-                    await self._pause(self.backoff.delay(0), self._last_error)
+                    await self._pause(self.backoff.delay_after_loss(0, 0.0), self._last_error, quick=True)
         finally:
             current = self._session
             self._session = None
@@ -568,10 +576,17 @@ class Plugin:
             await asyncio.gather(*session.tasks, return_exceptions=True)
         await session.connection.close()
 
-    async def _pause(self, delay: float, error: Optional[BaseException]) -> None:
-        """Waits ``delay`` seconds, or less when the plugin stops meanwhile."""
+    async def _pause(self, delay: float, error: Optional[BaseException], quick: bool = False) -> None:
+        """Waits ``delay`` seconds, or less when the plugin stops meanwhile. Quick retries (a few a
+        second after a lost registration) are logged at debug level, the others at info."""
         assert self._stopping is not None
-        logger.info("the %s plugin retries in %.1f s (%s)", self.namespace, delay, error)
+        logger.log(
+            logging.DEBUG if quick else logging.INFO,
+            "the %s plugin retries in %.1f s (%s)",
+            self.namespace,
+            delay,
+            error,
+        )
         try:
             await asyncio.wait_for(self._stopping.wait(), delay)
         except asyncio.TimeoutError:
