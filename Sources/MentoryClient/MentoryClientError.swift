@@ -55,7 +55,10 @@ extension MentoryClientError: CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotConnect(let path, let reason):
-            "cannot connect to mentoryd at \(path): \(reason). \(Self.connectionHint(path: path, reason: reason))"
+            reason.hasPrefix(UserInstance.notRunningPrefix)
+                // Says already which sockets were tried and what to do.
+                ? "cannot connect to mentoryd at \(path): \(reason)."
+                : "cannot connect to mentoryd at \(path): \(reason). \(Self.connectionHint(path: path, reason: reason))"
         case .remote(let code, let message, let reason):
             reason.isEmpty ? "\(message) (error \(code))" : "\(message) (error \(code), reason \(reason))"
         case .connectionClosed(let reason):
@@ -88,8 +91,9 @@ extension MentoryClientError {
         switch Self.errnoCode(in: reason) {
         case EACCES, EPERM:
             return "Permission denied on the socket: your user may not connect to it. Connect as its owner or as a "
-                + "member of its group (ls -l \(path) shows them; the system daemon's group is mentory: "
-                + "sudo usermod -aG mentory $USER, then log in again). \(source)"
+                + "member of its group (ls -l \(path) shows them; the system daemon's group is mentory, for the "
+                + "people who share its diary: sudo usermod -aG mentory NAME, then log in again; your own diary is "
+                + "your user instance, systemctl --user start mentoryd.socket). \(source)"
         case ECONNREFUSED:
             return "Nothing listens on the socket: the daemon is not running, or it is restarting. \(source)"
         case ENOENT:

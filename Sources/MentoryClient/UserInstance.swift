@@ -44,10 +44,13 @@ public enum UserInstance {
         return wants.contains { Self.exists($0 + "/" + Self.socketUnit) }
     }
 
+    /// How ``notRunningReason(tried:)`` begins.
+    static let notRunningPrefix = "your own mentoryd (a user instance) is not running"
+
     /// Why discovery stopped instead of using the system instance: which sockets of the caller's own were
     /// tried, and how to start one's own instance or use the shared one deliberately.
     public static func notRunningReason(tried: [String]) -> String {
-        "your own mentoryd (a user instance) is not running: tried \(tried.joined(separator: " and ")). Start it with"
+        Self.notRunningPrefix + ": tried \(tried.joined(separator: " and ")). Start it with"
             + " `systemctl --user start mentoryd.socket`, and `sudo loginctl enable-linger $USER` to keep it without"
             + " a login session. The shared system instance (\(DefaultPaths.systemSocketPath)) is not used in its"
             + " place, so that your entries never land in a diary others read; to use it on purpose, pass"

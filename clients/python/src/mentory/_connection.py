@@ -37,8 +37,9 @@ def _connection_hint(path: str, code: Optional[int]) -> str:
     if code in (errno.EACCES, errno.EPERM):
         return (
             "Permission denied on the socket: your user may not connect to it. Connect as its owner or as a "
-            f"member of its group (ls -l {path} shows them; the system daemon's group is mentory: "
-            f"sudo usermod -aG mentory $USER, then log in again). {source}"
+            f"member of its group (ls -l {path} shows them; the system daemon's group is mentory, for the "
+            "people who share its diary: sudo usermod -aG mentory NAME, then log in again; your own diary is "
+            f"your user instance, systemctl --user start mentoryd.socket). {source}"
         )
     if code == errno.ECONNREFUSED:
         return f"Nothing listens on the socket: the daemon is not running, or it is restarting. {source}"
