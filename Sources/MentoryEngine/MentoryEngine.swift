@@ -159,6 +159,7 @@ public actor MentoryEngine {
             ringCapacity: configuration.eventRingCapacity, ringBytes: configuration.eventRingBytes,
             maxSubscriptionsPerUID: configuration.maxSubscriptionsPerUID)
         self.registry = HandlerRegistry(handlerSettings: configuration.handlerSettings)
+        self.plugins.systemctl = configuration.instance.kind == .user ? "systemctl --user" : "systemctl"
     }
 
     /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.

@@ -60,13 +60,15 @@ final class EngineFixture: Sendable {
         accessPolicy: AccessPolicy = .default,
         daemonUID: UInt32? = nil,
         pluginCallTimeout: Duration = .seconds(5),
-        pluginRegistrations: PluginRegistrationFiles? = nil
+        pluginRegistrations: PluginRegistrationFiles? = nil,
+        instance: Mentory_V1_DaemonInstance = .init()
     ) async throws {
         self.store = InMemorySessionStore()
         self.engine = MentoryEngine(
             configuration: .init(
                 serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
-                daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout, pluginRegistrations: pluginRegistrations),
+                daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout, pluginRegistrations: pluginRegistrations,
+                instance: instance),
             executor: MultiThreadedEventLoopGroup.singleton.next().executor,
             clock: FixedClock()
         )

@@ -127,6 +127,17 @@ struct PluginTests {
         return reply
     }
 
+    @Test("under a user instance, the UNAVAILABLE hint names the user manager's command")
+    func userInstanceHint() async throws {
+        var instance = Mentory_V1_DaemonInstance()
+        instance.kind = .user
+        let fixture = try await EngineFixture(instance: instance)
+        try await fixture.engine.declarePlugin(Self.declaration)
+        let (client, _) = await fixture.connect()
+        let response = try await Self.suggest(fixture, from: client)
+        #expect(response.error.message.contains("e.g. systemctl --user start mentoryd-plugin@advisor"))
+    }
+
     @Test("a call to a declared plugin that is not connected fails at once with UNAVAILABLE naming it and since when")
     func absent() async throws {
         let fixture = try await Self.fixture()
@@ -135,6 +146,7 @@ struct PluginTests {
         #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.unavailable.rawValue))
         #expect(response.error.message.contains("plugin 'advisor' is not connected"))
         #expect(response.error.message.contains("waiting since"))
+        #expect(response.error.message.contains("e.g. systemctl start mentoryd-plugin@advisor"))
         let status = await fixture.engine.status()
         #expect(status.plugins.map(\.name) == ["advisor"])
         #expect(status.plugins.first?.state == .waiting)

@@ -25,6 +25,9 @@ struct PluginHost {
     /// The newest write of a plugin's registration; each waits for the one before, so they land in order,
     /// and shut-down waits for the last.
     private(set) var lastRegistrationSave: Task<Void, Never>?
+    /// How an operator reaches this instance's plugin units: `systemctl --user` under a user instance,
+    /// `systemctl` for the system's; the hints of UNAVAILABLE errors name it.
+    var systemctl = "systemctl"
 
     /// The plugin declared for `namespace`, if any.
     subscript(namespace: String) -> PluginHostedHandler? {
@@ -99,9 +102,9 @@ struct PluginHost {
             let name = plugin.declaration.name
             let remedy =
                 if case .failed = plugin.state {
-                    "fix it and restart it, e.g. systemctl restart"
+                    "fix it and restart it, e.g. \(self.systemctl) restart"
                 } else {
-                    "start it, e.g. systemctl start"
+                    "start it, e.g. \(self.systemctl) start"
                 }
             return .unavailable(
                 "namespace '\(plugin.namespace)' is unavailable: its plugin '\(name)' \(absence);"
