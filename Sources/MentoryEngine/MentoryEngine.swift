@@ -619,7 +619,7 @@ public actor MentoryEngine {
         case let error as MentoryError:
             if case .internal = error {
                 self.logger.error(
-                    "request failed",
+                    "request failed: \(request.namespace).\(request.method): \(error.message)",
                     metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
                 )
             }
@@ -627,7 +627,7 @@ public actor MentoryEngine {
         case let error as any HandlerError:
             if let cause = error.underlyingError {
                 self.logger.warning(
-                    "request failed",
+                    "request failed: \(request.namespace).\(request.method): \(error.message) (\(error.reason)); cause: \(cause)",
                     metadata: [
                         "namespace": "\(request.namespace)", "method": "\(request.method)",
                         "reason": "\(error.reason)", "cause": "\(cause)",
@@ -648,7 +648,7 @@ public actor MentoryEngine {
             ).wireError
         default:
             self.logger.error(
-                "request failed with an unexpected error",
+                "request failed with an unexpected error: \(request.namespace).\(request.method): \(error)",
                 metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
             )
             return MentoryError.internal("\(request.namespace).\(request.method) failed: \(error)").wireError
@@ -758,7 +758,9 @@ public actor MentoryEngine {
             do {
                 body = try await handler.snapshot(of: topic)
             } catch {
-                self.logger.error("snapshot failed", metadata: ["topic": "\(topic)", "error": "\(error)"])
+                self.logger.error(
+                    "snapshot failed: topic \(topic): \(Self.describe(error))",
+                    metadata: ["topic": "\(topic)", "error": "\(error)"])
                 throw (error as? MentoryError) ?? .internal("the snapshot of \(topic) failed: \(Self.describe(error))")
             }
             // The snapshot reflects at least every event up to `sequence`; events published while it

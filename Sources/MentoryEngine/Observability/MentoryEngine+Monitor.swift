@@ -26,7 +26,8 @@ extension MentoryEngine {
     func startMonitor(_ id: ConnectionID, _ request: Mentory_V1_MonitorRequest) throws(MentoryError) {
         guard self.connections[id] != nil else { throw .handshakeRequired }
         self.observers.monitors[id] = Monitor(namespaces: Set(request.namespaces), topics: Set(request.topics))
-        self.logger.notice("monitor started", metadata: ["connection": "\(id)"])
+        let peer = self.connections[id]?.context.credentials.map(\.description) ?? "an unknown peer"
+        self.logger.notice("monitor started: connection \(id), \(peer)", metadata: ["connection": "\(id)"])
     }
 
     /// Tells every monitor about a request and its response; `started` is when the request reached the engine.

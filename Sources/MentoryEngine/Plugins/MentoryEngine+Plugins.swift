@@ -150,7 +150,10 @@ extension MentoryEngine {
         self.refreshDescriptors()
         self.saveRegistration(request, of: plugin)
         self.logger.notice(
-            "plugin registered",
+            """
+            plugin registered: '\(plugin.declaration.name)' serves \(namespace) (\(info.methods.count) methods, \
+            \(info.topics.count) topics) from \(connection.credentials.map(\.description) ?? "an unknown peer")
+            """,
             metadata: [
                 "plugin": "\(plugin.declaration.name)", "namespace": "\(namespace)", "connection": "\(connection.id)",
                 "peer": "\(connection.credentials.map(\.description) ?? "unknown")",
@@ -222,7 +225,7 @@ extension MentoryEngine {
         connection: ConnectionContext
     ) {
         self.logger.warning(
-            "plugin registration refused",
+            "plugin registration refused: '\(plugin.declaration.name)' (namespace \(plugin.namespace)): \(error.message)",
             metadata: [
                 "plugin": "\(plugin.declaration.name)", "namespace": "\(plugin.namespace)",
                 "connection": "\(connection.id)", "reason": "\(error.message)",
@@ -471,7 +474,7 @@ extension MentoryEngine {
         }
         guard connection.sink.deliver(pluginCall: message) else {
             self.logger.warning(
-                "plugin queue full; call refused",
+                "plugin queue full; call refused: '\(plugin.declaration.name)' is not taking \(label) (it may be hung)",
                 metadata: ["plugin": "\(plugin.declaration.name)", "method": "\(label)"])
             throw MentoryError.unavailable(
                 "namespace '\(namespace)' is unavailable: its plugin '\(plugin.declaration.name)' is not taking calls"
@@ -494,7 +497,10 @@ extension MentoryEngine {
             let pending = plugin.pending.removeValue(forKey: callID)
         else { return }
         self.logger.warning(
-            "plugin did not answer within the deadline",
+            """
+            plugin did not answer within the deadline: '\(plugin.declaration.name)', \(pending.label), \
+            \(milliseconds) ms
+            """,
             metadata: [
                 "plugin": "\(plugin.declaration.name)", "method": "\(pending.label)",
                 "milliseconds": "\(milliseconds)",
@@ -552,7 +558,10 @@ extension MentoryEngine {
                 "namespace '\(namespace)' is unavailable: its plugin '\(plugin.declaration.name)' disconnected"
                     + " while the call was in flight"))
         self.logger.warning(
-            "plugin disconnected",
+            """
+            plugin disconnected: '\(plugin.declaration.name)' (namespace \(namespace)); \(inFlight) calls in \
+            flight failed UNAVAILABLE
+            """,
             metadata: [
                 "plugin": "\(plugin.declaration.name)", "namespace": "\(namespace)", "callsFailed": "\(inFlight)",
             ])
