@@ -17,6 +17,14 @@ struct FixedClock: SessionClock {
     func now() -> Date { self.date }
 }
 
+/// The event loops the engine tests' engines run on: their own, apart from NIO's singleton group, which the
+/// end-to-end tests in the same process load with thousands of client connections (under ThreadSanitizer an
+/// engine queued behind them once waited past a 30 s deadline). Never shut down: they live as long as the
+/// test process.
+enum EngineTestLoops {
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+}
+
 /// An in-memory subscriber: records what it is sent and can pretend its queue is full.
 final class RecordingSink: EventSink {
     let accepting = Atomic<Bool>(true)
@@ -69,7 +77,7 @@ final class EngineFixture: Sendable {
                 serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
                 daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout, pluginRegistrations: pluginRegistrations,
                 instance: instance),
-            executor: MultiThreadedEventLoopGroup.singleton.next().executor,
+            executor: EngineTestLoops.group.next().executor,
             clock: FixedClock()
         )
         try await self.engine.register(MentorHandler(store: self.store))

@@ -229,7 +229,7 @@ struct EnginePartsTests {
 
     private func plugins() -> (PluginHost, advisor: PluginHostedHandler, kudos: PluginHostedHandler, MentoryEngine) {
         let engine = MentoryEngine(
-            configuration: .init(serverVersion: "test"), executor: MultiThreadedEventLoopGroup.singleton.next().executor
+            configuration: .init(serverVersion: "test"), executor: EngineTestLoops.group.next().executor
         )
         let since = Date(timeIntervalSince1970: 1_795_300_000)
         let advisor = PluginHostedHandler(.init(name: "advisor", namespace: "advisor"), since: since, engine: engine)

@@ -80,7 +80,7 @@ struct HandlerLifecycleTests {
         let sightings = SettingsSightings()
         let engine = MentoryEngine(
             configuration: .init(serverVersion: "test", daemonUID: nil, handlerSettings: Self.settings),
-            executor: MultiThreadedEventLoopGroup.singleton.next().executor)
+            executor: EngineTestLoops.group.next().executor)
         try await engine.register(SettingsHandler(sightings: sightings))
         let id = ConnectionID(1)
         _ = await engine.attach(ConnectionContext(id: id, clientName: "t", credentials: nil), sink: RecordingSink())
