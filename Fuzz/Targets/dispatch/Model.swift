@@ -248,6 +248,10 @@ final class FuzzSink: EventSink {
                     state.resumes.remove(at: index)
                 }
                 track.last = event.sequence
+            case .ended:
+                // The daemon ended the subscription (its subscriber lost the right to read the topic): nothing more
+                // follows on it, and a new subscription starts with a snapshot.
+                track.last = nil
             case .UNRECOGNIZED(let kind):
                 fail("an event of unknown kind \(kind)")
             }
