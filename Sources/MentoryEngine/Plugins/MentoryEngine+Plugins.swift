@@ -335,16 +335,9 @@ extension MentoryEngine {
         of namespace: String, in descriptors: Google_Protobuf_FileDescriptorSet
     ) -> [String: [String]] {
         var reads: [String: [String]] = [:]
-        for file in descriptors.file {
-            for service in file.service where service.hasOptions {
-                guard
-                    let options = try? Google_Protobuf_ServiceOptions(
-                        serializedBytes: service.options.serializedData(), extensions: Mentory_V1_Mentory_Extensions),
-                    options.Mentory_V1_namespace == namespace
-                else { continue }
-                for topic in options.Mentory_V1_topic {
-                    reads[topic.name, default: []].append(contentsOf: topic.reads)
-                }
+        for (_, options) in Self.declaredServices(of: namespace, in: descriptors) {
+            for topic in options.Mentory_V1_topic {
+                reads[topic.name, default: []].append(contentsOf: topic.reads)
             }
         }
         return reads
@@ -357,26 +350,37 @@ extension MentoryEngine {
         of namespace: String, in descriptors: Google_Protobuf_FileDescriptorSet
     ) -> [String: Mentory_V1_Privilege] {
         var privileges: [String: Mentory_V1_Privilege] = [:]
+        for (service, _) in Self.declaredServices(of: namespace, in: descriptors) {
+            for method in service.method where method.hasOptions {
+                guard
+                    let options = try? Google_Protobuf_MethodOptions(
+                        serializedBytes: method.options.serializedData(),
+                        extensions: Mentory_V1_Mentory_Extensions)
+                else { continue }
+                privileges[method.name] = Self.stricter(
+                    privileges[method.name] ?? .unspecified, options.Mentory_V1_privilege)
+            }
+        }
+        return privileges
+    }
+
+    /// The services `descriptors` declare with `(mentory.v1.namespace) = namespace`, each with its options decoded
+    /// with the schema's extensions (decoded without them, the options are unknown fields).
+    private static func declaredServices(
+        of namespace: String, in descriptors: Google_Protobuf_FileDescriptorSet
+    ) -> [(Google_Protobuf_ServiceDescriptorProto, Google_Protobuf_ServiceOptions)] {
+        var services: [(Google_Protobuf_ServiceDescriptorProto, Google_Protobuf_ServiceOptions)] = []
         for file in descriptors.file {
             for service in file.service where service.hasOptions {
-                // Decoded without the schema's extensions, the options are unknown fields: decode them again.
                 guard
                     let options = try? Google_Protobuf_ServiceOptions(
                         serializedBytes: service.options.serializedData(), extensions: Mentory_V1_Mentory_Extensions),
                     options.Mentory_V1_namespace == namespace
                 else { continue }
-                for method in service.method where method.hasOptions {
-                    guard
-                        let options = try? Google_Protobuf_MethodOptions(
-                            serializedBytes: method.options.serializedData(),
-                            extensions: Mentory_V1_Mentory_Extensions)
-                    else { continue }
-                    privileges[method.name] = Self.stricter(
-                        privileges[method.name] ?? .unspecified, options.Mentory_V1_privilege)
-                }
+                services.append((service, options))
             }
         }
-        return privileges
+        return services
     }
 
     /// The stricter of two privileges: a declared one over none, else the higher (root over owner).
