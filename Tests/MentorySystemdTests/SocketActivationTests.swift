@@ -50,9 +50,15 @@ final class ActivationFixture {
                 "--state-dir", self.directory + "/state",
             ]
         process.standardOutput = FileHandle.nullDevice
+        // systemd-socket-activate says "Listening on" once it has called listen(2). The socket file
+        // exists from bind(2) on, so a connect between the two is refused: wait for the line.
+        let logPath = self.directory + "/socket-activate.log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         try await process.runTiedToTestProcess()
         try await waitUntil("systemd-socket-activate listens on \(self.socketPath)") {
-            FileManager.default.fileExists(atPath: self.socketPath)
+            let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            return log.contains("Listening on \(self.socketPath)")
         }
         return process
     }
