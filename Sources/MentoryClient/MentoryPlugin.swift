@@ -200,16 +200,20 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
     ///
     /// Throws only when the daemon refuses the registration for good (PERMISSION_DENIED,
     /// INVALID_ARGUMENT) or the socket is untrusted; a lost connection or a conflicting instance
-    /// is retried.
+    /// is retried. A namespace the daemon's configuration does not declare (yet) is not for good: the
+    /// plugin keeps its connection until a reload declares it, when the daemon closes it, and then
+    /// registers again at once.
     public func run() async throws(MentoryClientError) {
         var attempt = 0
         /// When the last registration that worked ended; `nil` before the first.
         var lostAt: ContinuousClock.Instant?
         while !Task.isCancelled {
             self.stateContinuation.yield(.connecting)
+            var connected: MentoryClient?
             do throws(MentoryClientError) {
                 let client = try await MentoryClient.connect(
                     socketPath: self.socketPath, clientName: self.clientName, trust: self.trust)
+                connected = client
                 let reply = try await client.call(
                     MentorySchema.Plugin.register.namespace, MentorySchema.Plugin.register.name, Self.registration,
                     replying: Mentory_V1_PluginRegisterReply.self)
@@ -225,6 +229,19 @@ public final class MentoryPlugin<Namespace: NamespaceSchema>: Sendable {
                 switch error {
                 case .untrustedSocket, .cancelled:
                     throw error
+                case .remote(_, _, let reason) where reason == MentoryError.Reason.pluginNotDeclared:
+                    // Not declared (yet): the daemon closes this connection once a reload declares the
+                    // namespace (or when it stops); register again then, at once.
+                    self.stateContinuation.yield(
+                        .waiting(
+                            reason: "mentoryd declares no plugin for namespace \(Namespace.name) yet; waiting for"
+                                + " a reload that declares it (a plugins section in its configuration)"))
+                    if let connected {
+                        for await _ in connected.pluginCalls {}
+                        await connected.close()
+                    }
+                    attempt = 0
+                    lostAt = .now
                 case .remote where error.remoteCode == .permissionDenied || error.remoteCode == .invalidArgument:
                     throw error
                 default:

@@ -210,12 +210,13 @@ extension ConfigurationKey {
                 + " start-up with exit status 78."),
         ConfigurationKey(
             path: "plugins.NAME.namespace", type: .string(choices: []), defaultValue: .described("NAME"),
-            reload: .restart,
+            reload: .live,
             summary:
                 "A `plugins.NAME` section (even `{}`) declares plugin NAME; this is the one namespace it may"
-                + " register."),
+                + " register. A reload adds, changes or removes plugins: a plugin waiting to be declared"
+                + " registers then."),
         ConfigurationKey(
-            path: "plugins.NAME.requires", type: .stringArray, defaultValue: .strings([]), reload: .restart,
+            path: "plugins.NAME.requires", type: .stringArray, defaultValue: .strings([]), reload: .live,
             summary: "Namespaces its calls need; while a required plugin is down, calls fail `UNAVAILABLE` saying so."),
     ]
 

@@ -494,6 +494,10 @@ struct Daemon {
                 "access rules changed: \(reloaded.accessPolicy.rules.count) rules",
                 metadata: ["rules": "\(reloaded.accessPolicy.rules.count)"])
         }
+        if reloaded.plugins != current.plugins {
+            effective.plugins = await Self.applyPlugins(
+                reloaded.plugins, over: current.plugins, engine: engine, logger: logger)
+        }
         // The handlers' view of the settings, with the live ones (the log level) as reloaded.
         let refused = await engine.reloadHandlers(settings: effective.handlerSettings(instance: .current())) {
             namespace in reloaded.handlerConfig(namespace)
@@ -516,6 +520,64 @@ struct Daemon {
             )
         }
         return effective
+    }
+}
+
+extension Daemon {
+    /// Declares the plugins of a reloaded configuration (see ``MentoryEngine/declarePlugins(_:)``) and returns
+    /// those in effect: `reloaded`, or `current` when `reloaded` cannot be served as start-up would refuse it
+    /// (a namespace a built-in serves, a requirement nothing serves, a cycle), which is logged with the fix.
+    static func applyPlugins(
+        _ reloaded: [PluginDeclaration],
+        over current: [PluginDeclaration],
+        engine: MentoryEngine,
+        logger: Logger
+    ) async -> [PluginDeclaration] {
+        let inProcess = await engine.inProcessNamespaces
+        if let problem = Self.problem(declaring: reloaded, besides: inProcess) {
+            logger.warning(
+                "the reloaded plugins sections are not applied, the plugins declared before stay: \(problem)",
+                metadata: ["reason": "\(problem)"])
+            return current
+        }
+        let changes = await engine.declarePlugins(reloaded)
+        for name in changes.added {
+            logger.notice(
+                "plugin declared: \(name) (plugins.\(name)); it may register now", metadata: ["plugin": "\(name)"])
+        }
+        for name in changes.changed {
+            logger.notice("plugin declaration changed: \(name) (plugins.\(name))", metadata: ["plugin": "\(name)"])
+        }
+        for name in changes.removed {
+            logger.notice(
+                "plugin no longer declared: \(name); its namespace is not served", metadata: ["plugin": "\(name)"])
+        }
+        for (name, reason) in changes.refused {
+            logger.warning(
+                "plugin \(name) cannot be declared: \(reason)", metadata: ["plugin": "\(name)", "reason": "\(reason)"])
+        }
+        let refused = Set(changes.refused.map(\.name))
+        return reloaded.filter { !refused.contains($0.name) }
+    }
+
+    /// Why `plugins` cannot be declared beside the in-process namespaces `inProcess`, if it cannot: the checks
+    /// start-up makes (``enabledHandlers(_:settings:logger:)``), with the same messages.
+    static func problem(declaring plugins: [PluginDeclaration], besides inProcess: [String]) -> String? {
+        var nodes = inProcess.map { HandlerGraph.Node(namespace: $0, requires: []) }
+        let served = Set(inProcess).union([WireNames.session, WireNames.plugin])
+        for plugin in plugins {
+            guard !served.contains(plugin.namespace) else {
+                return "plugin '\(plugin.name)' declares namespace '\(plugin.namespace)', which a built-in handler"
+                    + " serves; fix plugins.\(plugin.name).namespace"
+            }
+            nodes.append(HandlerGraph.Node(namespace: plugin.namespace, requires: plugin.requires))
+        }
+        do {
+            _ = try HandlerGraph(nodes, disabled: [])
+            return nil
+        } catch {
+            return error.description
+        }
     }
 }
 

@@ -127,10 +127,8 @@ struct DaemonSettings: Sendable {
         }
         self.requestTimeoutMilliseconds = try Self.integer(config, "limits.requestTimeoutMilliseconds", &values)
         self.pluginCallTimeoutMilliseconds = try Self.integer(config, "limits.pluginCallTimeoutMilliseconds", &values)
+        // A reload applies the plugin sections (Daemon.apply): they are not restart values.
         self.plugins = try Self.plugins(config, names: pluginNames)
-        for plugin in self.plugins {
-            values["plugins.\(plugin.name)"] = "\(plugin.namespace) requires \(plugin.requires)"
-        }
         for namespace in handlerNamespaces {
             let section = config.scoped(to: ConfigKey(["handlers", namespace]))
             values["handlers.\(namespace).enabled"] = "\(section.bool(forKey: "enabled", default: true))"

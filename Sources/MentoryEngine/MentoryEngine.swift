@@ -545,7 +545,7 @@ public actor MentoryEngine {
             self.logDenial(
                 "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection,
                 byRulesOf: namespace, privilege: self.unheldPrivilege(namespace, method, by: connection.credentials))
-            throw MentoryError.permissionDenied(namespace: namespace, method: method)
+            throw MentoryError.deniedOnBehalf(namespace: namespace, method: method, chain: chain)
         }
         guard let route else { throw self.routeFailure(namespace, method) }
         guard ContinuousClock.now < call.deadline else { throw HandlerFailure.deadlineExceeded }

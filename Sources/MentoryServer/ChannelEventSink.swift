@@ -38,4 +38,8 @@ final class ChannelEventSink: EventSink {
     func finishCallOnBehalf() {
         self.handler.value.finishCallOnBehalf()
     }
+
+    func close(because error: MentoryError) {
+        self.handler.value.failConnection(error)
+    }
 }

@@ -27,6 +27,13 @@ public enum MentoryError: Error, Equatable, Sendable {
     /// that client's uid was at its budget (`limits.uidRequestsInFlight`, or its queued bytes). Nested calls
     /// never wait for room, since the call making them holds room of its own.
     case callerOverBudget(call: String, uid: UInt32?)
+    /// A call a handler or plugin made on a client's behalf was refused by the access rules: the client may not
+    /// call `namespace.method` itself. `chain` is the way the call came, e.g. `["moods"]` or
+    /// `["streaks", "moods"]`; its last namespace made the call. Reason ``Reason/deniedOnBehalf``.
+    case deniedOnBehalf(namespace: String, method: String, chain: [String])
+    /// `plugin.register` for a namespace no `plugins.NAME` section declares (`declared`: the plugins that are,
+    /// as "name (namespace)"). Reason ``Reason/pluginNotDeclared``: a plugin waits for a reload that declares it.
+    case pluginNotDeclared(namespace: String, declared: [String])
 
     /// The stable wire code.
     public var code: Mentory_V1_ErrorCode {
@@ -53,6 +60,8 @@ public enum MentoryError: Error, Equatable, Sendable {
         case .unavailable: .unavailable
         case .deadlineExceeded: .deadlineExceeded
         case .callerOverBudget: .tooManyRequests
+        case .deniedOnBehalf: .permissionDenied
+        case .pluginNotDeclared: .permissionDenied
         }
     }
 
@@ -106,12 +115,41 @@ public enum MentoryError: Error, Equatable, Sendable {
                 + (uid.map { " (uid \($0))" } ?? "")
                 + " whose uid is at its budget (limits.uidRequestsInFlight requests in flight, or"
                 + " limits.uidQueuedBytes queued); retry once its other requests are answered, or raise the limits"
+        case .deniedOnBehalf(let namespace, let method, let chain):
+            "permission denied: you may not call \(namespace).\(method), which was called on your behalf by"
+                + " \(chain.last ?? "a handler") (\((chain + ["\(namespace).\(method)"]).joined(separator: " -> ")));"
+                + " the access rules that refuse it to you refuse it to what you call"
+        case .pluginNotDeclared(let namespace, let declared):
+            "permission denied: you may not call plugin.register(\(namespace)): no plugin declares namespace"
+                + " '\(namespace)' under plugins.<name>.namespace (declared: "
+                + (declared.isEmpty ? "none" : declared.joined(separator: ", "))
+                + "); add a plugins section for it and reload mentoryd: the plugin registers then"
+        }
+    }
+
+    /// Stable codes for failures the daemon itself reports, in an error's `reason` (a handler's own reasons are
+    /// under its namespace, e.g. `diary.entry_conflict`).
+    public enum Reason {
+        /// ``MentoryError/deniedOnBehalf(namespace:method:chain:)``.
+        public static let deniedOnBehalf = "session.denied_on_behalf"
+        /// ``MentoryError/pluginNotDeclared(namespace:declared:)``.
+        public static let pluginNotDeclared = "plugin.not_declared"
+    }
+
+    /// The error's stable reason code (``Reason``), or empty when its wire code says all there is.
+    public var reason: String {
+        switch self {
+        case .deniedOnBehalf: Reason.deniedOnBehalf
+        case .pluginNotDeclared: Reason.pluginNotDeclared
+        default: ""
         }
     }
 
     /// The error as it travels on the wire.
     public var wireError: Mentory_V1_Error {
-        Mentory_V1_Error(code: self.code, message: self.message)
+        var error = Mentory_V1_Error(code: self.code, message: self.message)
+        error.reason = self.reason
+        return error
     }
 }
 

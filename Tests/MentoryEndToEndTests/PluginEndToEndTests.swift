@@ -272,19 +272,33 @@ struct PluginEndToEndTests {
         #expect(await second.stop() == 0)
     }
 
-    @Test("registering a namespace no plugins.<name> declares is refused with PERMISSION_DENIED, and logged")
-    func undeclared() async throws {
-        let daemon = try await DaemonProcess(environment: ["MENTORYD_STORAGE_BACKEND": "memory"])
+    @Test("a plugin whose namespace nothing declares waits, connected; a reload declaring it brings it up, no restart")
+    func declaredByReload() async throws {
+        let daemon = try await DaemonProcess(environment: ["MENTORYD_STORAGE_BACKEND": "memory"], config: "{}")
         defer { daemon.removeFiles() }
         let plugin = try RunningPlugin.start(socketPath: daemon.socketPath)
-        let result = await plugin.task.result
-        guard case .failure(let error as MentoryClientError) = result else {
-            Issue.record("the registration was not refused: \(result)")
-            return
+        try await waitUntil("mentoryd refuses the undeclared plugin", timeout: .seconds(60)) {
+            daemon.log.contains("plugin.register(echo)")
         }
-        #expect(error.remoteCode == .permissionDenied)
+        let client = try await daemon.client()
+        let (before, _) = await Self.code { _ = try await Self.say(client, "hi") }
+        #expect(before == .unknownNamespace)
+
+        try Self.config.write(toFile: daemon.directory + "/mentoryd.json", atomically: true, encoding: .utf8)
+        let pid = daemon.pid
+        let reload = try await daemon.ctl(["reload"])
+        #expect(reload.status == 0, "\(reload.stderr)")
+        var answered = false
+        try await waitUntil("the plugin serves after the reload", timeout: .seconds(60)) {
+            answered = (try? await Self.say(client, "declared")) == "echo: declared"
+            return answered
+        }
+        #expect(answered)
+        #expect(daemon.isRunning && daemon.pid == pid, "the same daemon process, never restarted")
+        #expect(daemon.log.contains("plugin declared: echo"), "\(daemon.log)")
+        await plugin.stop()
+        await client.close()
         #expect(await daemon.stop() == 0)
-        #expect(daemon.log.contains("permission denied"))
     }
 
     @Test("a registration refused for the plugin's own fault: mentoryctl status shows it failed, with the reason")

@@ -19,6 +19,14 @@ final class PluginSink: EventSink {
         (self.calls, self.continuation) = AsyncStream.makeStream(of: Mentory_V1_PluginCall.self)
     }
 
+    /// Why the engine closed this connection, if it did.
+    var closedBecause: MentoryError? { self.closed.withLock { $0 } }
+    private let closed = Mutex<MentoryError?>(nil)
+
+    func close(because error: MentoryError) {
+        self.closed.withLock { $0 = error }
+    }
+
     /// Responses of suspended requests are read from their task (`MentoryEngine.respond(to:from:)`).
     func answer(_ response: consuming OutboundResponse) {}
 

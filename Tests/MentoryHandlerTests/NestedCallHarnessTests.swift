@@ -83,9 +83,14 @@ struct NestedCallHarnessTests {
         let harness = try await HandlerTestHarness.open(MoodCountHandler(), accessRules: ["deny uid=1000 diary.*"])
         _ = try await harness.callHosted(
             MentoryDomainSchema.Diary.add, self.entry("2026-11-20", .pleasant), from: self.bob)
-        await #expect(throws: MentoryError.permissionDenied(namespace: "diary", method: "list")) {
+        let refusal = await #expect(
+            throws: MentoryError.deniedOnBehalf(namespace: "diary", method: "list", chain: ["moods"])
+        ) {
             try await harness.call(MoodCountSchema.pleasant, Mentory_V1_Empty(), from: self.alice)
         }
+        #expect(refusal?.code == .permissionDenied)
+        #expect(refusal?.reason == MentoryError.Reason.deniedOnBehalf)
+        #expect(refusal?.message.contains("on your behalf by moods") == true, "\(refusal?.message ?? "")")
         let failure = await #expect(throws: HostedCallFailure.self) {
             try await harness.callHosted(
                 MentoryDomainSchema.Diary.list, Mentory_V1_DiaryListRequest(), from: self.alice)

@@ -26,6 +26,79 @@ extension MentoryEngine {
         self.restoreRegistration(of: plugin)
         self.refreshDescriptors()
         self.logger.debug("declared plugin", metadata: ["plugin": "\(declaration.name)", "namespace": "\(namespace)"])
+        // A plugin refused before because nothing declared it registers again once its connection closes.
+        for id in self.plugins.takeConnectionsAwaiting(namespace) {
+            self.connections[id]?.sink.close(
+                because: .unavailable(
+                    "plugin '\(declaration.name)' is declared now (plugins.\(declaration.name)); register again"))
+        }
+    }
+
+    /// Makes `declarations` the declared plugins, as a reload of the configuration reads them, and returns what
+    /// changed.
+    ///
+    /// - A plugin no longer declared (or declared with another namespace) stops being served at once: its
+    ///   calls in flight fail UNAVAILABLE, the subscriptions to its topics end with an ENDED event saying why,
+    ///   and its connection is closed with the reason.
+    /// - A plugin declared anew is hosted as at start-up; a connection refused earlier for want of its
+    ///   declaration is closed, so that the plugin registers again at once.
+    /// - A plugin whose `requires` changed keeps its registration and serves on.
+    ///
+    /// The caller checks `declarations` first, as start-up does: unique namespaces, none served in-process, and
+    /// every requirement served. A declaration that still cannot be hosted is left out and named in the result.
+    package func declarePlugins(_ declarations: [PluginDeclaration]) -> PluginDeclarationChanges {
+        var changes = PluginDeclarationChanges()
+        let wanted = Dictionary(declarations.map { ($0.namespace, $0) }, uniquingKeysWith: { first, _ in first })
+        for plugin in self.plugins.declared {
+            guard let declaration = wanted[plugin.namespace], declaration.name == plugin.declaration.name else {
+                self.undeclarePlugin(plugin.namespace)
+                changes.removed.append(plugin.declaration.name)
+                continue
+            }
+            if declaration != plugin.declaration {
+                plugin.declaration = declaration
+                changes.changed.append(declaration.name)
+            }
+        }
+        for declaration in declarations where self.plugins[declaration.namespace] == nil {
+            do throws(MentoryError) {
+                try self.declarePlugin(declaration)
+                changes.added.append(declaration.name)
+            } catch {
+                changes.refused.append((declaration.name, error.message))
+            }
+        }
+        if !changes.changed.isEmpty { self.invalidateRoutes() }
+        return changes
+    }
+
+    /// Stops serving the plugin declared for `namespace`: see ``declarePlugins(_:)``.
+    private func undeclarePlugin(_ namespace: String) {
+        guard let (plugin, connection) = self.plugins.undeclare(namespace) else { return }
+        self.registry.handlers[namespace] = nil
+        self.registry.registrationOrder.removeAll { $0 == namespace }
+        let name = plugin.declaration.name
+        let removed = "plugin '\(name)' is no longer declared (plugins.\(name) left the configuration)"
+        for topic in plugin.info.topics.map(\.name) {
+            for id in self.hub.subscribers(of: topic).sorted(by: { $0.rawValue < $1.rawValue }) {
+                guard let subscriber = self.connections[id] else { continue }
+                self.endSubscription(
+                    id, to: topic, sink: subscriber.sink,
+                    error: .notFound("topic '\(topic)' is no longer published: \(removed); it")
+                )
+            }
+            self.hub.withdraw(topic)
+        }
+        let inFlight = plugin.pending.count
+        plugin.failPending(.unavailable("namespace '\(namespace)' is no longer served: \(removed)"))
+        if let connection {
+            self.connections[connection]?.sink.close(
+                because: .unavailable("\(removed); this connection serves nothing"))
+        }
+        self.invalidateRoutes()
+        self.logger.notice(
+            "\(removed): namespace \(namespace) is no longer served; \(inFlight) calls in flight failed UNAVAILABLE",
+            metadata: ["plugin": "\(name)", "namespace": "\(namespace)", "callsFailed": "\(inFlight)"])
     }
 
     /// Makes the namespace `plugin` registered last (before this daemon started) known while it is
@@ -62,6 +135,11 @@ extension MentoryEngine {
                 "the plugin's saved registration no longer applies; its namespace is unknown until it registers",
                 metadata: ["plugin": "\(name)", "path": "\(files.path(of: name))", "reason": "\(error.message)"])
         }
+    }
+
+    /// The namespaces served in this process (handlers, not plugins), in registration order.
+    package var inProcessNamespaces: [String] {
+        self.registry.registrationOrder.filter { self.plugins[$0] == nil }
     }
 
     /// Every declared plugin's state, as `session.status` reports it.
@@ -123,11 +201,9 @@ extension MentoryEngine {
         guard let plugin = self.plugins[namespace] else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
             let declared = self.plugins.declared.map { "\($0.declaration.name) (\($0.namespace))" }
-            throw .permissionDenied(
-                namespace: WireNames.plugin,
-                method:
-                    "register(\(namespace)): no plugin declares namespace '\(namespace)' under plugins.<name>.namespace"
-                    + " (declared: \(declared.isEmpty ? "none" : declared.joined(separator: ", ")))")
+            // Its connection is told when a reload declares the namespace, so that it registers again then.
+            self.plugins.awaitDeclaration(of: namespace, on: connection.id)
+            throw .pluginNotDeclared(namespace: namespace, declared: declared)
         }
         try self.plugins.checkConnection(connection.id, mayRegisterAs: plugin)
         let info: NamespaceInfo

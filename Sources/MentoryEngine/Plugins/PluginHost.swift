@@ -25,6 +25,9 @@ struct PluginHost {
     /// The newest write of a plugin's registration; each waits for the one before, so they land in order,
     /// and shut-down waits for the last.
     private(set) var lastRegistrationSave: Task<Void, Never>?
+    /// Connections whose registration was refused because no plugin declared the namespace they asked for, with
+    /// that namespace: each is closed once a reload declares it, so that its plugin registers again at once.
+    private var awaitingDeclaration: [ConnectionID: String] = [:]
     /// How an operator reaches this instance's plugin units: `systemctl --user` under a user instance,
     /// `systemctl` for the system's; the hints of UNAVAILABLE errors name it.
     var systemctl = "systemctl"
@@ -49,6 +52,28 @@ struct PluginHost {
         precondition(self.plugins[plugin.namespace] == nil, "plugin namespace '\(plugin.namespace)' declared twice")
         self.plugins[plugin.namespace] = plugin
         self.order.append(plugin.namespace)
+    }
+
+    /// Stops hosting the plugin declared for `namespace` and returns it, with the connection it was registered
+    /// on (if any), which serves nothing from now on.
+    mutating func undeclare(_ namespace: String) -> (plugin: PluginHostedHandler, connection: ConnectionID?)? {
+        guard let plugin = self.plugins.removeValue(forKey: namespace) else { return nil }
+        self.order.removeAll { $0 == namespace }
+        let connection = self.servedBy.first { $0.value == namespace }?.key
+        if let connection { self.servedBy[connection] = nil }
+        return (plugin, connection)
+    }
+
+    /// Records that connection `id` asked to register `namespace`, which no plugin declares.
+    mutating func awaitDeclaration(of namespace: String, on id: ConnectionID) {
+        self.awaitingDeclaration[id] = namespace
+    }
+
+    /// The connections waiting for `namespace` to be declared, forgotten from now on.
+    mutating func takeConnectionsAwaiting(_ namespace: String) -> [ConnectionID] {
+        let waiting = self.awaitingDeclaration.filter { $0.value == namespace }.map(\.key)
+        for id in waiting { self.awaitingDeclaration[id] = nil }
+        return waiting
     }
 
     // MARK: Registration
@@ -76,6 +101,7 @@ struct PluginHost {
     /// Records that connection `id` went away: the plugin it served, which it returns, waits again from
     /// `since` on. `nil` when it served none (a failed plugin stays failed, with its reason).
     mutating func disconnect(_ id: ConnectionID, since: Date) -> PluginHostedHandler? {
+        self.awaitingDeclaration[id] = nil
         guard let namespace = self.servedBy.removeValue(forKey: id), let plugin = self.plugins[namespace] else {
             return nil
         }

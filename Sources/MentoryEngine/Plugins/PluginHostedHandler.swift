@@ -25,6 +25,23 @@ public struct PluginDeclaration: Sendable, Equatable {
     }
 }
 
+/// What a reload changed in the declared plugins (``MentoryEngine/declarePlugins(_:)``), by plugin name.
+public struct PluginDeclarationChanges: Sendable {
+    /// Plugins declared anew.
+    public var added: [String] = []
+    /// Plugins no longer declared.
+    public var removed: [String] = []
+    /// Plugins whose `requires` changed.
+    public var changed: [String] = []
+    /// Plugins that could not be declared, with the reason.
+    public var refused: [(name: String, reason: String)] = []
+
+    /// Whether nothing changed.
+    public var isEmpty: Bool {
+        self.added.isEmpty && self.removed.isEmpty && self.changed.isEmpty && self.refused.isEmpty
+    }
+}
+
 /// A namespace served by a plugin process, as the engine hosts it.
 ///
 /// It holds no domain state, only the plugin's connection state and the calls forwarded to it and
@@ -53,7 +70,8 @@ final class PluginHostedHandler: HostedHandler {
         var caller: RequestContext?
     }
 
-    let declaration: PluginDeclaration
+    /// What the configuration declares; a reload may change what it requires.
+    var declaration: PluginDeclaration
     private(set) var info: NamespaceInfo
     private(set) var descriptors: SchemaDescriptors
     var state: State
@@ -119,7 +137,7 @@ final class PluginHostedHandler: HostedHandler {
     }
 
     func reload(config: ConfigReader, settings: GlobalSettings) throws {
-        // A plugin reads its own configuration; `plugins.<name>` changes need a restart.
+        // A plugin reads its own configuration; the engine applies `plugins.<name>` (declarePlugins(_:)).
     }
 
     nonisolated(nonsending) func close() async {

@@ -36,6 +36,10 @@ public protocol EventSink: Sendable {
 
     /// Counts out a call ``startCallOnBehalf()`` counted.
     func finishCallOnBehalf()
+
+    /// Closes the connection, telling its peer why with a closing `ConnectionError`: the engine stops serving
+    /// what the connection registered (a plugin no longer declared), or wants it to register again.
+    func close(because error: MentoryError)
 }
 
 extension EventSink {
@@ -45,6 +49,8 @@ extension EventSink {
     public func startCallOnBehalf() -> Bool { true }
     /// Sinks without a budget count nothing.
     public func finishCallOnBehalf() {}
+    /// Sinks without a connection of their own have nothing to close.
+    public func close(because error: MentoryError) {}
 }
 
 /// An event as the engine hands it to its subscribers: the message, and the frame that carries it,

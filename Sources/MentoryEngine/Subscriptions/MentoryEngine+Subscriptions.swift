@@ -147,19 +147,24 @@ extension MentoryEngine {
         }
     }
 
-    /// Ends `id`'s subscription to `topic`, telling it why with an ENDED event (not sent when its queue is full;
-    /// the subscription ends either way).
+    /// Ends `id`'s subscription to `topic`, which the access rules no longer let it read (`refusal`), with
+    /// PERMISSION_DENIED.
     func endSubscription(_ id: ConnectionID, to topic: String, sink: any EventSink, refusal: String) {
+        self.endSubscription(
+            id, to: topic, sink: sink,
+            error: .permissionDenied(namespace: WireNames.session, method: "subscribe(\(topic)): \(refusal)"))
+    }
+
+    /// Ends `id`'s subscription to `topic`, telling it why (`error`) with an ENDED event (not sent when its queue
+    /// is full; the subscription ends either way).
+    func endSubscription(_ id: ConnectionID, to topic: String, sink: any EventSink, error: MentoryError) {
         self.hub.unsubscribe(id, from: topic)
         var event = Mentory_V1_Event()
         event.topic = topic
         event.kind = .ended
         event.sequence = self.lastSequence(of: topic)
         event.epoch = self.epoch
-        event.error =
-            MentoryError.permissionDenied(
-                namespace: WireNames.session, method: "subscribe(\(topic)): \(refusal)"
-            ).wireError
+        event.error = error.wireError
         _ = sink.deliver(SharedEvent(event))
     }
 
