@@ -6,6 +6,7 @@ the example plugin runs as a subprocess that dies with the test.
 """
 
 import asyncio
+import json
 import contextlib
 import os
 import signal
@@ -351,15 +352,24 @@ def test_a_handler_past_its_deadline_is_cancelled(make_daemon) -> None:  # type:
         assert client.call("kudos", "list", reply_type=kudos_pb2.KudosList) == kudos_pb2.KudosList()
 
 
-def test_a_refused_registration_stops_the_plugin(daemon) -> None:  # type: ignore[no-untyped-def]
-    plugin = kudos_plugin.build(daemon.socket_path, max_kudos=1)  # this daemon declares no plugin
-    with pytest.raises(MentoryError) as raised:
-        asyncio.run(asyncio.wait_for(plugin.serve(), DEADLINE_SECONDS))
-    assert raised.value.code == ErrorCode.PERMISSION_DENIED and "kudos" in raised.value.message
-    assert plugin.state is mentory.plugin.PluginState.STOPPED
-    with pytest.raises(MentoryError) as waited:  # who waits for the registration learns why it never comes
-        asyncio.run(plugin.wait_registered(DEADLINE_SECONDS))
-    assert waited.value is raised.value
+def test_an_undeclared_plugin_waits_until_a_reload_declares_it(daemon) -> None:  # type: ignore[no-untyped-def]
+    plugin = kudos_plugin.build(daemon.socket_path, max_kudos=1)  # this daemon declares no plugin yet
+    thread = PluginThread(plugin).start()
+    try:
+        wait_until(lambda: "plugin.register(kudos)" in daemon.log(), "mentoryd to refuse the undeclared plugin")
+        assert plugin.state is mentory.plugin.PluginState.WAITING, plugin.state
+        error = plugin.last_error
+        assert isinstance(error, MentoryError) and error.reason == mentory.plugin.NOT_DECLARED, error
+        assert error.code == ErrorCode.PERMISSION_DENIED and "kudos" in error.message
+        daemon.config_path.write_text(json.dumps(KUDOS_CONFIG))
+        pid = daemon.process.pid
+        with daemon.connect() as client:
+            client.daemon.reload()
+            thread.wait_registered()  # the daemon closed the waiting connection; the plugin registered at once
+            assert client.call("kudos", "list", reply_type=kudos_pb2.KudosList) == kudos_pb2.KudosList()
+        assert daemon.process.pid == pid and daemon.process.poll() is None, "no daemon restart"
+    finally:
+        thread.stop()
 
 
 def test_an_untrusted_socket_stops_the_plugin(kudos_daemon) -> None:  # type: ignore[no-untyped-def]
@@ -473,16 +483,22 @@ def test_the_example_plugin_runs_as_written(kudos_daemon, tmp_path: Path) -> Non
             process.wait()
 
 
-def test_the_example_plugin_exits_77_when_refused(daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    log = tmp_path / "kudos.log"
-    process = start_example(daemon.socket_path, log)
-    try:
-        assert process.wait(DEADLINE_SECONDS) == kudos_plugin.EXIT_REFUSED, log.read_text()
-        assert "PERMISSION_DENIED" in log.read_text()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+def test_the_example_plugin_exits_77_when_refused(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Refused for good (INVALID_ARGUMENT): another plugin already publishes the example's topic, kudos.
+    daemon = make_daemon(config={"plugins": {"kudos": {}, "rival": {}}})
+    rival = kudos_plugin.build(daemon.socket_path, max_kudos=1).registration()
+    rival.namespace = "rival"
+    with daemon.connect() as holder:
+        holder.call("plugin", "register", rival, reply_type=mentory.pb.PluginRegisterReply)
+        log = tmp_path / "kudos.log"
+        process = start_example(daemon.socket_path, log)
+        try:
+            assert process.wait(DEADLINE_SECONDS) == kudos_plugin.EXIT_REFUSED, log.read_text()
+            assert "INVALID_ARGUMENT" in log.read_text() and "rival" in log.read_text(), log.read_text()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 # -- calls on the caller's behalf (Call.call, plugin.call) -------------------------------------------------------

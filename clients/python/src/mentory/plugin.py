@@ -432,10 +432,12 @@ class Plugin:
 
         Raises :class:`ValueError` at once when a method or topic has no handler, and stops with
         the error when the daemon refuses the registration for good (``PERMISSION_DENIED``: not
-        declared or not allowed; ``INVALID_ARGUMENT``: a bad schema or protocol version), when the
+        allowed; ``INVALID_ARGUMENT``: a bad schema or protocol version), when the
         socket is untrusted (:class:`~mentory.SocketTrustError`), or after ``backoff.max_attempts``
         failed attempts in a row. Anything else (no daemon, a lost connection, another instance
-        serving the namespace) is retried.
+        serving the namespace) is retried. A namespace the daemon does not declare yet (reason
+        ``plugin.not_declared``) keeps its connection open until a reload declares it; the daemon then
+        closes it, and the plugin registers again at once.
         """
         problems = self.problems()
         if problems:
@@ -532,6 +534,28 @@ class Plugin:
             body = await connection.request("plugin", "register", registration, self._options.timeout)
             reply = pb.PluginRegisterReply()
             reply.ParseFromString(body)
+        except MentoryError as error:
+            if error.reason != NOT_DECLARED:
+                self._session = None
+                await self._end_session(session)
+                raise
+            # Not declared (yet): mentoryd closes this connection once a reload declares the namespace (or
+            # when it stops). Wait for that, without polling, then register again at once.
+            self._last_error = error
+            self._set_state(PluginState.WAITING)
+            logger.warning(
+                "mentoryd declares no plugin for namespace %s yet; waiting for a reload that declares it",
+                self.namespace,
+            )
+            try:
+                await session.closed.wait()
+            finally:
+                self._session = None
+                await self._end_session(session)
+            raise ConnectionClosed(
+                f"mentoryd closed the connection of the {self.namespace} plugin, which waited to be declared: "
+                + str(session.close_reason or "no reason given")
+            ) from error
         except BaseException:
             self._session = None
             await self._end_session(session)
@@ -796,6 +820,11 @@ def _retrieve(task: "asyncio.Future[Any]") -> None:
     """Marks a finished task's exception as seen."""
     if not task.cancelled():
         task.exception()
+
+
+#: The reason of mentoryd's refusal of a registration whose namespace no ``plugins.NAME`` section
+#: declares: not for good, since a reload may declare it (the daemon then closes the connection).
+NOT_DECLARED = "plugin.not_declared"
 
 
 def _permanent(error: BaseException) -> bool:
