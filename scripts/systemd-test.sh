@@ -533,7 +533,7 @@ config["plugins"] = {"declared": ["advisor"], "advisor": {"namespace": "advisor"
 print(json.dumps(config, indent=2))
 EOF
 in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd-rules.json"
-# Access rules are live on reload; a newly declared plugin needs a restart. Rows 10 and 10b started
+# Access rules and plugins sections are live on reload (row 13c reloads one in). Rows 10 and 10b started
 # the service several times in the last seconds: clear its start-limit counter first.
 in_ns systemctl reset-failed mentoryd.service mentoryd.socket 2>/dev/null
 in_ns timeout 60 systemctl restart mentoryd.service; RULES_RELOAD=$?
@@ -560,7 +560,7 @@ BOB_ADVISOR=$(in_ns timeout 60 systemd-run --quiet --wait --pipe --uid=bob --gid
   "$PREFIX_BIN/mentory-advisor" --socket $SYS --state-file /home/bob/advisor-position </dev/null 2>&1)
 BOB_ADVISOR_STATUS=$?
 in_ns sh -c 'cat > /etc/mentoryd/mentoryd.json' < "$WORK/mentoryd.json"
-in_ns timeout 30 systemctl reload mentoryd.service   # the rules go; the declared plugin stays until a restart
+in_ns timeout 30 systemctl reload mentoryd.service   # the rules go, and so does the declared plugin
 if [ $RULES_RELOAD -eq 0 ] && [ $BOB_STATUS -eq 1 ] && grep -qi "permission denied" <<<"$BOB_LIST" && [ $BOB_PING_STATUS -eq 0 ] \
    && [ $ALICE_STATUS -eq 0 ] && [ $ROOT_STATUS -eq 0 ] && [ $ADVISOR_ALICE -eq 0 ] && [ $SUGGEST_STATUS -eq 0 ] \
    && grep -q content <<<"$SUGGEST" && [ $BOB_ADVISOR_STATUS -eq 77 ] \
@@ -638,6 +638,39 @@ if [ $STOPPED_ADD_STATUS -eq 69 ] && grep -q "/run/user/$ALICE/mentoryd/mentoryd
   pass "13b no silent fallback: alice (in the mentory group, system socket up) with her user instance stopped: mentoryctl diary add exits 69, '$(tr '\n' ' ' <<<"$STOPPED_ADD" | cut -c1-240)…'; the system instance's diary has no such entry"
 else
   fail "13b no silent fallback: add $STOPPED_ADD_STATUS: $STOPPED_ADD; system diary $SHARED_STATUS: $(grep -c alice-stopped <<<"$SHARED") matching entries"
+fi
+
+# ---- 13c. A plugin declared by a reload: bob's instance declares none; his advisor waits, then serves ------------
+echo "== 13c. a plugin declared by a reload"
+# Enabled, so mentoryd.service wants it: a restart of the daemon starts it again, whatever state it is in.
+as bob timeout 30 systemctl --user enable --now mentoryd-plugin@advisor.service >/dev/null 2>&1
+bob_advisor_waits() { in_ns journalctl --no-pager -o cat "_UID=$BOB" 2>/dev/null | grep -q "declares no plugin for namespace advisor yet"; }
+wait_for 30 bob_advisor_waits; BOB_WAITS=$?
+BOB_UNIT_WAITING=$(as bob systemctl --user is-active mentoryd-plugin@advisor.service 2>&1)
+BOB_DAEMON_PID=$(as bob systemctl --user show -p MainPID --value mentoryd.service)
+in_ns install -d -o bob -g bob -m 0700 /home/bob/.config /home/bob/.config/mentoryd
+printf '{ "plugins": { "advisor": {} } }\n' \
+  | in_ns sh -c 'cat > /home/bob/.config/mentoryd/mentoryd.json; chown bob:bob /home/bob/.config/mentoryd/mentoryd.json'
+DECLARE_START=$(date +%s%N)
+as bob timeout 30 systemctl --user reload mentoryd.service; BOB_RELOAD=$?
+bob_advisor() { as bob timeout 10 mentoryctl status 2>/dev/null | grep -q "advisor (advisor): connected"; }
+wait_for 30 bob_advisor; BOB_DECLARED=$?
+DECLARE_MS=$(( ($(date +%s%N) - DECLARE_START) / 1000000 ))
+BOB_DAEMON_PID_AFTER=$(as bob systemctl --user show -p MainPID --value mentoryd.service)
+BOB_SUGGEST=$(as bob timeout 30 mentoryctl call advisor.suggest '{"emotion": "EMOTION_NEUTRAL", "text": "a walk"}' --json 2>&1)
+BOB_SUGGEST_STATUS=$?
+# Down (stopped), then the daemon restarted: the plugin comes back with it.
+as bob timeout 30 systemctl --user stop mentoryd-plugin@advisor.service
+as bob timeout 60 systemctl --user restart mentoryd.service
+wait_for 30 bob_advisor; BOB_BACK=$?
+if [ $BOB_WAITS -eq 0 ] && [ "$BOB_UNIT_WAITING" = active ] && [ $BOB_RELOAD -eq 0 ] && [ $BOB_DECLARED -eq 0 ] \
+   && [ -n "$BOB_DAEMON_PID" ] && [ "$BOB_DAEMON_PID" != 0 ] && [ "$BOB_DAEMON_PID" = "$BOB_DAEMON_PID_AFTER" ] \
+   && [ $BOB_SUGGEST_STATUS -eq 0 ] && grep -q content <<<"$BOB_SUGGEST" && [ $BOB_BACK -eq 0 ]; then
+  pass "13c plugin declared by reload: bob's mentoryd-plugin@advisor, not declared, waited (unit $BOB_UNIT_WAITING, not exit 77); after adding plugins.advisor to ~/.config/mentoryd/mentoryd.json, systemctl --user reload brought it up in ${DECLARE_MS} ms, same daemon (MainPID $BOB_DAEMON_PID), advisor.suggest answers; stopped, then systemctl --user restart mentoryd: the enabled plugin is back"
+else
+  fail "13c plugin declared by reload: waits $BOB_WAITS, unit '$BOB_UNIT_WAITING', reload $BOB_RELOAD, connected $BOB_DECLARED, MainPID $BOB_DAEMON_PID -> $BOB_DAEMON_PID_AFTER, suggest $BOB_SUGGEST_STATUS: $BOB_SUGGEST, back after restart $BOB_BACK"
+  as bob systemctl --user status mentoryd.service mentoryd-plugin@advisor.service --no-pager -l 2>&1 | tail -30
+  in_ns journalctl --no-pager -n 40 "_UID=$BOB" 2>&1 | tail -40
 fi
 
 if [ -n "${MENTORYD_TEST_JOURNAL:-}" ]; then

@@ -134,6 +134,8 @@ public enum MentoryError: Error, Equatable, Sendable {
         public static let deniedOnBehalf = "session.denied_on_behalf"
         /// ``MentoryError/pluginNotDeclared(namespace:declared:)``.
         public static let pluginNotDeclared = "plugin.not_declared"
+        /// Every reason the daemon reports itself; docs/PROTOCOL.md lists each one (a test checks).
+        public static let all = [deniedOnBehalf, pluginNotDeclared]
     }
 
     /// The error's stable reason code (``Reason``), or empty when its wire code says all there is.

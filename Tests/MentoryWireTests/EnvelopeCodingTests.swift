@@ -1,3 +1,4 @@
+import Foundation
 import MentoryWire
 import NIOCore
 import Testing
@@ -45,5 +46,27 @@ struct EnvelopeCodingTests {
         #expect(!codes.contains(0))
         #expect(errors.allSatisfy { !$0.message.isEmpty })
         #expect(MentoryError.permissionDenied(namespace: "diary", method: "delete").message.contains("diary.delete"))
+    }
+}
+
+@Suite("The daemon's own error reasons")
+struct DaemonReasonTests {
+    @Test("each reason the daemon reports travels with its error and is documented in docs/PROTOCOL.md")
+    func documentedAndSent() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let protocolText = try String(contentsOf: root.appendingPathComponent("docs/PROTOCOL.md"), encoding: .utf8)
+        for reason in MentoryError.Reason.all {
+            #expect(protocolText.contains("`\(reason)`"), "docs/PROTOCOL.md does not name reason \(reason)")
+        }
+        let denied = MentoryError.deniedOnBehalf(namespace: "diary", method: "list", chain: ["streaks", "moods"])
+        #expect(denied.wireError.reason == MentoryError.Reason.deniedOnBehalf)
+        #expect(denied.code == .permissionDenied)
+        #expect(denied.message.contains("on your behalf by moods"))
+        #expect(denied.message.contains("streaks -> moods -> diary.list"))
+        let undeclared = MentoryError.pluginNotDeclared(namespace: "streaks", declared: [])
+        #expect(undeclared.wireError.reason == MentoryError.Reason.pluginNotDeclared)
+        #expect(undeclared.message.contains("declared: none"))
+        #expect(MentoryError.notFound("x").wireError.reason.isEmpty)
     }
 }
