@@ -251,7 +251,6 @@ def test_calls_that_would_loop_or_reach_nothing_are_refused() -> None:
 
 def test_handler_failures_answer_as_the_daemon_passes_them_on() -> None:
     plugin = moods_plugin()
-    never = asyncio.Event()
 
     @plugin.method("recent")
     async def recent(request: Any, call: mentory.plugin.Call) -> Any:
@@ -261,7 +260,7 @@ def test_handler_failures_answer_as_the_daemon_passes_them_on() -> None:
             raise KeyError("oops")
         if request.days == 3:
             return pb.Empty()  # the wrong reply type
-        await never.wait()  # past the deadline: cancelled
+        await asyncio.Event().wait()  # never set: past the deadline, cancelled
 
     with PluginHost(plugin, timeout=0.05) as host:
         own = refused(lambda: host.call("recent", {"days": 1}))
