@@ -303,6 +303,23 @@ def test_snapshots_and_publications() -> None:
             host.published("nope")
 
 
+def test_a_snapshot_is_taken_only_for_a_caller_who_may_subscribe() -> None:
+    rules = ["deny uid=1000 diary.*", "deny uid=1002 subscribe:moods"]
+    with PluginHost(moods_plugin(), access_rules=rules) as host:
+        assert host.snapshot("moods", caller=OWNER).moods == []
+        # moods declares reads: diary.list, so its events go only to those who may read the diary.
+        error = refused(lambda: host.snapshot("moods", caller=DENIED))
+        assert (error.code, error.message) == (
+            ErrorCode.PERMISSION_DENIED,
+            "permission denied: you may not call session.subscribe(moods): its events carry what diary.list"
+            " returns, which you may not call",
+        )
+        assert refused(lambda: host.snapshot("diary", caller=DENIED)).code == ErrorCode.PERMISSION_DENIED
+        assert refused(lambda: host.snapshot("moods", caller=Caller(uid=1002))).message.endswith(
+            "access.rules deny subscribe:moods"
+        )
+
+
 def test_the_async_host_registers_the_plugin_while_it_hosts_it() -> None:
     plugin = moods_plugin()
 

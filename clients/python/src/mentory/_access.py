@@ -99,7 +99,22 @@ class AccessPolicy:
         self, credentials: Optional[Credentials], namespace: str, method: str, privilege: int = pb.PRIVILEGE_UNSPECIFIED
     ) -> bool:
         """Whether a caller with ``credentials`` (``None``: unknown) may call ``namespace.method``."""
-        action = f"{namespace}.{method}"
+        return self.allows(credentials, f"{namespace}.{method}", privilege)
+
+    def allows_subscription(self, credentials: Optional[Credentials], topic: str) -> bool:
+        """Whether the ``subscribe:`` rules let a caller with ``credentials`` subscribe to ``topic``."""
+        return self.allows(credentials, f"subscribe:{topic}")
+
+    def allows_privileged_subscription(self, credentials: Optional[Credentials], topic: str) -> bool:
+        """Whether a caller with ``credentials`` may subscribe to ``topic``, which declares no ``reads``:
+        root, the daemon's user, and a uid or group a rule allows ``subscribe:TOPIC`` by name."""
+        return self.allows(credentials, f"subscribe:{topic}", pb.PRIVILEGE_OWNER)
+
+    def allows(
+        self, credentials: Optional[Credentials], action: str, privilege: int = pb.PRIVILEGE_UNSPECIFIED
+    ) -> bool:
+        """Whether a caller with ``credentials`` may take ``action`` (``namespace.method`` or
+        ``subscribe:TOPIC``), which ``privilege`` guards."""
         rules = [rule for rule in self.rules if rule.names(action)]
         if self.permits(privilege, credentials):
             return self._allows(credentials, rules)

@@ -8,22 +8,24 @@ its topics' snapshots and reads what it published::
     import mentory.testing
     from habits_plugin import plugin
 
-    def test_summary_reads_the_callers_diary():
+    def test_from_diary_reads_the_callers_diary():
         with mentory.testing.PluginHost(plugin, access_rules=["deny uid=1000 diary.*"]) as host:
             owner = mentory.testing.Caller(uid=1001)
             host.call("diary.add", {"recordDate": "2026-11-20", "title": "walk", "text": "by the river",
                                     "emotion": "EMOTION_PLEASANT"}, caller=owner)
-            assert [h.name for h in host.call("summary", caller=owner).habits] == ["walk"]
+            assert [h.name for h in host.call("fromDiary", caller=owner).habits] == ["walk"]
             with pytest.raises(mentory.MentoryError) as refused:
-                host.call("summary", caller=mentory.testing.Caller(uid=1000))
+                host.call("fromDiary", caller=mentory.testing.Caller(uid=1000))
             assert refused.value.code == mentory.ErrorCode.PERMISSION_DENIED
+
+docs/PLUGINS.md ("Test it without a daemon") has this test in full.
 
 What the host does as the daemon does:
 
 - **The built-in namespaces** ``diary``, ``mentor`` and ``reachability`` are hosted in memory, with the
   daemon's checks, wire codes and messages (one diary entry per day, the seven emotions, the field
   limits...) and the changes they publish on their topics. ``host.call("diary.add", ...)`` sets up what
-  a test needs; ``host.call("summary", ...)`` (or ``"habits.summary"``) calls the plugin.
+  a test needs; ``host.call("fromDiary", ...)`` (or ``"habits.fromDiary"``) calls the plugin.
 - **Fakes** serve any other namespace the plugin calls (another plugin's, a handler's):
   :meth:`AsyncPluginHost.fake` takes the namespace (or its ``service`` descriptor, for typed requests)
   and a function per method, ``(request, call) -> reply``, plain or ``async``.
@@ -39,14 +41,16 @@ What the host does as the daemon does:
   ``MentoryError`` answers ``INTERNAL`` (chained to the original, so the test shows its traceback), a
   handler past the call's deadline (``timeout``, 5 s by default as ``limits.pluginCallTimeoutMilliseconds``)
   is cancelled and the call fails ``DEADLINE_EXCEEDED``. Calls to the plugin pass the gate too.
-- **Publishing**: ``await plugin.publish(...)`` in a handler is recorded; :meth:`AsyncPluginHost.published`
-  returns a topic's changes, decoded, oldest first (the built-ins' too).
+- **Topics**: ``await plugin.publish(...)`` in a handler is recorded; :meth:`AsyncPluginHost.published`
+  returns a topic's changes, decoded, oldest first (the built-ins' too). :meth:`AsyncPluginHost.snapshot`
+  takes a topic's snapshot for a caller the daemon would let subscribe (its ``subscribe:`` rules and
+  the topic's ``reads``).
 - While hosted, the plugin is ``REGISTERED`` and ``plugin.client`` is a client of the in-memory host,
   acting as ``plugin_caller`` (root unless given), the plugin's own user.
 
-Not modelled: subscriptions (take :meth:`AsyncPluginHost.snapshot` and :meth:`AsyncPluginHost.published`
-instead), storage failures, the diary's reply size budget, and the daemon's other namespaces
-(``session``, ``storage``, ...).
+Not modelled: subscriptions themselves (take :meth:`AsyncPluginHost.snapshot` and
+:meth:`AsyncPluginHost.published` instead), storage failures, the diary's reply size budget, a
+reachability peer's connection closing, and the daemon's other namespaces (``session``, ``storage``, ...).
 """
 
 import asyncio
@@ -289,7 +293,7 @@ class _Fake(_Namespace):
             self.version = options.Extensions[pb.namespace_version] or 1
             self.service = target
             self.methods = _service_methods(target)
-            self.topics = _service_topics(target)
+            self.topics = {}  # a fake serves methods only
             unknown = sorted(set(handlers) - set(self.methods))
             if unknown:
                 raise ValueError(
@@ -617,12 +621,23 @@ class AsyncPluginHost:
         reply = await self._client_call(namespace, name, body, _caller(caller), timeout)
         return decode_reply(namespace, name, reply, reply_type or types[1])
 
-    async def snapshot(self, topic: str) -> Any:
+    async def snapshot(self, topic: str, *, caller: CallerLike = None) -> Any:
         """The current state of ``topic`` (the plugin's, or a built-in one's), as a new subscriber's
-        ``SNAPSHOT`` event carries it, decoded."""
+        ``SNAPSHOT`` event carries it, decoded.
+
+        ``caller`` (root when ``None``) must be allowed to subscribe, as the daemon checks it: the
+        ``subscribe:`` rules, and every method the topic ``reads`` (a topic without ``reads`` is for root,
+        the daemon's user and uids or groups a rule allows ``subscribe:TOPIC`` by name); else this raises
+        ``PERMISSION_DENIED`` as ``session.subscribe`` would."""
         await self.start()
         for namespace in self._namespaces.values():
             if topic in namespace.topics:
+                refusal = self._topic_refusal(namespace, topic, _caller(caller).credentials())
+                if refusal is not None:
+                    raise MentoryError(
+                        ErrorCode.PERMISSION_DENIED,
+                        f"permission denied: you may not call session.subscribe({topic}): {refusal}",
+                    )
                 snapshot_type = namespace.topics[topic][1]
                 body = await namespace.snapshot(topic)
                 return _decode(namespace.name, f"snapshot of {topic}", snapshot_type, body)
@@ -635,6 +650,33 @@ class AsyncPluginHost:
                 f"no hosted namespace has a topic '{topic}' (topics: {', '.join(self._topics()) or 'none'})"
             )
         return [publication.change for publication in self.publications if publication.topic == topic]
+
+    def _topic_refusal(self, namespace: _Namespace, topic: str, credentials: Optional[Credentials]) -> Optional[str]:
+        """Why a subscriber with ``credentials`` may not be sent ``topic``'s events (the engine's
+        ``topicRefusal``), or ``None``."""
+        if not self.policy.allows_subscription(credentials, topic):
+            return f"access.rules deny subscribe:{topic}"
+        reads: List[str] = []
+        if namespace.service is not None:
+            for declared in namespace.service.GetOptions().Extensions[pb.topic]:
+                if declared.name == topic:
+                    reads = list(declared.reads)
+        if not reads:
+            if self.policy.allows_privileged_subscription(credentials, topic):
+                return None
+            return (
+                "it declares no reads, so it is for root, the daemon's user and uids or groups access.rules"
+                f" allow subscribe:{topic} by name"
+            )
+        for read in reads:
+            target, _, method = read.partition(".")
+            hosted = self._namespaces.get(target)
+            declared_method = hosted.methods.get(method) if hosted is not None else None
+            if declared_method is None or not self.policy.allows_call(
+                credentials, target, method, declared_method.privilege
+            ):
+                return f"its events carry what {read} returns, which you may not call"
+        return None
 
     def _topics(self) -> List[str]:
         return [topic for namespace in self._namespaces.values() for topic in namespace.topics]
@@ -844,9 +886,9 @@ class PluginHost:
         """:meth:`AsyncPluginHost.call`, blocking."""
         return self._run(self._host.call(method, request, **options))
 
-    def snapshot(self, topic: str) -> Any:
+    def snapshot(self, topic: str, **options: Any) -> Any:
         """:meth:`AsyncPluginHost.snapshot`, blocking."""
-        return self._run(self._host.snapshot(topic))
+        return self._run(self._host.snapshot(topic, **options))
 
     def published(self, topic: str) -> List[Any]:
         """:meth:`AsyncPluginHost.published`."""
