@@ -1,9 +1,11 @@
 """docs/PLUGINS.md's Python walk-through runs as written.
 
 The blocks marked ``<!-- walk-through: NAME -->`` are taken from the page: the schema, the protoc
-command, the plugin, the daemon's configuration, the caller and its output. protoc generates the
-plugin's module in one folder; the plugin runs there as a process of its own (dying with the test);
-the caller runs in another folder, where no generated code for the namespace exists.
+command, the plugin, the daemon's configuration, the caller and its output, and the plugin's tests.
+protoc generates the plugin's module in one folder; the plugin runs there as a process of its own
+(dying with the test); the caller runs in another folder, where no generated code for the namespace
+exists. The plugin's tests (``test_habits.py``, mentory.testing) run in the plugin's folder with no
+daemon at all.
 """
 
 import json
@@ -46,23 +48,19 @@ def test_the_walk_through_has_every_part() -> None:
         "mentoryd.json",
         "caller.py",
         "caller.out",
+        "test_habits.py",
     }
 
 
-def test_the_python_walk_through_runs(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def generate(parts: Dict[str, str], plugin_dir: Path) -> None:
+    """The plugin's folder as the walk-through makes it: habits.proto, habits_plugin.py, habits_pb2.py."""
     if shutil.which("protoc") is None:
         pytest.fail("protoc is needed (apt-get install protobuf-compiler; scripts/install-deps.sh)", pytrace=False)
     if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "python3")):
         pytest.fail(f"no python3 beside {sys.executable}: run the tests from a virtual environment", pytrace=False)
-    parts = walk_through()
-    plugin_dir = tmp_path / "plugin"
-    caller_dir = tmp_path / "caller"
     plugin_dir.mkdir()
-    caller_dir.mkdir()
     for name in ("habits.proto", "habits_plugin.py"):
         (plugin_dir / name).write_text(parts[name])
-    (caller_dir / "caller.py").write_text(parts["caller.py"])
-
     generated = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", parts["generate.sh"]],
         cwd=plugin_dir,
@@ -74,6 +72,41 @@ def test_the_python_walk_through_runs(make_daemon, tmp_path: Path) -> None:  # t
     )
     assert generated.returncode == 0, generated.stderr
     assert "import mentory_pb2" in (plugin_dir / "habits_pb2.py").read_text()  # as protoc wrote it
+
+
+def test_the_plugins_tests_run_without_a_daemon(tmp_path: Path) -> None:
+    parts = walk_through()
+    plugin_dir = tmp_path / "plugin"
+    generate(parts, plugin_dir)
+    (plugin_dir / "test_habits.py").write_text(parts["test_habits.py"])
+    # No daemon: the socket named leads nowhere, and nothing may need one.
+    environment = python_environment(MENTORY_SOCKET=str(tmp_path / "no-daemon.sock"))
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "t"),
+         "test_habits.py"],
+        cwd=plugin_dir,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS * 4,
+        preexec_fn=die_with_parent,
+    )
+    assert tested.returncode == 0, f"{tested.stdout}\n{tested.stderr}"
+    assert "2 passed" in tested.stdout, tested.stdout
+    assert not (tmp_path / "no-daemon.sock").exists()
+
+
+def test_the_python_walk_through_runs(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if shutil.which("protoc") is None:
+        pytest.fail("protoc is needed (apt-get install protobuf-compiler; scripts/install-deps.sh)", pytrace=False)
+    if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "python3")):
+        pytest.fail(f"no python3 beside {sys.executable}: run the tests from a virtual environment", pytrace=False)
+    parts = walk_through()
+    plugin_dir = tmp_path / "plugin"
+    caller_dir = tmp_path / "caller"
+    generate(parts, plugin_dir)
+    caller_dir.mkdir()
+    (caller_dir / "caller.py").write_text(parts["caller.py"])
 
     daemon = make_daemon(config=json.loads(parts["mentoryd.json"]))
     log = tmp_path / "plugin.log"
