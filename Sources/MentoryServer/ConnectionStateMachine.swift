@@ -390,6 +390,17 @@ struct ConnectionStateMachine {
         }
     }
 
+    /// The bytes reserved for the replies of the requests in flight.
+    var reservedReplyBytes: Int {
+        switch self.state {
+        case .open(let open): return open.requests.replyBytes
+        case .closing(let closing): return closing.requests.replyBytes
+        case .closed(let closed): return closed.requests.replyBytes
+        case .awaitingHello: return 0
+        case .modifying: preconditionFailure("the connection state was left being modified")
+        }
+    }
+
     /// Changes the requests in flight in place, in whichever state holds them; `nil` before the Hello.
     private mutating func modifyRequests<Result>(_ body: (inout RequestsInFlight) -> Result) -> Result? {
         switch self.state {
@@ -474,7 +485,7 @@ struct ConnectionStateMachine {
     mutating func frameReady(costsNoReply: Bool, uidHasRoom: @autoclosure () -> Bool) -> FrameAction {
         if costsNoReply { return .handle }
         let uidHasRoom = uidHasRoom()
-        if uidHasRoom, self.outboundBytes + self.requests.replyBytes < self.maxOutboundBytes { return .handle }
+        if uidHasRoom, self.outboundBytes + self.reservedReplyBytes < self.maxOutboundBytes { return .handle }
         return !uidHasRoom && self.startWaitingForBudget() ? .waitForBudget : .holdBack
     }
 
