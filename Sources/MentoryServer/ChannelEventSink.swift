@@ -31,12 +31,18 @@ final class ChannelEventSink: EventSink {
         self.handler.value.deliver(pluginCall: pluginCall)
     }
 
+    /// Counts a call a handler or plugin makes on this connection's client's behalf as one more request of its
+    /// uid's, if the uid has room; it does not wait for room.
     func startCallOnBehalf() -> Bool {
-        self.handler.value.startCallOnBehalf()
+        let account = self.handler.value.account
+        guard account.hasRoom else { return false }
+        account.requestStarted()
+        return true
     }
 
+    /// Counts out a call ``startCallOnBehalf()`` counted; may wake the uid's waiting connections.
     func finishCallOnBehalf() {
-        self.handler.value.finishCallOnBehalf()
+        self.handler.value.account.requestFinished()
     }
 
     func close(because error: MentoryError) {

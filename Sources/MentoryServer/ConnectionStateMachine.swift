@@ -1,44 +1,84 @@
 import MentoryWire
 
-/// The lifecycle and back-pressure state of one connection, as a value: events in, actions out.
+/// The protocol state of one connection, as a value: events in, actions out.
 ///
 /// ``ConnectionHandler`` stores one and mutates it in place. For each thing that happens on the connection
-/// (a Hello, a request, a frame written, bytes taken by the kernel, a read asked for, the uid's budget freed,
-/// a close) it calls one of the mutating methods here and performs the action returned; the engine calls,
-/// the framing, the encoding and every I/O stay in the handler. The machine holds no references, so it
-/// allocates nothing and copying it costs only its few words.
+/// (a Hello, a frame ready to be handled, a request dispatched or answered, an event to deliver, a frame
+/// written, bytes taken by the kernel, a read asked for, the uid's budget freed, a close) it calls one of the
+/// mutating methods here and performs the action returned: the engine calls, the framing, the encoding, the
+/// uid's account and every I/O stay in the handler. The machine holds no references, so it is tested without
+/// any I/O and costs no allocation beyond its table of requests in flight.
 ///
-/// The lifecycle is one ``State``: ``State/awaitingHello`` → ``State/open(_:)`` → ``State/closing(_:)`` →
-/// ``State/closed``. The output side (bytes in the pipeline, whether reading is paused for them, whether a
-/// flush is due) and the input side (a read held back, a wait for the uid's budget) hold in every state:
-/// a connection still writes its errors before its Hello and its last frame while it closes.
+/// It owns every bound of the connection (requests in flight, outbound bytes, the subscriber's queue of
+/// events, the plugin-call bound, the frame limit for events) and the data they are checked against.
+///
+/// The lifecycle is one ``State``: ``State/awaitingHello(_:)`` → ``State/open(_:)`` → ``State/closing(_:)`` →
+/// ``State/closed(_:)``. The requests in flight with their reservations (``RequestsInFlight``) live inside the
+/// open, closing and closed states: a request is dispatched only once open, but it may finish after the
+/// connection started closing, and its reservation is settled then. The output side (bytes in the pipeline,
+/// whether reading is paused for them, whether a flush is due) and the input side (a read held back, a wait
+/// for the uid's budget) hold in every state: a connection still writes its errors before its Hello and its
+/// last frame while it closes.
 struct ConnectionStateMachine {
-    /// Where the connection is in its life.
+    /// Where the connection is in its life, with what it holds there.
     enum State {
         /// Connected; only a Hello is accepted. Requests are answered HANDSHAKE_REQUIRED.
-        case awaitingHello
+        case awaitingHello(AwaitingHelloState)
         /// Handshaken: the engine knows the connection (it is attached), requests are dispatched.
         case open(OpenState)
         /// Closing after an error, the peer's end of input, a failure or a shutdown: no frame is handled.
         case closing(ClosingState)
         /// The channel is inactive and the engine no longer knows the connection.
-        case closed
+        case closed(ClosedState)
         /// Only while a method changes the payload of the state in place, so that the payload has one
         /// owner and is not copied.
         case modifying
     }
 
+    /// What a connection waiting for its Hello has.
+    struct AwaitingHelloState {
+        /// Whether the handshake timer was started (it is started once).
+        var timerStarted = false
+    }
+
     /// What only an open connection has.
     struct OpenState {
+        var requests = RequestsInFlight()
         /// Whether an event was refused since the engine was last told there is room for events.
         var eventsRefused = false
     }
 
     /// What a closing connection still has.
     struct ClosingState {
+        var requests: RequestsInFlight
         /// Whether the engine still knows the connection: it is detached at once by a failure, and once the
         /// channel is inactive after an error or the peer's end of input.
         var attached: Bool
+    }
+
+    /// What a closed connection still has: requests finishing after the close settle their reservations.
+    struct ClosedState {
+        var requests: RequestsInFlight
+    }
+
+    /// The requests being computed, and the bytes reserved in the uid's account for what they and the
+    /// engine's resets will send.
+    struct RequestsInFlight {
+        /// A request being computed: its `namespace.method` for error messages, and the bytes reserved for it.
+        struct Request {
+            var method: String
+            /// Reserved for the reply, settled to its real size once it is encoded.
+            var replyBytes: Int
+            /// Reserved for the snapshots a `session.subscribe` queues (part of ``eventBytes``).
+            var snapshotBytes: Int
+        }
+
+        /// The requests in flight, by id.
+        var byID: [UInt64: Request] = [:]
+        /// Bytes reserved for the replies of the requests in flight.
+        var replyBytes = 0
+        /// Bytes reserved for snapshots and resets being taken; the events they become use it up.
+        var eventBytes = 0
     }
 
     /// What to do with a Hello.
@@ -51,12 +91,54 @@ struct ConnectionStateMachine {
         case fail(MentoryError)
     }
 
-    /// What to do with a request or a plugin's reply.
+    /// What to do with the next whole frame read.
+    enum FrameAction: Equatable {
+        /// Take it out of the bytes read and handle it.
+        case handle
+        /// Leave it where it is: the outbound bytes with the replies reserved are at their bound, or the uid
+        /// has no room and its account will wake the connection already. A reply or the drain resumes it.
+        case holdBack
+        /// Leave it where it is, and ask the uid's account to wake the connection once it has room.
+        case waitForBudget
+    }
+
+    /// What to do with a request.
     enum RequestAction: Equatable {
-        /// Hand it to the engine.
-        case dispatch
+        /// Hand it to the engine; `queued` when requests are in flight ahead of it.
+        case dispatch(queued: Bool)
         /// Answer it with this error instead.
         case refuse(MentoryError)
+    }
+
+    /// What to do with a plugin's reply.
+    enum PluginReplyAction: Equatable {
+        /// Hand it to the engine.
+        case dispatch
+        /// Answer it with this connection error instead.
+        case refuse(MentoryError)
+    }
+
+    /// What to do with the response to a request.
+    enum ResponseAction: Equatable {
+        /// The request was not in flight here (it was answered without a reservation): send the response if
+        /// `send`.
+        case sendUnreserved(send: Bool)
+        /// The request finished: send its response if `send` (then learn its size for `method`), and release
+        /// `releaseBytes` of its reservations from the uid's account after that.
+        case finished(method: String, send: Bool, releaseBytes: Int)
+    }
+
+    /// What to do with an event for this connection's subscriptions.
+    enum EventAction: Equatable {
+        /// Refuse it: the connection is not open (nothing else changes).
+        case drop
+        /// Refuse it: it would not fit in a frame. Events are refused until the engine is told there is room.
+        case refuseTooLarge
+        /// Refuse it: the subscriber's queue or the uid's budget is full; ask the uid's account to wake the
+        /// connection if `waitForBudget`.
+        case refuse(waitForBudget: Bool)
+        /// Write it, then release `releaseReserved` bytes of the reservation for snapshots and resets it used.
+        case write(releaseReserved: Int)
     }
 
     /// What to do when the connection is to be closed with an error.
@@ -81,17 +163,20 @@ struct ConnectionStateMachine {
     enum ReadAction: Equatable {
         /// Read the socket.
         case read
-        /// Hold the read back until there is room; it is done when reading resumes.
-        case holdBack
+        /// Hold the read back until there is room; it is done when reading resumes. Ask the uid's account to
+        /// wake the connection if `waitForBudget`.
+        case holdBack(waitForBudget: Bool)
     }
 
     /// What to do once the outbound bytes may have drained far enough for the events refused.
     enum EventsDrainedAction: Equatable {
         /// Nothing: no event was refused, the connection is not open, or the queue is not back to half yet.
         case none
-        /// The queue is back to half but the uid has no room for the snapshot: wait for room.
-        case waitForRoom
-        /// Reserve the snapshot and tell the engine there is room for events again (it sends resets).
+        /// The queue is back to half but the uid has no room for the snapshot: ask the account to wake the
+        /// connection.
+        case waitForBudget
+        /// The snapshot's bytes are reserved: charge them to the uid and tell the engine there is room for events
+        /// again (it sends resets).
         case tellEngine
     }
 
@@ -104,13 +189,16 @@ struct ConnectionStateMachine {
         var closeAccount: Bool
     }
 
-    private(set) var state = State.awaitingHello
+    private(set) var state = State.awaitingHello(AwaitingHelloState())
     /// At most this many requests in flight before frames wait.
     let maxRequestsInFlight: Int
-    /// At this many outbound bytes requests stop and the socket is not read; reading resumes at half.
+    /// At this many outbound bytes requests stop and the socket is not read; reading resumes at half. A plugin
+    /// call is sent only while it keeps the outbound bytes under it.
     let maxOutboundBytes: Int
     /// Events are refused once the outbound bytes pass this; the engine is told at half.
     let subscriberQueueBytes: Int
+    /// The largest frame payload: a larger event is refused.
+    let maxFrameLength: Int
 
     /// Bytes written into the pipeline that the kernel has not taken yet.
     private(set) var outboundBytes = 0
@@ -131,17 +219,19 @@ struct ConnectionStateMachine {
     /// Whether the uid's account still counts this connection.
     private var accountOpen = true
 
-    init(maxRequestsInFlight: Int, maxOutboundBytes: Int, subscriberQueueBytes: Int) {
+    init(maxRequestsInFlight: Int, maxOutboundBytes: Int, subscriberQueueBytes: Int, maxFrameLength: Int) {
         self.maxRequestsInFlight = maxRequestsInFlight
         self.maxOutboundBytes = maxOutboundBytes
         self.subscriberQueueBytes = subscriberQueueBytes
+        self.maxFrameLength = maxFrameLength
     }
 
     init(_ configuration: ServerConfiguration) {
         self.init(
             maxRequestsInFlight: configuration.maxRequestsInFlight,
             maxOutboundBytes: configuration.maxOutboundBytes,
-            subscriberQueueBytes: configuration.subscriberQueueBytes)
+            subscriberQueueBytes: configuration.subscriberQueueBytes,
+            maxFrameLength: configuration.maxFrameLength)
     }
 
     // MARK: Lifecycle
@@ -161,17 +251,24 @@ struct ConnectionStateMachine {
         }
     }
 
-    /// Whether the connection still waits for its Hello (the handshake timer runs only then).
+    /// Whether the connection still waits for its Hello: the handshake timer, when it fires, fails it then.
     var isAwaitingHello: Bool {
         if case .awaitingHello = self.state { return true }
         return false
     }
 
-    /// A Hello arrived; `rejection` is what is wrong with it, if anything (checked by the handler).
-    mutating func helloReceived(rejection: MentoryError?) -> HelloAction {
+    /// The channel is active: returns whether to start the handshake timer (once, and only before the Hello).
+    mutating func handshakeTimerNeeded() -> Bool {
+        guard case .awaitingHello(let awaiting) = self.state, !awaiting.timerStarted else { return false }
+        self.state = .awaitingHello(AwaitingHelloState(timerStarted: true))
+        return true
+    }
+
+    /// A Hello arrived.
+    mutating func helloReceived(_ hello: Mentory_V1_Hello) -> HelloAction {
         switch self.state {
         case .awaitingHello:
-            if let rejection { return .fail(rejection) }
+            if let rejection = Self.rejection(of: hello) { return .fail(rejection) }
             self.state = .open(OpenState())
             return .attach
         case .open, .closing, .closed:
@@ -182,24 +279,28 @@ struct ConnectionStateMachine {
         }
     }
 
-    /// A request arrived.
-    func requestReceived() -> RequestAction {
-        self.isOpen ? .dispatch : .refuse(.handshakeRequired)
-    }
-
-    /// A plugin's reply arrived.
-    func pluginReplyReceived() -> RequestAction {
-        self.isOpen ? .dispatch : .refuse(.handshakeRequired)
+    /// What is wrong with `hello`, if anything: a protocol version this server does not speak, or a client
+    /// name over its limit.
+    static func rejection(of hello: Mentory_V1_Hello) -> MentoryError? {
+        guard hello.protocolVersion == WireProtocol.version else {
+            return .unsupportedVersion(requested: hello.protocolVersion, supported: WireProtocol.version)
+        }
+        do {
+            try FieldLimits.clientName.check(hello.clientName)
+        } catch {
+            return error
+        }
+        return nil
     }
 
     /// The connection is to be closed with an error (a protocol error, a timeout, a shutdown).
     mutating func closeRequested() -> CloseAction {
         switch self.state {
         case .awaitingHello:
-            self.state = .closing(ClosingState(attached: false))
+            self.state = .closing(ClosingState(requests: RequestsInFlight(), attached: false))
             return .close(detach: false)
-        case .open:
-            self.state = .closing(ClosingState(attached: false))
+        case .open(let open):
+            self.state = .closing(ClosingState(requests: open.requests, attached: false))
             return .close(detach: true)
         case .closing, .closed:
             return .none
@@ -210,12 +311,22 @@ struct ConnectionStateMachine {
 
     /// The peer closed its side (after the frames it sent whole were handled); returns whether to close.
     mutating func inputClosed() -> Bool {
+        self.closeAttached()
+    }
+
+    /// The pipeline caught an error; the handler closes the channel whatever the state.
+    mutating func errorCaught() {
+        _ = self.closeAttached()
+    }
+
+    /// Moves to closing, the engine still knowing the connection if it was open; returns whether it moved.
+    private mutating func closeAttached() -> Bool {
         switch self.state {
         case .awaitingHello:
-            self.state = .closing(ClosingState(attached: false))
+            self.state = .closing(ClosingState(requests: RequestsInFlight(), attached: false))
             return true
-        case .open:
-            self.state = .closing(ClosingState(attached: true))
+        case .open(let open):
+            self.state = .closing(ClosingState(requests: open.requests, attached: true))
             return true
         case .closing, .closed:
             return false
@@ -224,35 +335,23 @@ struct ConnectionStateMachine {
         }
     }
 
-    /// The pipeline caught an error; the handler closes the channel whatever the state.
-    mutating func errorCaught() {
-        switch self.state {
-        case .awaitingHello:
-            self.state = .closing(ClosingState(attached: false))
-        case .open:
-            self.state = .closing(ClosingState(attached: true))
-        case .closing, .closed:
-            break
-        case .modifying:
-            preconditionFailure("the connection state was left being modified")
-        }
-    }
-
     /// The channel is inactive; returns whether to detach the connection from the engine.
     mutating func channelInactive() -> Bool {
-        let detach: Bool
         switch self.state {
-        case .open:
-            detach = true
+        case .awaitingHello:
+            self.state = .closed(ClosedState(requests: RequestsInFlight()))
+            return false
+        case .open(let open):
+            self.state = .closed(ClosedState(requests: open.requests))
+            return true
         case .closing(let closing):
-            detach = closing.attached
-        case .awaitingHello, .closed:
-            detach = false
+            self.state = .closed(ClosedState(requests: closing.requests))
+            return closing.attached
+        case .closed:
+            return false
         case .modifying:
             preconditionFailure("the connection state was left being modified")
         }
-        self.state = .closed
-        return detach
     }
 
     /// The handler left the pipeline: what was never flushed, or never taken, is counted out, and the account is
@@ -267,31 +366,148 @@ struct ConnectionStateMachine {
         return RemovedAction(discardedBytes: discarded, closeAccount: closeAccount)
     }
 
+    // MARK: Requests in flight
+
+    /// The requests in flight and the reservations, in whichever state holds them (none before the Hello).
+    var requests: RequestsInFlight {
+        switch self.state {
+        case .open(let open): return open.requests
+        case .closing(let closing): return closing.requests
+        case .closed(let closed): return closed.requests
+        case .awaitingHello: return RequestsInFlight()
+        case .modifying: preconditionFailure("the connection state was left being modified")
+        }
+    }
+
+    /// How many requests are in flight.
+    var requestsInFlight: Int {
+        switch self.state {
+        case .open(let open): return open.requests.byID.count
+        case .closing(let closing): return closing.requests.byID.count
+        case .closed(let closed): return closed.requests.byID.count
+        case .awaitingHello: return 0
+        case .modifying: preconditionFailure("the connection state was left being modified")
+        }
+    }
+
+    /// The bytes reserved for the replies of the requests in flight.
+    var reservedReplyBytes: Int {
+        switch self.state {
+        case .open(let open): return open.requests.replyBytes
+        case .closing(let closing): return closing.requests.replyBytes
+        case .closed(let closed): return closed.requests.replyBytes
+        case .awaitingHello: return 0
+        case .modifying: preconditionFailure("the connection state was left being modified")
+        }
+    }
+
+    /// Changes the requests in flight in place, in whichever state holds them; `nil` before the Hello.
+    private mutating func modifyRequests<Result>(_ body: (inout RequestsInFlight) -> Result) -> Result? {
+        switch self.state {
+        case .open(var open):
+            self.state = .modifying
+            let result = body(&open.requests)
+            self.state = .open(open)
+            return result
+        case .closing(var closing):
+            self.state = .modifying
+            let result = body(&closing.requests)
+            self.state = .closing(closing)
+            return result
+        case .closed(var closed):
+            self.state = .modifying
+            let result = body(&closed.requests)
+            self.state = .closed(closed)
+            return result
+        case .awaitingHello:
+            return nil
+        case .modifying:
+            preconditionFailure("the connection state was left being modified")
+        }
+    }
+
+    /// A request arrived: it is dispatched once the connection is open and its id is not in flight already.
+    func requestReceived(id: UInt64) -> RequestAction {
+        guard case .open(let open) = self.state else { return .refuse(.handshakeRequired) }
+        if open.requests.byID.isEmpty { return .dispatch(queued: false) }
+        if open.requests.byID[id] != nil { return .refuse(.duplicateRequestID(id)) }
+        return .dispatch(queued: true)
+    }
+
+    /// A request dispatched suspended: it is in flight until its response, with `replyBytes` reserved for its
+    /// reply and `snapshotBytes` for the snapshots it queues. The handler charges both to the uid.
+    mutating func requestSuspended(id: UInt64, method: String, replyBytes: Int, snapshotBytes: Int) {
+        let recorded: Void? = self.modifyRequests { requests in
+            requests.byID[id] = RequestsInFlight.Request(
+                method: method, replyBytes: replyBytes, snapshotBytes: snapshotBytes)
+            requests.replyBytes += replyBytes
+            requests.eventBytes += snapshotBytes
+        }
+        precondition(recorded != nil, "a request is dispatched only once the connection is open")
+    }
+
+    /// The response to request `id` is ready.
+    mutating func responseReady(id: UInt64) -> ResponseAction {
+        let send = !self.isClosing
+        let finished = self.modifyRequests { requests -> (String, Int)? in
+            guard let request = requests.byID.removeValue(forKey: id) else { return nil }
+            requests.replyBytes -= request.replyBytes
+            let snapshotLeft = min(requests.eventBytes, request.snapshotBytes)
+            requests.eventBytes -= snapshotLeft
+            return (request.method, request.replyBytes + snapshotLeft)
+        }
+        guard let request = finished ?? nil else { return .sendUnreserved(send: send) }
+        return .finished(method: request.0, send: send, releaseBytes: request.1)
+    }
+
+    /// A plugin's reply arrived.
+    func pluginReplyReceived() -> PluginReplyAction {
+        self.isOpen ? .dispatch : .refuse(.handshakeRequired)
+    }
+
+    /// Whether a plugin call of `bytes` may be written: the connection is open and the call keeps its outbound
+    /// bytes under ``maxOutboundBytes``, so that the plugin's own replies are always read.
+    func pluginCallFits(bytes: Int) -> Bool {
+        self.isOpen && self.outboundBytes + bytes < self.maxOutboundBytes
+    }
+
     // MARK: Inbound flow control
 
     /// Whether another frame may be handled now: not closing, and requests in flight and outbound bytes under
     /// their bounds.
-    func canHandleFrames(inFlight: Int) -> Bool {
-        !self.isClosing && !self.outboundPaused && inFlight < self.maxRequestsInFlight
+    var canHandleFrames: Bool {
+        !self.isClosing && !self.outboundPaused && self.requestsInFlight < self.maxRequestsInFlight
+    }
+
+    /// A whole frame was read and ``canHandleFrames`` holds. A `PluginReply` or `Hello` (`costsNoReply`) is
+    /// handled regardless; anything else only while the outbound bytes with the replies reserved are under
+    /// ``maxOutboundBytes`` and the uid has room.
+    mutating func frameReady(costsNoReply: Bool, uidHasRoom: @autoclosure () -> Bool) -> FrameAction {
+        if costsNoReply { return .handle }
+        let uidHasRoom = uidHasRoom()
+        if uidHasRoom, self.outboundBytes + self.reservedReplyBytes < self.maxOutboundBytes { return .handle }
+        return !uidHasRoom && self.startWaitingForBudget() ? .waitForBudget : .holdBack
     }
 
     /// The channel asks for a read; `hasWholeFrame` says whether a whole frame read before still waits.
-    mutating func readRequested(inFlight: Int, hasWholeFrame: @autoclosure () -> Bool) -> ReadAction {
-        if self.canHandleFrames(inFlight: inFlight), !hasWholeFrame() { return .read }
+    mutating func readRequested(hasWholeFrame: @autoclosure () -> Bool, uidHasRoom: @autoclosure () -> Bool)
+        -> ReadAction
+    {
+        if self.canHandleFrames, !hasWholeFrame() { return .read }
         self.readHeldBack = true
-        return .holdBack
+        return .holdBack(waitForBudget: !uidHasRoom() && self.startWaitingForBudget())
     }
 
     /// The frames that waited were handled: returns whether to do the read held back.
-    mutating func readMayResume(inFlight: Int, hasWholeFrame: @autoclosure () -> Bool) -> Bool {
-        guard self.readHeldBack, self.canHandleFrames(inFlight: inFlight), !hasWholeFrame() else { return false }
+    mutating func readMayResume(hasWholeFrame: @autoclosure () -> Bool) -> Bool {
+        guard self.readHeldBack, self.canHandleFrames, !hasWholeFrame() else { return false }
         self.readHeldBack = false
         return true
     }
 
     /// The uid has no room: returns whether to ask its account to wake this connection (once until woken, and
     /// not while closing).
-    mutating func budgetExhausted() -> Bool {
+    private mutating func startWaitingForBudget() -> Bool {
         guard !self.waitingForBudget, !self.isClosing else { return false }
         self.waitingForBudget = true
         return true
@@ -351,19 +567,32 @@ struct ConnectionStateMachine {
 
     // MARK: Events
 
-    /// An event was refused (the subscriber's queue is full, the uid has no room, or it does not fit in a
-    /// frame). Only an open connection is sent events; in any other state this changes nothing.
-    mutating func eventRefused() {
-        switch self.state {
-        case .open(var open):
+    /// An event of `frameBytes` (its payload `payloadLength`) is to be delivered; `uidHasRoom` says whether
+    /// the uid's budget takes the frame, given the bytes this connection reserved for snapshots and resets.
+    mutating func eventReady(frameBytes: Int, payloadLength: Int, uidHasRoom: (_ ownReserved: Int) -> Bool)
+        -> EventAction
+    {
+        guard case .open(var open) = self.state else { return .drop }
+        let action: EventAction
+        if payloadLength > self.maxFrameLength {
+            action = .refuseTooLarge
+        } else if self.outboundBytes > 0, self.outboundBytes + frameBytes > self.subscriberQueueBytes {
+            action = .refuse(waitForBudget: false)
+        } else if !uidHasRoom(open.requests.eventBytes) {
+            action = .refuse(waitForBudget: self.startWaitingForBudget())
+        } else {
+            // A snapshot or reset being taken had its room reserved: the event uses it up.
+            let used = min(open.requests.eventBytes, frameBytes)
+            guard used > 0 else { return .write(releaseReserved: 0) }
             self.state = .modifying
-            open.eventsRefused = true
+            open.requests.eventBytes -= used
             self.state = .open(open)
-        case .awaitingHello, .closing, .closed:
-            break
-        case .modifying:
-            preconditionFailure("the connection state was left being modified")
+            return .write(releaseReserved: used)
         }
+        self.state = .modifying
+        open.eventsRefused = true
+        self.state = .open(open)
+        return action
     }
 
     /// Whether events were refused since the engine was last told there is room.
@@ -373,14 +602,18 @@ struct ConnectionStateMachine {
     }
 
     /// The outbound bytes may have drained or the uid may have room: decides whether the engine is told there
-    /// is room for events again. `roomForSnapshot` is asked only once the queue is back to half.
-    mutating func checkEventsDrained(roomForSnapshot: @autoclosure () -> Bool) -> EventsDrainedAction {
+    /// is room for events again, reserving `snapshotBytes` for the resets it sends. `roomForSnapshot` is asked
+    /// only once the queue is back to half.
+    mutating func checkEventsDrained(snapshotBytes: Int, roomForSnapshot: @autoclosure () -> Bool)
+        -> EventsDrainedAction
+    {
         switch self.state {
         case .open(var open):
             guard open.eventsRefused, self.outboundBytes <= self.subscriberQueueBytes / 2 else { return .none }
-            guard roomForSnapshot() else { return .waitForRoom }
+            guard roomForSnapshot() else { return self.startWaitingForBudget() ? .waitForBudget : .none }
             self.state = .modifying
             open.eventsRefused = false
+            open.requests.eventBytes += snapshotBytes
             self.state = .open(open)
             return .tellEngine
         case .awaitingHello, .closing, .closed:
@@ -388,5 +621,15 @@ struct ConnectionStateMachine {
         case .modifying:
             preconditionFailure("the connection state was left being modified")
         }
+    }
+
+    /// The engine took the resets ``checkEventsDrained(snapshotBytes:roomForSnapshot:)`` reserved `reserved`
+    /// bytes for: returns what is left of the reservation, to release from the uid.
+    mutating func resetsTaken(reserved: Int) -> Int {
+        self.modifyRequests { requests in
+            let left = min(requests.eventBytes, reserved)
+            requests.eventBytes -= left
+            return left
+        } ?? 0
     }
 }

@@ -216,7 +216,7 @@ public final class MentoryServer: Service {
     ///
     /// The frame is small and the socket new, so the write completes at once; the close follows it.
     private static func refuse(_ channel: any Channel, error: MentoryError) {
-        let frame = ConnectionHandler.connectionErrorFrame(
+        let frame = ServerFrameEncoder.connectionErrorFrame(
             error,
             closing: true,
             maxFrameLength: WireProtocol.defaultMaxFrameLength

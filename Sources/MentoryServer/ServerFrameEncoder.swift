@@ -1,3 +1,4 @@
+import Logging
 import MentoryWire
 import NIOCore
 
@@ -84,6 +85,53 @@ enum ServerFrameEncoder {
                 }
             }
         }
+    }
+
+    /// A closing or non-closing `ConnectionError` frame carrying `error`.
+    static func connectionErrorFrame(_ error: MentoryError, closing: Bool, maxFrameLength: Int) -> ByteBuffer {
+        var connectionError = Mentory_V1_ConnectionError()
+        connectionError.error = error.wireError
+        connectionError.closing = closing
+        var envelope = Mentory_V1_Envelope()
+        envelope.connectionError = connectionError
+        return Self.encodeBounded(envelope, maxFrameLength: maxFrameLength)
+    }
+
+    /// The Welcome as one frame, or the error to close the connection with when it is over the frame limit.
+    static func welcomeFrame(_ welcome: Mentory_V1_Welcome, maxFrameLength: Int) -> Result<ByteBuffer, MentoryError> {
+        var envelope = Mentory_V1_Envelope()
+        envelope.welcome = welcome
+        return Self.encode(envelope, maxFrameLength: maxFrameLength).mapError { oversized in
+            .internal(
+                "the Welcome is \(oversized.length) bytes, over the frame limit of \(oversized.maximum) bytes;"
+                    + " raise limits.maxFrameLength")
+        }
+    }
+
+    /// The plugin call as one frame; `nil` when it is over the frame limit.
+    static func pluginCallFrame(_ pluginCall: Mentory_V1_PluginCall, maxFrameLength: Int) -> ByteBuffer? {
+        var envelope = Mentory_V1_Envelope()
+        envelope.pluginCall = pluginCall
+        return try? Self.encode(envelope, maxFrameLength: maxFrameLength).get()
+    }
+
+    /// The error response sent instead of the reply to request `id` (of `method`) that is over the frame limit,
+    /// logging why.
+    static func oversizedReplyFrame(_ id: UInt64, method: String, _ oversized: OversizedFrame, logger: Logger)
+        -> ByteBuffer
+    {
+        let message =
+            "the reply to \(method) is \(oversized.length) bytes, over the frame limit of \(oversized.maximum)"
+            + " bytes; the handler must page its replies"
+        logger.error(
+            "reply too large for a frame; sent an error instead: \(message)",
+            metadata: [
+                "method": "\(method)", "bytes": "\(oversized.length)", "maxFrameLength": "\(oversized.maximum)",
+            ]
+        )
+        var replacement = Mentory_V1_Envelope()
+        replacement.response = .failure(id: id, error: MentoryError.internal(message).wireError)
+        return Self.encodeBounded(replacement, maxFrameLength: oversized.maximum)
     }
 
     private static func shortened(_ message: String, by excess: Int) -> String {

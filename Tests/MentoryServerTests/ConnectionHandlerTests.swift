@@ -333,6 +333,20 @@ struct ConnectionHandlerTests {
         try await harness.channel.closeFuture.get()
     }
 
+    @Test("the handshake timer, not cancelled by the Hello, finds nothing to do when it fires")
+    func handshakeTimerAfterHello() async throws {
+        let harness = try await Harness { $0.handshakeTimeoutSeconds = 3 }
+        try await harness.handshake()
+        await harness.channel.testingEventLoop.advanceTime(by: .seconds(4))
+        #expect(try await harness.received().isEmpty)
+        #expect(harness.channel.isActive)
+        try await harness.send([Harness.request(1, "session", "ping")])
+        let frames = try await harness.received()
+        #expect(frames.count == 1)
+        #expect(frames.first?.response.id == 1)
+        _ = try await harness.channel.finish()
+    }
+
     @Test("frames are split from the bytes however they arrive: a byte per read, or several frames per read")
     func framing() async throws {
         let harness = try await Harness()

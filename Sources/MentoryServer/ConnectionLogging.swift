@@ -1,0 +1,57 @@
+import Logging
+import MentoryEngine
+import MentoryHandlerKit
+import NIOCore
+
+/// What a connection logs, by name, so that its handler reads as what it does.
+extension Logger {
+    /// Logs why a subscriber gets a reset instead of `shared`: it would not fit in a frame.
+    func eventTooLarge(_ shared: SharedEvent, maxFrameLength: Int) {
+        let event = shared.event
+        self.error(
+            """
+            event too large for a frame; the subscriber gets a reset instead: \(event.topic) \(event.kind) of \
+            \(shared.payloadLength) bytes, over limits.maxFrameLength (\(maxFrameLength))
+            """,
+            metadata: [
+                "topic": "\(event.topic)", "kind": "\(event.kind)", "bytes": "\(shared.payloadLength)",
+                "maxFrameLength": "\(maxFrameLength)",
+            ]
+        )
+    }
+
+    /// Logs that a connection waits for its uid's `account` to have room.
+    func waitsForBudget(_ account: UIDAccount) {
+        self.debug(
+            "uid over its budget; this connection waits for room",
+            metadata: [
+                "uidQueuedBytes": "\(account.queuedBytes)", "uidRequestsInFlight": "\(account.requestsInFlight)",
+            ]
+        )
+    }
+
+    /// Logs that a connection stopped reading at its outbound bound.
+    func outboundBoundReached(_ outboundBytes: Int) {
+        self.debug(
+            "outbound bound reached; no longer reading this connection",
+            metadata: ["outboundBytes": "\(outboundBytes)"]
+        )
+    }
+}
+
+extension Channel {
+    /// Closes the channel once `written` completes, or after `drainSeconds` for a peer that does not read.
+    func close(after written: EventLoopFuture<Void>, drainSeconds seconds: Int, logger: Logger) {
+        let deadline = self.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
+            logger.notice(
+                "closed a connection that did not take its last frames in time (\(seconds) s)",
+                metadata: ["drainSeconds": "\(seconds)"]
+            )
+            self.close(promise: nil)
+        }
+        written.whenComplete { _ in
+            deadline.cancel()
+            self.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import MentoryWire
+import NIOCore
+
+/// The bytes a connection read whose frames are not handled yet: a frame cut short, or whole frames waiting
+/// for room.
+///
+/// The connection splits the byte stream into frames itself, as it handles them: a read costs one pass
+/// through the pipeline however many frames it carries. A frame is looked at before it is taken
+/// (``next()``, ``consume(_:)``), so that a request over a bound stays where it is, unread. A value, stored in
+/// its handler and mutated in place; it does no I/O.
+struct InboundFrames {
+    /// The empty buffer ``bytes`` holds when every byte read is handled.
+    private static let noBytes = ByteBuffer()
+
+    /// The bytes read and not handled yet.
+    private var bytes = InboundFrames.noBytes
+    private let decoder: LengthPrefixedFrameDecoder
+    /// When the frames being handled now were taken up: the clock is read once per batch of frames, not per
+    /// request. A request's duration counts from here, so it includes the requests ahead of it in its batch.
+    private var batchStarted: ContinuousClock.Instant?
+
+    init(maxFrameLength: Int) {
+        self.decoder = LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)
+    }
+
+    /// The bytes waiting.
+    var readableBytes: Int { self.bytes.readableBytes }
+
+    /// Adds the bytes of a read after those waiting.
+    mutating func append(_ read: ByteBuffer) {
+        if self.bytes.readableBytes == 0 {
+            self.bytes = read
+        } else {
+            // Only a frame cut short, or frames waiting for room, are kept: move them to the front first.
+            var read = read
+            self.bytes.discardReadBytes()
+            self.bytes.writeBuffer(&read)
+        }
+    }
+
+    /// Drops every byte waiting (the connection is closing).
+    mutating func discard() {
+        self.bytes = Self.noBytes
+    }
+
+    /// The next whole frame, and the bytes after it, without taking it; `nil` when no whole frame waits.
+    /// Throws when the next frame's length is over the limit.
+    func next() throws(FrameError) -> (frame: ByteBuffer, rest: ByteBuffer)? {
+        var rest = self.bytes
+        guard let frame = try self.decoder.nextFrame(from: &rest) else { return nil }
+        return (frame, rest)
+    }
+
+    /// Whether `frame` is certainly a `PluginReply` (field 8) or a `Hello` (field 1), which cost no reply.
+    static func costsNoReply(_ frame: ByteBuffer) -> Bool {
+        let tag = frame.getInteger(at: frame.readerIndex, as: UInt8.self)
+        return tag == 0x42 || tag == 0x0A
+    }
+
+    /// Takes the frame ``next()`` returned with `rest`.
+    mutating func consume(_ rest: ByteBuffer) {
+        self.bytes = rest
+    }
+
+    /// Whether a whole frame waits.
+    var hasWholeFrame: Bool {
+        guard let length = self.bytes.getInteger(at: self.bytes.readerIndex, as: UInt32.self) else {
+            return false
+        }
+        return self.bytes.readableBytes >= WireProtocol.lengthPrefixSize + Int(length)
+    }
+
+    /// What is wrong with the bytes after the whole frames, at end of input: a length over the limit, or a
+    /// frame cut short; `nil` when they end at a frame boundary. Read through the decoder, on a view of the
+    /// bytes (whole frames still waiting for room stay where they are).
+    func unfinishedFrame() -> FrameError? {
+        var rest = self.bytes
+        do {
+            while try self.decoder.nextFrame(from: &rest) != nil {}
+        } catch {
+            return error
+        }
+        return rest.readableBytes > 0 ? .truncatedFrame(bufferedBytes: rest.readableBytes) : nil
+    }
+
+    /// A batch of frames is handled from now on: ``received()`` reads the clock again.
+    mutating func startBatch() {
+        self.batchStarted = nil
+    }
+
+    /// When the request being handled was received: the batch's start, read from the clock by its first request.
+    mutating func received() -> ContinuousClock.Instant {
+        if let started = self.batchStarted { return started }
+        let now = ContinuousClock.Instant.now
+        self.batchStarted = now
+        return now
+    }
+}
+
+extension MentoryError {
+    /// The error a connection is closed with over a frame error: FRAME_TOO_LARGE or TRUNCATED_FRAME.
+    init(_ error: FrameError) {
+        switch error {
+        case .frameTooLarge(let length, let maximum): self = .frameTooLarge(length: length, maximum: maximum)
+        case .truncatedFrame: self = .truncatedFrame
+        }
+    }
+}
+
+/// A message a client sends, read from one frame.
+enum ClientMessage {
+    case request(InboundRequest)
+    case hello(Mentory_V1_Hello)
+    case pluginReply(Mentory_V1_PluginReply)
+    /// Not a message, or not one clients send: answered with this non-closing connection error.
+    case malformed(MentoryError)
+
+    /// Reads one frame's payload (see ``InboundEnvelope/init(frame:)``).
+    init(frame: ByteBuffer) {
+        let envelope: InboundEnvelope
+        do {
+            envelope = try InboundEnvelope(frame: frame)
+        } catch {
+            self = .malformed(.malformedMessage(error.reason))
+            return
+        }
+        switch envelope {
+        case .request(let request):
+            self = .request(request)
+        case .other(let envelope):
+            switch envelope.kind {
+            case .hello(let hello): self = .hello(hello)
+            case .request(let request): self = .request(InboundRequest(request))
+            case .pluginReply(let reply): self = .pluginReply(reply)
+            default: self = .malformed(.malformedMessage("clients send only Hello, Request and PluginReply"))
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Logging
+import MentoryHandlerKit
+import MentoryWire
+import NIOCore
+
+/// The small frames a connection wrote since its last flush, not yet handed to the channel.
+///
+/// As Redis does with its reply buffer, a tick's small replies and events are copied into one buffer, so that
+/// they cost the pipeline one write and the kernel one `writev`, not one each. A tick's only frame is kept as
+/// it is (an event's frame is shared by every subscriber); the second one starts a buffer of the connection's
+/// own, holding copies. Frames over ``maxFrameBytes``, and frames whose write is waited for, go to the channel
+/// on their own, after what was coalesced before them (``write(_:promise:context:)``).
+///
+/// A value, stored in its handler and mutated in place. It writes and flushes through the handler's context,
+/// and counts no bytes (the ``ConnectionStateMachine`` does).
+struct OutboundFrameBuffer {
+    /// Frames up to this size are coalesced; larger ones are written as they are.
+    static let maxFrameBytes = 8 * 1024
+    /// The capacity a buffer of the connection's own starts with; it grows as frames are added (up to the
+    /// outbound bounds).
+    static let initialCapacity = 1024
+
+    /// The write buffer water marks a connection sets on its channel: it turns unwritable as soon as a byte waits
+    /// (more than one, strictly: a frame has at least four) and writable again only once none does, so that
+    /// writability says whether the kernel took everything flushed.
+    static let everythingTaken = ChannelOptions.Types.WriteBufferWaterMark(low: 1, high: 1)
+
+    /// The frames coalesced, if any.
+    private var frames: ByteBuffer?
+    /// Whether ``frames`` is this connection's own buffer rather than the one frame it holds.
+    private(set) var isOwned = false
+    /// The channel's allocator, taken once: asking the channel for it on every write costs more than the write.
+    var allocator: ByteBufferAllocator
+
+    init(allocator: ByteBufferAllocator = ByteBufferAllocator()) {
+        self.allocator = allocator
+    }
+
+    /// Whether no frame waits.
+    var isEmpty: Bool { self.frames == nil }
+
+    /// The bytes waiting.
+    var readableBytes: Int { self.frames?.readableBytes ?? 0 }
+
+    /// Whether a frame of `bytes` is coalesced rather than written on its own.
+    static func coalesces(_ bytes: Int) -> Bool {
+        bytes <= Self.maxFrameBytes
+    }
+
+    /// Adds `frame`: kept as it is when it is the first, copied into the connection's own buffer otherwise.
+    mutating func append(_ frame: ByteBuffer) {
+        guard self.frames != nil else {
+            self.frames = frame
+            self.isOwned = false
+            return
+        }
+        self.appendOwned(reserving: frame.readableBytes) { $0.writeImmutableBuffer(frame) }
+    }
+
+    /// Has `write` add `bytes` bytes straight into the connection's own buffer; at least one frame must
+    /// wait already (the first is kept as it is, see ``append(_:)``).
+    ///
+    /// The buffer is taken out while it is written to, so that it has one owner and grows in place: a copy of it
+    /// still held (as the first frame once was, for the whole function) would make every write copy all of it.
+    mutating func appendOwned(reserving bytes: Int, _ write: (inout ByteBuffer) -> Void) {
+        guard var buffer = self.frames.take() else {
+            preconditionFailure("only a tick's second and later frames go into a buffer of the connection's own")
+        }
+        if !self.isOwned {
+            let first = buffer
+            buffer = self.allocator.buffer(capacity: max(Self.initialCapacity, first.readableBytes + bytes))
+            buffer.writeImmutableBuffer(first)
+            self.isOwned = true
+        }
+        write(&buffer)
+        self.frames = buffer
+    }
+
+    /// How ``frame(_:method:maxFrameLength:logger:)`` framed a response.
+    enum FramedResponse {
+        /// Appended to the frames coalesced, in `bytes`.
+        case appended(bytes: Int)
+        /// A frame of its own to write; `size` is what the reply took (over the limit: what it would have).
+        case frame(ByteBuffer, size: Int)
+    }
+
+    /// Frames `response` (of `method`), taking its reply body out of it: appended in place when it can be
+    /// coalesced, else framed on its own; a reply over the frame limit becomes an INTERNAL error, logged.
+    mutating func frame(
+        _ response: inout OutboundResponse, method: () -> String, maxFrameLength: Int, logger: Logger
+    ) -> FramedResponse {
+        if let bytes = self.append(response, maxFrameLength: maxFrameLength) { return .appended(bytes: bytes) }
+        switch ServerFrameEncoder.encode(&response, maxFrameLength: maxFrameLength) {
+        case .success(let frame):
+            return .frame(frame, size: frame.readableBytes)
+        case .failure(let oversized):
+            let replacement = ServerFrameEncoder.oversizedReplyFrame(
+                response.id, method: method(), oversized, logger: logger)
+            // What the handler tried to send is what the next one may try: a whole frame is reserved for it.
+            return .frame(replacement, size: oversized.length)
+        }
+    }
+
+    /// Appends a small successful response, its headers and then its body copied once, without framing the body
+    /// on its own first (an `Empty` reply then costs no buffer); returns the frame's length. `nil` leaves it to be
+    /// sent the usual way: the tick's first frame (kept as it is), an error, or a frame too large to coalesce or
+    /// over the frame limit.
+    mutating func append(_ response: OutboundResponse, maxFrameLength: Int) -> Int? {
+        guard self.frames != nil, let body = response.body else { return nil }
+        let payload = body.responsePayloadLength(id: response.id)
+        let bytes = WireProtocol.lengthPrefixSize + payload
+        guard Self.coalesces(bytes), payload <= maxFrameLength else { return nil }
+        self.appendOwned(reserving: bytes) { body.writeResponseFrame(id: response.id, into: &$0) }
+        return bytes
+    }
+
+    /// Writes `frame` without flushing: coalesced when it is small and no one waits for its write, else handed
+    /// to the channel as it is, after what was coalesced before it.
+    mutating func write(_ frame: ByteBuffer, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        if promise == nil, Self.coalesces(frame.readableBytes) { return self.append(frame) }
+        if let coalesced = self.take() { context.write(NIOAny(coalesced), promise: nil) }
+        context.write(NIOAny(frame), promise: promise)
+    }
+
+    /// Flushes the channel, the frames coalesced written and flushed in one pass through the pipeline.
+    mutating func flush(context: ChannelHandlerContext) {
+        if let last = self.take() {
+            context.writeAndFlush(NIOAny(last), promise: nil)
+        } else {
+            context.flush()
+        }
+    }
+
+    /// Takes every frame waiting, to hand to the channel; `nil` when none does.
+    mutating func take() -> ByteBuffer? {
+        self.frames.take()
+    }
+
+    /// Drops every frame waiting (the connection is gone).
+    mutating func discard() {
+        self.frames = nil
+        self.isOwned = false
+    }
+}
