@@ -33,6 +33,9 @@ let package = Package(
         .executable(name: "protoc-gen-mentory", targets: ["protoc-gen-mentory"]),
         // Generates a handler package's code from its .proto at build time (docs/HANDLERS.md).
         .plugin(name: "MentorySchemaPlugin", targets: ["MentorySchemaPlugin"]),
+        // Writes that code into the handler package instead, committed, so its builds need no generator:
+        // `swift package --allow-writing-to-package-directory generate-mentory-schema` (docs/HANDLERS.md).
+        .plugin(name: "GenerateMentorySchema", targets: ["GenerateMentorySchema"]),
     ],
     traits: [
         .trait(
@@ -151,6 +154,24 @@ let package = Package(
         .plugin(
             name: "MentorySchemaPlugin",
             capability: .buildTool(),
+            dependencies: [
+                "protoc-gen-mentory",
+                .product(name: "protoc-gen-swift", package: "swift-protobuf"),
+            ]
+        ),
+        // The command plugin of handler packages that commit their generated code: the same protoc run,
+        // written into the target's Generated folder.
+        .plugin(
+            name: "GenerateMentorySchema",
+            capability: .command(
+                intent: .custom(
+                    verb: "generate-mentory-schema",
+                    description: "Writes the Swift code of the target's .proto files into its Generated folder"
+                ),
+                permissions: [
+                    .writeToPackageDirectory(reason: "Writes the generated .pb.swift and .schema.swift files")
+                ]
+            ),
             dependencies: [
                 "protoc-gen-mentory",
                 .product(name: "protoc-gen-swift", package: "swift-protobuf"),

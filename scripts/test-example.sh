@@ -6,8 +6,11 @@
 # checked as uid 65534 when run as root), a disabled handler is absent. First it checks that every file
 # of the example is shown, as it is, in docs/HANDLERS.md: the walk-through is the example.
 #
-# The package commits no generated code: its build runs mentoryd's MentorySchemaPlugin, which needs
-# protoc (apt-get install protobuf-compiler libprotobuf-dev).
+# The package commits the code generated from its .proto (Sources/GratitudeHandler/Generated, written by
+# mentoryd's command plugin generate-mentory-schema), so its build runs no generator; this script
+# regenerates it, which needs protoc (apt-get install protobuf-compiler libprotobuf-dev), and fails when
+# the committed files differ (leaving the regenerated ones in place, to commit). The generated files are
+# the only ones docs/HANDLERS.md does not show.
 #
 # Usage: scripts/test-example.sh [--bin-dir DIR]   (DIR holds mentoryctl; default: swift build's)
 set -euo pipefail
@@ -38,8 +41,8 @@ while IFS= read -r file; do
     doc_status=1
   fi
   rm -f "$shown"
-done < <(cd Examples/gratitude && find . -path ./.build -prune -o -path ./.swiftpm -prune -o -type f \
-  ! -name Package.resolved -print | sed 's#^\./##' | sort)
+done < <(cd Examples/gratitude && find . -path ./.build -prune -o -path ./.swiftpm -prune \
+  -o -path '*/Generated' -prune -o -type f ! -name Package.resolved -print | sed 's#^\./##' | sort)
 for extra in "$doc_check"/*; do
   [ -e "$extra" ] || continue
   echo "test-example: docs/HANDLERS.md shows $(basename "$extra" | tr % /), which Examples/gratitude lacks" >&2
@@ -47,6 +50,17 @@ for extra in "$doc_check"/*; do
 done
 rm -rf "$doc_check"
 [ $doc_status -eq 0 ] || exit 1
+
+# The committed generated code must be what generate-mentory-schema writes from the .proto now.
+committed=$(mktemp -d "${TMPDIR:-/tmp}/mentory-example-generated.XXXXXX")
+cp -R Examples/gratitude/Sources/GratitudeHandler/Generated "$committed/"
+(cd Examples/gratitude && swift package --allow-writing-to-package-directory generate-mentory-schema >&2)
+if ! diff -ru "$committed/Generated" Examples/gratitude/Sources/GratitudeHandler/Generated >&2; then
+  echo "test-example: Examples/gratitude's generated code is stale (diff above); it is regenerated now: commit it" >&2
+  rm -rf "$committed"
+  exit 1
+fi
+rm -rf "$committed"
 
 (cd Examples/gratitude && swift build --build-tests && swift test --skip-build)
 daemon=$(cd Examples/gratitude && swift build --show-bin-path)/mentoryd-gratitude

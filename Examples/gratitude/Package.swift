@@ -10,12 +10,14 @@ let package = Package(
         .package(name: "mentoryd", path: "../..")
     ],
     targets: [
-        // The handler: gratitude.proto and GratitudeHandler.swift; the plugin generates the rest.
+        // The handler: gratitude.proto, GratitudeHandler.swift and the code generated from the .proto,
+        // committed in Generated/ (`swift package --allow-writing-to-package-directory generate-mentory-schema`),
+        // so that a build runs no generator. The .proto is excluded: no build step reads it.
         .target(
             name: "GratitudeHandler",
             dependencies: [.product(name: "MentoryHandlerKit", package: "mentoryd")],
-            swiftSettings: [.swiftLanguageMode(.v6)],
-            plugins: [.plugin(name: "MentorySchemaPlugin", package: "mentoryd")]
+            exclude: ["gratitude.proto"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // The daemon: mentoryd's built-in handlers plus this one.
         .executableTarget(

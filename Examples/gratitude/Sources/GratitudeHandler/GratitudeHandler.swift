@@ -3,8 +3,8 @@ import MentoryHandlerKit
 /// Serves the `gratitude` namespace: things the user is grateful for, kept in memory, and the
 /// pleasant moments of the caller's own diary.
 ///
-/// The whole handler: its schema is `gratitude.proto` (the build plugin generates
-/// `GratitudeSchema` from it), its configuration lives under `handlers.gratitude` (`maxNotes`,
+/// The whole handler: its schema is `gratitude.proto` (`GratitudeSchema`, in `Generated/`, is
+/// generated from it), its configuration lives under `handlers.gratitude` (`maxNotes`,
 /// default 100, changed by a reload), and it calls the `diary` namespace on its callers' behalf,
 /// so it requires it: it opens after the diary handler and closes before it.
 public struct GratitudeHandler: MentoryHandler {
