@@ -13,8 +13,8 @@
 /// The `gratitude` namespace: a short list of things the user is grateful for today, and the pleasant
 /// moments of their diary to start from.
 ///
-/// An example of a handler written outside mentoryd's own source: see docs/HANDLERS.md. The
-/// MentorySchemaPlugin build plugin generates its Swift code at build time.
+/// An example of a handler written outside mentoryd's own source: see docs/HANDLERS.md. Its Swift code
+/// is generated into Generated/ by `swift package --allow-writing-to-package-directory generate-mentory-schema`.
 
 import SwiftProtobuf
 
