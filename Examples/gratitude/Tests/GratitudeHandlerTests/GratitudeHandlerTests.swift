@@ -68,7 +68,8 @@ struct GratitudeHandlerTests {
         let reply = try await harness.call(Gratitude.fromDiary, Gratitude_V1_GratitudeFromDiaryRequest(), from: owner)
         #expect(reply.texts == ["a long walk by the river"])
         let denied = ConnectionContext.test(id: 2, credentials: PeerCredentials(pid: 2, uid: 1000, gid: 1000))
-        await #expect(throws: MentoryError.permissionDenied(namespace: "diary", method: "list")) {
+        // The refusal names the handler that called on the caller's behalf.
+        await #expect(throws: MentoryError.deniedOnBehalf(namespace: "diary", method: "list", chain: ["gratitude"])) {
             try await harness.call(Gratitude.fromDiary, Gratitude_V1_GratitudeFromDiaryRequest(), from: denied)
         }
     }
