@@ -16,13 +16,15 @@ import NIOPosix
 import ServiceLifecycle
 import UnixSignals
 
-/// Starts mentoryd's parts in order and stops them in reverse, as the services of one `ServiceGroup`.
+/// Starts mentoryd's parts in order and stops them in reverse: a ``Prelude`` of resources, then a
+/// `ServiceGroup` of long-lived services.
 ///
-/// Start-up: the event loop, open the store, register the handlers, bind (or adopt) the socket, then
-/// report ready (`READY=1`). Shut-down, on every exit path: say `STOPPING=1`, stop reloading, stop
-/// accepting and close connections, stop the watchdog, let a background store check finish, close the
-/// handlers, close the store, stop the event loop. Each resource is a ``ResourceService``, opened once
-/// the one before it has set its ``Latch``; see docs/ARCHITECTURE.md, "Start-up and shut-down".
+/// Start-up: the event loop, open the store, register the handlers (the prelude, one after the
+/// other), then the services: bind (or adopt) the socket, then report ready (`READY=1`). Shut-down,
+/// on every exit path: say `STOPPING=1`, stop reloading, stop accepting and close connections, stop
+/// the watchdog, let a background store check finish (the group, last to first), then close the
+/// handlers, close the store, stop the event loop (the prelude unwinding); see docs/ARCHITECTURE.md,
+/// "Start-up and shut-down".
 struct Daemon {
     /// What systemd handed this process; all of it empty or `nil` when started by hand.
     struct Systemd: Sendable {
@@ -62,20 +64,159 @@ struct Daemon {
     /// Throws ``StartupFailure`` when the store or the handlers cannot be opened, before anything
     /// was served; the caller decides whether to exit or to serve the failure (``StartupFailureServer``).
     func run() async throws {
-        // The engine and every connection share one event loop: a request never changes thread.
-        var step = ContinuousClock.now
-        let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let eventLoop = eventLoopGroup.next()
-        self.logStep("event loop", since: &step)
         let settings = self.settings
         let logger = self.logger
         let version = self.version
-        let notifier = self.systemd.notifier
+        let systemd = self.systemd
+        let metrics = self.metrics
         let started = self.started
+        let extraHandlers = self.extraHandlers
+        let reloadSettings = self.reloadSettings
+        let logLevel = self.logLevel
+        // Trap SIGHUP before anything can report ready, so an early reload never kills the daemon.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
 
-        let engine = MentoryEngine(
+        // The prelude opens the resources in order, then runs the long-lived services in a group of
+        // their own; when they have stopped (last to first), it closes the resources last to first.
+        let daemon = PreludeService(logger: logger) { prelude in
+            var step = ContinuousClock.now
+            // 1. The event loop: the engine and every connection share it, so a request never
+            // changes thread. Stopped last.
+            let eventLoopGroup = try await prelude.open("event loop", closeDeadline: .seconds(5)) {
+                MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            } close: { group in
+                try? await group.shutdownGracefully()
+            }
+            let eventLoop = eventLoopGroup.next()
+            Self.logStep("event loop", since: &step, logger: logger)
+            let engine = Self.makeEngine(
+                settings: settings, version: version, eventLoop: eventLoop, logger: logger, metrics: metrics)
+            let reloadRequests = ReloadRequests()
+
+            // 2. The store. A store that cannot open ends start-up; systemctl status shows why.
+            let stores = try await prelude.open("store", closeDeadline: Self.closeDeadline) {
+                let stores: OpenedStores
+                do {
+                    stores = try await StoreBootstrap.open(settings: settings, eventLoop: eventLoop, logger: logger)
+                } catch {
+                    throw StartupFailure(cause: "\(error)")
+                }
+                return stores
+            } close: { stores in
+                await stores.close()
+            }
+            Self.logStep("store open", since: &step, logger: logger)
+
+            // 3. The engine's handlers, in dependency order. Handlers registered so far are closed,
+            // in reverse, even if a later one fails to open.
+            try await prelude.open("handlers", closeDeadline: Self.closeDeadline) {
+                try await Self.registerHandlers(
+                    stores: stores, extraHandlers: extraHandlers, reloadRequests: reloadRequests, engine: engine,
+                    settings: settings, logger: logger)
+            } close: { _ in
+                await engine.closeHandlers()
+            }
+            Self.logStep("handlers open", since: &step, logger: logger)
+
+            // 4. The long-lived services; the server binds the socket, then says READY=1.
+            let (readySignal, readyContinuation) = AsyncStream<Void>.makeStream(
+                bufferingPolicy: .bufferingNewest(1))
+            let status: @Sendable () async -> String = {
+                let reply = await engine.status()
+                return Self.statusLine(connections: Int(reply.connections), subscribers: Int(reply.subscribers))
+            }
+            let server = MentoryServer(
+                configuration: Self.serverConfiguration(settings: settings, systemd: systemd, logger: logger),
+                engine: engine,
+                eventLoop: eventLoop,
+                logger: logger,
+                onReady: {
+                    // The store is open, the handlers are registered and the socket is listening.
+                    logger.info("ready", metadata: ["version": "\(version)"])
+                    let line = await status()
+                    do {
+                        try systemd.notifier.notify(.ready, .status(line))
+                    } catch {
+                        logger.warning(
+                            "cannot tell systemd that mentoryd is ready: \(error)", metadata: ["error": "\(error)"])
+                    }
+                    logger.debug(
+                        "start-up step",
+                        metadata: [
+                            "step": "ready", "since_main_ms": "\(Milliseconds(since: started))",
+                            "process_cpu_ms": "\(Milliseconds.processCPU)",
+                        ]
+                    )
+                    readyContinuation.yield()
+                    readyContinuation.finish()
+                }
+            )
+            let reload = ReloadService(
+                notifier: systemd.notifier,
+                signals: hangups,
+                requests: reloadRequests,
+                initial: settings,
+                logger: logger,
+                readyStatus: { await status() },
+                reload: { current in
+                    let reloaded = try await reloadSettings()
+                    return await Self.apply(
+                        reloaded, over: current, logLevel: logLevel, engine: engine, server: server, logger: logger)
+                }
+            )
+            let watchdog = WatchdogService(
+                notifier: systemd.notifier,
+                timeout: systemd.watchdogTimeout,
+                logger: logger,
+                probe: { _ = await engine.probeLiveness() }
+            )
+            let statusReporter = StatusService(notifier: systemd.notifier, logger: logger, status: status)
+            // After READY=1, and the last of these to stop (a check under way finishes while the
+            // rest shuts down, before the handlers and the store close): a check that passes leaves
+            // the service idle; one that finds damage stops the daemon (exit status 1), see
+            // StoreVerificationService.
+            let verification = StoreVerificationService(
+                ready: readySignal, readyContinuation: readyContinuation,
+                verify: { await stores.verify?() ?? .pending }, logger: logger)
+
+            // Started in this order, stopped last to first: STOPPING=1 goes out first, the watchdog
+            // keeps proving liveness until the server has closed every connection, and a background
+            // check finishes; then the prelude closes the handlers, the store and the event loop.
+            try await PreludeService.runServices(
+                [
+                    PreludeService.member(verification, "StoreVerificationService"),
+                    PreludeService.member(watchdog, watchdog.description),
+                    PreludeService.member(server, "MentoryServer"),
+                    PreludeService.member(reload, "ReloadService"),
+                    PreludeService.member(statusReporter, statusReporter.description),
+                ],
+                logger: logger
+            )
+        }
+
+        // The one group traps the signals and bounds the shut-down: SIGTERM during the prelude stops
+        // start-up after the step under way; later, it reaches the services' group.
+        var configuration = ServiceGroupConfiguration(
+            services: [PreludeService.member(daemon, "prelude")],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        configuration.maximumGracefulShutdownDuration = Self.gracefulShutdownDeadline(
+            drainSeconds: settings.shutdownDrainSeconds)
+        configuration.maximumCancellationDuration = Self.cancellationDeadline
+        // On return or throw every service has stopped, last to first, and every resource has closed.
+        try await ServiceGroup(configuration: configuration).run()
+        logger.info("stopped")
+    }
+
+    /// The engine, bound to the event loop.
+    private static func makeEngine(
+        settings: DaemonSettings, version: String, eventLoop: any EventLoop, logger: Logger,
+        metrics: MentoryMetricsFactory
+    ) -> MentoryEngine {
+        MentoryEngine(
             configuration: .init(
-                serverVersion: self.version,
+                serverVersion: version,
                 eventRingCapacity: settings.eventRingCapacity,
                 eventRingBytes: settings.eventRingBytes,
                 accessPolicy: settings.accessPolicy,
@@ -90,69 +231,18 @@ struct Daemon {
                 handlerSettings: settings.handlerSettings(instance: .current())
             ),
             executor: eventLoop.executor,
-            logger: self.logger,
-            metrics: self.metrics
+            logger: logger,
+            metrics: metrics
         )
-        let reloadRequests = ReloadRequests()
-        let extraHandlers = self.extraHandlers
+    }
 
-        // The latches carry start-up from one resource to the next; each service sets its `ended`
-        // latch when it stops, and a resource closes only after every service that uses it has.
-        let start = Latch<Void>()
-        await start.set(())
-        let eventLoopOpened = Latch<Void>()
-        let storesOpened = Latch<OpenedStores>()
-        let handlersOpened = Latch<Void>()
-        let ended = (0..<8).map { _ in Latch<Void>() }
-
-        // 1. The event loop, made above (the engine and the server are bound to it); stopped last.
-        let eventLoopService = ResourceService(
-            name: "event loop", after: start, opened: eventLoopOpened, ended: ended[0], before: Array(ended[1...]),
-            closeDeadline: .seconds(5), logger: logger,
-            open: { _ in },
-            close: { _ in try? await eventLoopGroup.shutdownGracefully() }
-        )
-
-        // 2. The store. A store that cannot open ends start-up; systemctl status shows why.
-        // (Each step's duration is logged at debug level.)
-        let storeService = ResourceService(
-            name: "store", after: eventLoopOpened, opened: storesOpened, ended: ended[1],
-            before: Array(ended[2...]), closeDeadline: Self.closeDeadline, logger: logger,
-            open: { _ in
-                let begun = ContinuousClock.now
-                let stores: OpenedStores
-                do {
-                    stores = try await StoreBootstrap.open(
-                        settings: settings, eventLoop: eventLoop, logger: logger)
-                } catch {
-                    throw StartupFailure(cause: "\(error)")
-                }
-                logger.debug("start-up step", metadata: ["step": "store open", "ms": "\(Milliseconds(since: begun))"])
-                return stores
-            },
-            close: { stores in await stores.close() }
-        )
-
-        // 3. The engine's handlers, in dependency order. Handlers registered so far are closed, in
-        // reverse, even if a later one fails to open.
-        let handlerService = ResourceService(
-            name: "handlers", after: storesOpened, opened: handlersOpened, ended: ended[2],
-            before: Array(ended[3...]), closeDeadline: Self.closeDeadline, logger: logger,
-            open: { stores in
-                let begun = ContinuousClock.now
-                try await Self.registerHandlers(
-                    stores: stores, extraHandlers: extraHandlers, reloadRequests: reloadRequests, engine: engine,
-                    settings: settings, logger: logger)
-                logger.debug(
-                    "start-up step", metadata: ["step": "handlers open", "ms": "\(Milliseconds(since: begun))"])
-            },
-            close: { _ in await engine.closeHandlers() }
-        )
-
-        // 4. The socket, then readiness.
+    /// The server's configuration: the socket passed by systemd, or the configured path.
+    private static func serverConfiguration(settings: DaemonSettings, systemd: Systemd, logger: Logger)
+        -> ServerConfiguration
+    {
         let listener: ServerConfiguration.Listener
-        if let activated = self.systemd.activatedSocket {
-            self.logger.info(
+        if let activated = systemd.activatedSocket {
+            logger.info(
                 "adopting the socket passed by systemd",
                 metadata: [
                     "fd": "\(activated.descriptor)", "name": "\(activated.name)",
@@ -163,130 +253,20 @@ struct Daemon {
         } else {
             listener = .path(settings.socketPath)
         }
-        let (readySignal, readyContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let status: @Sendable () async -> String = {
-            let reply = await engine.status()
-            return Self.statusLine(connections: Int(reply.connections), subscribers: Int(reply.subscribers))
-        }
-        let server = MentoryServer(
-            configuration: ServerConfiguration(
-                listener: listener,
-                socketMode: settings.socketMode,
-                maxFrameLength: settings.maxFrameLength,
-                subscriberQueueBytes: settings.subscriberQueueBytes,
-                maxRequestsInFlight: settings.maxRequestsInFlight,
-                maxConnections: settings.maxConnections,
-                maxConnectionsPerUID: settings.maxConnectionsPerUID,
-                handshakeTimeoutSeconds: settings.handshakeTimeoutSeconds,
-                maxOutboundBytes: settings.maxOutboundBytes,
-                shutdownDrainSeconds: settings.shutdownDrainSeconds,
-                uidQueuedBytes: settings.uidQueuedBytes,
-                uidRequestsInFlight: settings.uidRequestsInFlight,
-                totalQueuedBytes: settings.totalQueuedBytes
-            ),
-            engine: engine,
-            eventLoop: eventLoop,
-            logger: self.logger,
-            onReady: {
-                // The store is open, the handlers are registered and the socket is bound or adopted.
-                logger.info("ready", metadata: ["version": "\(version)"])
-                let line = await status()
-                do {
-                    try notifier.notify(.ready, .status(line))
-                } catch {
-                    logger.warning(
-                        "cannot tell systemd that mentoryd is ready: \(error)", metadata: ["error": "\(error)"])
-                }
-                logger.debug(
-                    "start-up step",
-                    metadata: [
-                        "step": "ready", "since_main_ms": "\(Milliseconds(since: started))",
-                        "process_cpu_ms": "\(Milliseconds.processCPU)",
-                    ]
-                )
-                readyContinuation.yield()
-                readyContinuation.finish()
-            }
-        )
-
-        // Trap SIGHUP before anything can report ready, so an early reload never kills the daemon.
-        let hangups = await UnixSignalsSequence(trapping: .sighup)
-        let reloadSettings = self.reloadSettings
-        let logLevel = self.logLevel
-        let reload = ReloadService(
-            notifier: notifier,
-            signals: hangups,
-            requests: reloadRequests,
-            initial: settings,
-            logger: self.logger,
-            readyStatus: { await status() },
-            reload: { current in
-                let reloaded = try await reloadSettings()
-                return await Self.apply(
-                    reloaded,
-                    over: current,
-                    logLevel: logLevel,
-                    engine: engine,
-                    server: server,
-                    logger: logger
-                )
-            }
-        )
-        let watchdog = WatchdogService(
-            notifier: notifier,
-            timeout: self.systemd.watchdogTimeout,
-            logger: self.logger,
-            probe: { _ = await engine.probeLiveness() }
-        )
-        let statusReporter = StatusService(notifier: notifier, logger: self.logger, status: status)
-        // After READY=1, and the last of these to stop (a check under way finishes while the rest
-        // shuts down, before the handlers and the store close): a check that passes leaves the
-        // service idle; one that finds damage stops the daemon (exit status 1), see
-        // StoreVerificationService.
-        let verification = StoreVerificationService(
-            ready: readySignal, readyContinuation: readyContinuation,
-            verify: { await storesOpened.wait().verify?() ?? .pending }, logger: self.logger)
-
-        // The group starts these in this order and stops them last to first: STOPPING=1 goes out
-        // first, the watchdog keeps proving liveness until the server has closed every connection,
-        // then the handlers close, then the store, then the event loop. Every service, on failing,
-        // shuts the group down gracefully (in that order) and its error is what run() throws.
-        // Each named here: without a name, the group names a service with "\(service)", whose reflection
-        // (a conformance scan of the whole binary for each type it meets) cost start-up over a millisecond.
-        let services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            Self.member(eventLoopService, "event loop"),
-            Self.member(storeService, "store"),
-            Self.member(handlerService, "handlers"),
-            Self.member(
-                AfterLatch(after: handlersOpened, service: verification, ended: ended[3]), "StoreVerificationService"),
-            Self.member(AfterLatch(after: handlersOpened, service: watchdog, ended: ended[4]), watchdog.description),
-            Self.member(AfterLatch(after: handlersOpened, service: server, ended: ended[5]), "MentoryServer"),
-            Self.member(AfterLatch(after: handlersOpened, service: reload, ended: ended[6]), "ReloadService"),
-            Self.member(
-                AfterLatch(after: handlersOpened, service: statusReporter, ended: ended[7]), statusReporter.description),
-        ]
-        var configuration = ServiceGroupConfiguration(
-            services: services,
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: self.logger
-        )
-        configuration.maximumGracefulShutdownDuration = Self.gracefulShutdownDeadline(
-            drainSeconds: settings.shutdownDrainSeconds)
-        configuration.maximumCancellationDuration = Self.cancellationDeadline
-        // On return or throw every service has stopped, last to first.
-        try await ServiceGroup(configuration: configuration).run()
-        self.logger.info("stopped")
-    }
-
-    /// A service of the daemon's group: a failure shuts the group down gracefully, in order.
-    private static func member(_ service: some Service, _ name: String)
-        -> ServiceGroupConfiguration.ServiceConfiguration
-    {
-        .init(
-            service: service,
-            successTerminationBehavior: .gracefullyShutdownGroup,
-            failureTerminationBehavior: .gracefullyShutdownGroup,
-            serviceName: name
+        return ServerConfiguration(
+            listener: listener,
+            socketMode: settings.socketMode,
+            maxFrameLength: settings.maxFrameLength,
+            subscriberQueueBytes: settings.subscriberQueueBytes,
+            maxRequestsInFlight: settings.maxRequestsInFlight,
+            maxConnections: settings.maxConnections,
+            maxConnectionsPerUID: settings.maxConnectionsPerUID,
+            handshakeTimeoutSeconds: settings.handshakeTimeoutSeconds,
+            maxOutboundBytes: settings.maxOutboundBytes,
+            shutdownDrainSeconds: settings.shutdownDrainSeconds,
+            uidQueuedBytes: settings.uidQueuedBytes,
+            uidRequestsInFlight: settings.uidRequestsInFlight,
+            totalQueuedBytes: settings.totalQueuedBytes
         )
     }
 
@@ -351,8 +331,8 @@ struct Daemon {
     }
 
     /// Logs, at debug level, how long the start-up step that just ended took, and restarts the clock.
-    private func logStep(_ name: String, since start: inout ContinuousClock.Instant) {
-        self.logger.debug("start-up step", metadata: ["step": "\(name)", "ms": "\(Milliseconds(since: start))"])
+    private static func logStep(_ name: String, since start: inout ContinuousClock.Instant, logger: Logger) {
+        logger.debug("start-up step", metadata: ["step": "\(name)", "ms": "\(Milliseconds(since: start))"])
         start = ContinuousClock.now
     }
 
