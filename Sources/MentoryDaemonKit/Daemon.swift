@@ -387,11 +387,7 @@ struct Daemon {
                 plugin.namespace != WireNames.plugin
             else {
                 throw StartupFailure(
-                    cause:
-                        "plugin '\(plugin.name)' declares namespace '\(plugin.namespace)',"
-                        + " which a built-in handler serves;"
-                        + " fix plugins.\(plugin.name).namespace",
-                    exitStatus: MentorydCommand.configurationExitStatus)
+                    cause: Self.takenNamespace(by: plugin), exitStatus: MentorydCommand.configurationExitStatus)
             }
             byNamespace[plugin.namespace] = .plugin(plugin)
             nodes.append(HandlerGraph.Node(namespace: plugin.namespace, requires: plugin.requires))
@@ -540,6 +536,12 @@ extension Daemon {
         return reloaded.filter { !refused.contains($0.name) }
     }
 
+    /// What is wrong with `plugin`, whose namespace a built-in handler (or the engine) serves, and the fix.
+    static func takenNamespace(by plugin: PluginDeclaration) -> String {
+        "plugin '\(plugin.name)' declares namespace '\(plugin.namespace)', which a built-in handler serves;"
+            + " fix plugins.\(plugin.name).namespace"
+    }
+
     /// Why `plugins` cannot be declared beside the in-process namespaces `inProcess`, if it cannot: the checks
     /// start-up makes (``enabledHandlers(_:settings:logger:)``), with the same messages.
     static func problem(declaring plugins: [PluginDeclaration], besides inProcess: [String]) -> String? {
@@ -547,8 +549,7 @@ extension Daemon {
         let served = Set(inProcess).union([WireNames.session, WireNames.plugin])
         for plugin in plugins {
             guard !served.contains(plugin.namespace) else {
-                return "plugin '\(plugin.name)' declares namespace '\(plugin.namespace)', which a built-in handler"
-                    + " serves; fix plugins.\(plugin.name).namespace"
+                return Self.takenNamespace(by: plugin)
             }
             nodes.append(HandlerGraph.Node(namespace: plugin.namespace, requires: plugin.requires))
         }
