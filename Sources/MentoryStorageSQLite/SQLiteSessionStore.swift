@@ -36,9 +36,11 @@ import Metrics
 /// SQLite's WAL-reset bug (3.7.0 to 3.51.2, two connections writing or checkpointing at the same
 /// time) cannot happen with the SQLite the daemon links (``sqliteVersion``).
 ///
-/// **A crash-safe first start.** The first thing written to a new file is mentoryd's
-/// `PRAGMA application_id`, in a transaction of its own that is fsynced, followed by an fsync of
-/// the directory, before the log or any table exists. Opening also finishes a file that an older
+/// **A crash-safe first start.** A new file is switched to write-ahead logging (leaving an empty
+/// database, which the next start claims as it would a new file), then gets mentoryd's
+/// `PRAGMA application_id` and the whole schema in one durable transaction, before anything else
+/// is written; SQLite's own directory syncs make the file's name durable first. A power cut leaves
+/// the file empty or complete. Opening also finishes a file that an older
 /// mentoryd left half made when it crashed during its first start (`application_id` 0 and nothing
 /// but GRDB's empty migrations table), so that no crash point leaves a file mentoryd refuses.
 ///
@@ -218,23 +220,20 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         do {
             try Self.checkHeader(descriptor: descriptor, path: path)
             // Inspect before the pool opens: opening a pool writes (GRDB makes the log non-empty),
-            // and nothing may be written to a database that is damaged or not mentoryd's.
+            // and nothing may be written to a database that is damaged or not mentoryd's. The
+            // inspection's connection leaves the log non-empty itself (the claim, or the marker's
+            // clearing), so the pool finds nothing to write; it stays open until the pool is, so
+            // that its closing is not the last connection's (which would checkpoint and sync).
             let inspection = try Self.inspect(configuration)
             closedCleanly = inspection.closedCleanly
-            if inspection.claimed {
-                // The new file's name, and the end of the claim's rollback journal, must survive a
-                // power cut before anything else is written: a journal that came back would take
-                // the claim back, after the log had entries. (SQLite syncs the directory itself
-                // when it creates a journal or the log, never after removing one.)
-                try FileSystem.syncDirectory(directory)
-            }
+            defer { try? inspection.connection.close() }
             pool = try Self.openPool(configuration)
         } catch {
             FileSystem.closeDescriptor(descriptor)
             throw error
         }
         do {
-            try Self.prepare(pool, path: path, clearingMarker: closedCleanly)
+            try Self.prepare(pool, path: path)
         } catch {
             try? pool.close()
             FileSystem.closeDescriptor(descriptor)
@@ -598,27 +597,39 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
 
     /// What ``inspect(_:)`` found.
     private struct Inspection {
-        /// Whether the clean-shutdown marker is set (and so the integrity check was skipped).
+        /// Whether the clean-shutdown marker was set (and so the integrity check was skipped); it
+        /// is cleared now.
         var closedCleanly: Bool
-        /// Whether the file had no `application_id` yet (new, or left half made by a first start
-        /// that crashed) and now has mentoryd's, durably.
-        var claimed: Bool
+        /// The inspection's connection, to close once the pool is open.
+        var connection: DatabaseQueue
     }
 
     /// Checks, on a plain connection of its own, that the database is mentoryd's and not from a
-    /// newer mentoryd, and, unless the last run closed it cleanly, that it is sound; then claims a
-    /// new or half-made file for mentoryd (``SQLiteSchema/applicationID``) before anything else is
-    /// written to it.
+    /// newer mentoryd, and, unless the last run closed it cleanly, that it is sound; then makes the
+    /// first write of this run: it claims a new or half-made file for mentoryd, or clears the
+    /// clean-shutdown marker.
+    ///
+    /// **The claim** turns on write-ahead logging (a transaction of its own, in a rollback journal:
+    /// the file is then an empty database, which a later start still claims), then commits, durably
+    /// and in one transaction, mentoryd's `application_id` and the whole schema
+    /// (``SQLiteSchema/createSchema(in:)``): a power cut leaves the file empty or complete, never
+    /// half made. The directory entries need no sync of their own: SQLite syncs the directory when
+    /// it creates the rollback journal (so the new file's name is durable before anything is
+    /// written to it) and again when it creates the log, before its first commit there (so the
+    /// journal's removal is durable before the log holds anything a returning journal could
+    /// undo). That is 7 syncs for a new file, where claiming, switching the journal, GRDB's first
+    /// write to the log and three migrations apart took 14.
     private static func inspect(_ configuration: Configuration) throws(StorageError) -> Inspection {
         let path = configuration.path
         var grdb = GRDB.Configuration()
         grdb.label = "mentoryd.inspection"
         grdb.busyMode = .timeout(self.seconds(configuration.busyTimeout))
         let migrator = SQLiteSchema.migrator
+        var opened: DatabaseQueue?
         do {
             let queue = try DatabaseQueue(path: path, configuration: grdb)
-            defer { try? queue.close() }
-            return try queue.inDatabase { db in
+            opened = queue
+            let closedCleanly: Bool = try queue.inDatabase { db in
                 // Read through SQLite, so a marker still in the log counts, and one cleared in the
                 // log (by a run that then crashed) does not.
                 let closedCleanly =
@@ -646,18 +657,40 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                     )
                 }
                 if unclaimed {
-                    // The first write to a new file, committed and fsynced on its own (FULL, in the
-                    // file's journal mode: a rollback journal for a new file), so that no later
-                    // crash leaves a file without mentoryd's application_id.
+                    // FULL: the journal switch and the claim are each fsynced before they return.
                     try db.execute(sql: "PRAGMA synchronous = FULL")
-                    try db.execute(sql: "PRAGMA application_id = \(SQLiteSchema.applicationID)")
+                    try Self.requireWAL(try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL"), path: path)
+                    try db.inTransaction(.immediate) {
+                        try SQLiteSchema.createSchema(in: db)
+                        return .commit
+                    }
+                } else if closedCleanly {
+                    // The first write of this run, so that a crash from here on finds no marker.
+                    // Without an fsync (synchronous=OFF for this one transaction): it costs none
+                    // of the start-up, and the clearing becomes durable with the next commit or
+                    // with verifyIntegrity(), whichever comes first. Until then a crash can bring
+                    // back the marker only with the file exactly as the clean shutdown left it.
+                    try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA user_version = 0")
                 }
-                return Inspection(closedCleanly: closedCleanly, claimed: unclaimed)
+                return closedCleanly
             }
+            return Inspection(closedCleanly: closedCleanly, connection: queue)
         } catch let error as StorageError {
+            try? opened?.close()
             throw error
         } catch {
+            try? opened?.close()
             throw .failed("cannot open the diary database: \(StorageFailures.describe(error, path: path))")
+        }
+    }
+
+    /// Throws unless `journalMode` is `wal`.
+    private static func requireWAL(_ journalMode: String?, path: String) throws(StorageError) {
+        guard journalMode?.lowercased() == "wal" else {
+            throw StorageError.failed(
+                "the database \(path) cannot use write-ahead logging (journal mode is \(journalMode ?? "unknown")); "
+                    + "put the state directory on a local file system"
+            )
         }
     }
 
@@ -676,31 +709,17 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM grdb_migrations") == 0
     }
 
-    /// Makes the pool's writer durable (synchronous=FULL in WAL mode), clears the clean-shutdown
-    /// marker when it is set, then migrates the database.
-    private static func prepare(_ pool: DatabasePool, path: String, clearingMarker: Bool) throws(StorageError) {
+    /// Makes the pool's writer durable (synchronous=FULL in WAL mode), then migrates the database
+    /// (a database the inspection claimed has nothing left to migrate).
+    private static func prepare(_ pool: DatabasePool, path: String) throws(StorageError) {
         let migrator = SQLiteSchema.migrator
         do {
             try pool.writeWithoutTransaction { db in
-                let journalMode = try String.fetchOne(db, sql: "PRAGMA journal_mode")
-                guard journalMode?.lowercased() == "wal" else {
-                    throw StorageError.failed(
-                        "the database \(path) cannot use write-ahead logging (journal mode is \(journalMode ?? "unknown")); "
-                            + "put the state directory on a local file system"
-                    )
-                }
+                try Self.requireWAL(try String.fetchOne(db, sql: "PRAGMA journal_mode"), path: path)
                 // DatabasePool switches its writer to synchronous=NORMAL when it enables WAL, after the
                 // prepareDatabase functions ran. NORMAL does not fsync at commit: a power cut could
                 // lose acknowledged writes. The writer connection lives as long as the pool, so
-                // setting FULL here (after the marker's clearing) holds for every write.
-                if clearingMarker {
-                    // The first write of this run, so that a crash from here on finds no marker.
-                    // Without an fsync (synchronous=OFF for this one transaction): it costs none
-                    // of the start-up, and the clearing becomes durable with the next commit or
-                    // with verifyIntegrity(), whichever comes first. Until then a crash can bring
-                    // back the marker only with the file exactly as the clean shutdown left it.
-                    try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA user_version = 0")
-                }
+                // setting FULL here holds for every write.
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous")
                 guard synchronous == 2 else {

@@ -75,11 +75,8 @@ private struct SignallingLogHandler: LogHandler {
         set { self.metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
-        if message.description.contains(self.phrase) { self.signal.fire() }
+    func log(event: LogEvent) {
+        if event.message.description.contains(self.phrase) { self.signal.fire() }
     }
 }
 
