@@ -191,29 +191,16 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                     + "create files next to the database: make it writable by mentoryd's user"
             )
         }
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            let code = errno
-            switch code {
-            case EACCES, EPERM, EROFS:
-                throw .failed(
-                    "the database \(path) is read-only (\(FileSystem.errnoText(code))); make it writable by "
-                        + "mentoryd's user (for example chmod u+w \(path)), then restart mentoryd"
-                )
-            default:
-                throw .failed("cannot open the database \(path): \(FileSystem.errnoText(code))")
-            }
-        }
-        guard FileSystem.lockExclusively(descriptor, waitingUpTo: configuration.busyTimeout) else {
-            let code = errno
-            FileSystem.closeDescriptor(descriptor)
-            if code == EWOULDBLOCK {
-                throw .failed(
-                    "the database \(path) is locked: another mentoryd is already using it; stop that daemon, "
-                        + "or give this one another --state-dir"
-                )
-            }
-            throw .failed("cannot lock the database \(path): \(FileSystem.errnoText(code))")
+        var descriptor = try Self.openLocked(path, waitingUpTo: configuration.busyTimeout)
+        var built = false
+        if NewDatabase.isUnbuilt(descriptor: descriptor, path: path) {
+            // The lock is on the empty file the rename replaces: it is taken on the new one before the
+            // old one is let go, which another mentoryd may be waiting for.
+            let replaced = descriptor
+            defer { FileSystem.closeDescriptor(replaced) }
+            try NewDatabase.build(at: path)
+            descriptor = try Self.openLocked(path, waitingUpTo: .zero)
+            built = true
         }
         let pool: DatabasePool
         let closedCleanly: Bool
@@ -224,7 +211,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
             // inspection's connection leaves the log non-empty itself (the claim, or the marker's
             // clearing), so the pool finds nothing to write; it stays open until the pool is, so
             // that its closing is not the last connection's (which would checkpoint and sync).
-            let inspection = try Self.inspect(configuration)
+            let inspection = try Self.inspect(configuration, built: built)
             closedCleanly = inspection.closedCleanly
             defer { try? inspection.connection.close() }
             pool = try Self.openPool(configuration)
@@ -558,6 +545,47 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     }
 
     /// Rejects a non-empty file that does not start with SQLite's header, before SQLite sees it.
+    /// Opens the database file at `path` (creating it empty) and takes its exclusive `flock`, waiting up
+    /// to `limit`: one daemon per database. Should the file have been replaced while this waited (a
+    /// first start renames its new database into place), it locks the file now at `path` instead.
+    private static func openLocked(_ path: String, waitingUpTo limit: Duration) throws(StorageError) -> Int32 {
+        while true {
+            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                let code = errno
+                switch code {
+                case EACCES, EPERM, EROFS:
+                    throw .failed(
+                        "the database \(path) is read-only (\(FileSystem.errnoText(code))); make it writable by "
+                            + "mentoryd's user (for example chmod u+w \(path)), then restart mentoryd"
+                    )
+                default:
+                    throw .failed("cannot open the database \(path): \(FileSystem.errnoText(code))")
+                }
+            }
+            guard FileSystem.lockExclusively(descriptor, waitingUpTo: limit) else {
+                let code = errno
+                FileSystem.closeDescriptor(descriptor)
+                if code == EWOULDBLOCK {
+                    throw .failed(
+                        "the database \(path) is locked: another mentoryd is already using it; stop that daemon, "
+                            + "or give this one another --state-dir"
+                    )
+                }
+                throw .failed("cannot lock the database \(path): \(FileSystem.errnoText(code))")
+            }
+            var locked = stat()
+            var current = stat()
+            if fstat(descriptor, &locked) == 0, stat(path, &current) == 0,
+                locked.st_dev != current.st_dev || locked.st_ino != current.st_ino
+            {
+                FileSystem.closeDescriptor(descriptor)
+                continue
+            }
+            return descriptor
+        }
+    }
+
     private static func checkHeader(descriptor: Int32, path: String) throws(StorageError) {
         let header = FileSystem.readPrefix(descriptor, count: 16)
         guard !header.isEmpty else { return }
@@ -609,17 +637,13 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// first write of this run: it claims a new or half-made file for mentoryd, or clears the
     /// clean-shutdown marker.
     ///
-    /// **The claim** turns on write-ahead logging (a transaction of its own, in a rollback journal:
-    /// the file is then an empty database, which a later start still claims), then commits, durably
-    /// and in one transaction, mentoryd's `application_id` and the whole schema
-    /// (``SQLiteSchema/createSchema(in:)``): a power cut leaves the file empty or complete, never
-    /// half made. The directory entries need no sync of their own: SQLite syncs the directory when
-    /// it creates the rollback journal (so the new file's name is durable before anything is
-    /// written to it) and again when it creates the log, before its first commit there (so the
-    /// journal's removal is durable before the log holds anything a returning journal could
-    /// undo). That is 7 syncs for a new file, where claiming, switching the journal, GRDB's first
-    /// write to the log and three migrations apart took 14.
-    private static func inspect(_ configuration: Configuration) throws(StorageError) -> Inspection {
+    /// A new database is built whole beside its name and renamed into place before this runs
+    /// (``NewDatabase``, `built`: 3 syncs before READY=1 on a first start, where building it in place
+    /// took 7 and, before that, 14). **The claim** remains for a half-made file an older mentoryd
+    /// left: it turns on write-ahead logging (a transaction of its own, in a rollback journal), then
+    /// commits, durably and in one transaction, mentoryd's `application_id` and the whole schema
+    /// (``SQLiteSchema/createSchema(in:)``), so a power cut leaves the file empty or complete.
+    private static func inspect(_ configuration: Configuration, built: Bool) throws(StorageError) -> Inspection {
         let path = configuration.path
         var grdb = GRDB.Configuration()
         grdb.label = "mentoryd.inspection"
@@ -664,12 +688,14 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
                         try SQLiteSchema.createSchema(in: db)
                         return .commit
                     }
-                } else if closedCleanly {
+                } else if closedCleanly || built {
                     // The first write of this run, so that a crash from here on finds no marker.
                     // Without an fsync (synchronous=OFF for this one transaction): it costs none
                     // of the start-up, and the clearing becomes durable with the next commit or
                     // with verifyIntegrity(), whichever comes first. Until then a crash can bring
                     // back the marker only with the file exactly as the clean shutdown left it.
+                    // A database this start built (NewDatabase) has no marker: the same write,
+                    // a no-op, only leaves the log non-empty, so that the pool writes nothing.
                     try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA user_version = 0")
                 }
                 return closedCleanly

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MentoryDomain
 import MentoryStorage
 import MentoryStorageSQLite
 import MentoryWire
@@ -91,6 +92,49 @@ struct FirstStartTests {
             #expect(SQLiteSessionStore.sqliteVersion.hasPrefix("3."))
             try await store.close()
             #expect(try Self.applicationID(directory + "/mentoryd.sqlite") == SQLiteSchema.applicationID)
+        }
+    }
+
+    @Test(
+        "a new database is built beside its name and renamed into place: private, in WAL mode, nothing left beside it"
+    )
+    func newDatabaseIsBuiltAside() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/mentoryd.sqlite"
+            let store = try openStore(directory)
+            var info = stat()
+            #expect(stat(path, &info) == 0)
+            #expect(info.st_mode & 0o777 == 0o600)
+            #expect(try await store.writerSettings().journalMode == "wal")
+            #expect(store.integrityCheck == .verifiedAtOpen)
+            for leftover in ["", "-wal", "-shm", "-journal"] {
+                #expect(!FileManager.default.fileExists(atPath: path + ".new" + leftover))
+            }
+            try await store.close()
+            #expect(try Self.applicationID(path) == SQLiteSchema.applicationID)
+        }
+    }
+
+    @Test("an empty file at the name and what an interrupted build left beside it become a new database")
+    func interruptedBuildIsRedone() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/mentoryd.sqlite"
+            // A first start cut off before its rename: the empty file its lock made, a half-built file beside it.
+            #expect(FileManager.default.createFile(atPath: path, contents: Data()))
+            #expect(FileManager.default.createFile(atPath: path + ".new", contents: Data("half built".utf8)))
+            #expect(FileManager.default.createFile(atPath: path + ".new-journal", contents: Data("stale".utf8)))
+            let store = try openStore(directory)
+            var entry = Mentory_V1_DiaryEntry()
+            entry.id = "01a22176-a5e1-749a-85c3-9d02fc987d11"
+            entry.title = "kept"
+            try await store.insert(entry)
+            try await store.close()
+            #expect(!FileManager.default.fileExists(atPath: path + ".new"))
+            #expect(!FileManager.default.fileExists(atPath: path + ".new-journal"))
+            #expect(try Self.applicationID(path) == SQLiteSchema.applicationID)
+            let reopened = try openStore(directory)
+            #expect(try await reopened.entry(id: entry.id)?.title == "kept")
+            try await reopened.close()
         }
     }
 

@@ -61,7 +61,9 @@ struct PowerCutTests {
                     + "directories, \(outcome.failures.count) failures"
             )
             #expect(outcome.cutPointsChecked == run.firstStartCutPoints)
-            #expect(run.firstStartCutPoints >= 5)
+            // The state directory's entry, the new database (NewDatabase), its entry after the rename, and the
+            // first write's log: a first start syncs nothing more before its first acknowledgment.
+            #expect(run.firstStartCutPoints >= 4)
             #expect(outcome.failures.isEmpty, "\(outcome.failures.prefix(5).joined(separator: "\n"))")
         }
     }
