@@ -65,14 +65,11 @@ WORK=$(mktemp -d /tmp/mentoryd-systemd-test.XXXXXX)
 # ever visible on the host, and it is removed on exit).
 export SDBOX=/run/mentoryd-sdbox.$$
 FAILURES=0
-SD=""
-UNSHARE=""
+# shellcheck source=scripts/lib/systemd-sandbox.sh
+. "$REPO/scripts/lib/systemd-sandbox.sh"
 
 cleanup() {
-  [ -n "$SD" ] && kill -KILL "$SD" 2>/dev/null
-  [ -n "$UNSHARE" ] && kill -KILL "$UNSHARE" 2>/dev/null
-  [ -n "$UNSHARE" ] && wait "$UNSHARE" 2>/dev/null
-  rmdir "$SDBOX" 2>/dev/null
+  sandbox_stop
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -82,14 +79,6 @@ pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; FAILURES=$((FAILURES + 1)); }
 # in_ns CMD...: runs CMD inside the sandbox (its PID, mount and UTS namespaces and its root).
 in_ns() { nsenter -t "$SD" -p -m -u -r "$@"; }
-# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds or SECONDS pass.
-wait_for() {
-  local deadline=$(( $(date +%s%N) + $1 * 1000000000 )); shift
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s%N)" -ge "$deadline" ] && return 1
-    sleep 0.1
-  done
-}
 prop() { in_ns systemctl show -p "$1" --value "$2"; }
 # Lines systemd logged (at debug level) for each notification mentoryd sent, from cursor $1 on.
 notifications() { in_ns journalctl -u mentoryd.service --no-pager -o cat --after-cursor="$1" | grep "Got notification message"; }
@@ -101,34 +90,7 @@ show_diagnostics() {
 }
 
 # ---- Boot systemd in the sandbox --------------------------------------------------------------
-cat > "$WORK/boot.sh" <<'EOF'
-#!/usr/bin/env bash
-exec unshare --pid --fork --mount --uts --propagation private bash -c '
-set -e
-B=$SDBOX; mkdir -p $B; mount -t tmpfs tmpfs $B; mkdir -p $B/upper $B/work $B/root
-mount -t overlay overlay -o lowerdir=/,upperdir=$B/upper,workdir=$B/work $B/root
-R=$B/root
-mount --rbind /dev $R/dev; mount --rbind /sys $R/sys; mount -t proc proc $R/proc
-mount --bind $R/proc/sys $R/proc/sys; mount -o remount,bind,ro $R/proc/sys
-mount -t tmpfs tmpfs $R/run; mount -t tmpfs tmpfs $R/tmp
-hostname mentoryd-sandbox
-# pivot_root rather than chroot: the kernel refuses user namespaces (PrivateUsers=) to a chrooted
-# process, and the unit under test uses them. The old root is detached, so nothing leaks back.
-mkdir -p $R/.sdbox-oldroot; cd $R; pivot_root . .sdbox-oldroot; cd /; umount -l /.sdbox-oldroot
-exec /lib/systemd/systemd --system --unit=basic.target'
-EOF
-chmod +x "$WORK/boot.sh"
-echo "== booting systemd in a PID namespace"
-setsid "$WORK/boot.sh" >"$WORK/boot.log" 2>&1 </dev/null &
-UNSHARE=$!
-for _ in $(seq 100); do SD=$(pgrep -P "$UNSHARE" -x systemd) && break; sleep 0.1; done
-if [ -z "$SD" ]; then
-  echo "FAIL boot: systemd did not start"; cat "$WORK/boot.log"; exit 1
-fi
-if ! wait_for 30 sh -c "nsenter -t $SD -p -m -u -r systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded'"; then
-  echo "FAIL boot: systemd did not reach basic.target"; exit 1
-fi
-echo "   systemd $(in_ns systemctl --version | head -1 | awk '{print $2}') is PID 1 of the sandbox (host PID $SD)"
+sandbox_boot mentoryd-sandbox
 # Debug logging makes systemd log every notification it receives ("Got notification message").
 in_ns systemctl log-level debug
 

@@ -43,13 +43,10 @@ fi
 WORK=$(mktemp -d /tmp/mentoryd-user-units.XXXXXX)
 export SDBOX=/run/mentoryd-user-units-sdbox.$$
 FAILURES=0
-SD=""
-UNSHARE=""
+# shellcheck source=scripts/lib/systemd-sandbox.sh
+. "$REPO/scripts/lib/systemd-sandbox.sh"
 cleanup() {
-  [ -n "$SD" ] && kill -KILL "$SD" 2>/dev/null
-  [ -n "$UNSHARE" ] && kill -KILL "$UNSHARE" 2>/dev/null
-  [ -n "$UNSHARE" ] && wait "$UNSHARE" 2>/dev/null
-  rmdir "$SDBOX" 2>/dev/null
+  sandbox_stop
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -57,36 +54,8 @@ trap 'exit 130' INT TERM
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; FAILURES=$((FAILURES + 1)); }
 in_ns() { nsenter -t "$SD" -p -m -u -r "$@"; }
-wait_for() {
-  local deadline=$(( $(date +%s%N) + $1 * 1000000000 )); shift
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s%N)" -ge "$deadline" ] && return 1
-    sleep 0.1
-  done
-}
 
-cat > "$WORK/boot.sh" <<'EOF'
-#!/usr/bin/env bash
-exec unshare --pid --fork --mount --uts --propagation private bash -c '
-set -e
-B=$SDBOX; mkdir -p $B; mount -t tmpfs tmpfs $B; mkdir -p $B/upper $B/work $B/root
-mount -t overlay overlay -o lowerdir=/,upperdir=$B/upper,workdir=$B/work $B/root
-R=$B/root
-mount --rbind /dev $R/dev; mount --rbind /sys $R/sys; mount -t proc proc $R/proc
-mount --bind $R/proc/sys $R/proc/sys; mount -o remount,bind,ro $R/proc/sys
-mount -t tmpfs tmpfs $R/run; mount -t tmpfs tmpfs $R/tmp
-hostname mentoryd-user-units
-mkdir -p $R/.sdbox-oldroot; cd $R; pivot_root . .sdbox-oldroot; cd /; umount -l /.sdbox-oldroot
-exec /lib/systemd/systemd --system --unit=basic.target'
-EOF
-chmod +x "$WORK/boot.sh"
-setsid "$WORK/boot.sh" >"$WORK/boot.log" 2>&1 </dev/null &
-UNSHARE=$!
-for _ in $(seq 100); do SD=$(pgrep -P "$UNSHARE" -x systemd) && break; sleep 0.1; done
-[ -n "$SD" ] || { echo "FAIL boot: systemd did not start"; cat "$WORK/boot.log"; exit 1; }
-wait_for 30 sh -c "nsenter -t $SD -p -m -u -r systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded'" \
-  || { echo "FAIL boot: systemd did not reach basic.target"; exit 1; }
-echo "== systemd $(in_ns systemctl --version | head -1 | awk '{print $2}') is PID 1 of the sandbox"
+sandbox_boot mentoryd-user-units
 
 for binary in mentoryd mentoryctl; do
   in_ns sh -c "cat > /usr/local/bin/$binary && chmod 0755 /usr/local/bin/$binary" < "$BIN_DIR/$binary"
