@@ -735,24 +735,17 @@ class Plugin:
         what = f"{self.namespace}.{call.method}" if not call.snapshot_topic else f"the snapshot of {call.snapshot_topic}"
         work = asyncio.ensure_future(self._respond(call, context))
         work.add_done_callback(_retrieve)  # a handler cancelled below may still fail: no "never retrieved" noise
-        try:
-            done, _ = await asyncio.wait({work}, timeout=context.remaining)
-        except asyncio.CancelledError:
-            work.cancel()
-            raise
-        if not done:
-            work.cancel()
+        if not await _within_deadline(work, context.remaining):
             logger.warning("%s did not finish before its deadline; cancelled (the caller got DEADLINE_EXCEEDED)", what)
             return
         try:
             body = work.result()
             reply = pb.PluginReply(call_id=call.call_id, body=body)
-        except MentoryError as error:
-            # Code 0 (e.g. a Timeout from a call the handler made) says nothing: the caller gets INTERNAL.
-            reply = _error_reply(call.call_id, int(error.code) or ErrorCode.INTERNAL, error.message, error.reason)
-        except Exception as error:  # noqa: BLE001 - any failure of a handler is the caller's INTERNAL
-            logger.exception("%s failed", what)
-            reply = _error_reply(call.call_id, ErrorCode.INTERNAL, f"{what} failed: {type(error).__name__}: {error}")
+        except Exception as error:  # noqa: BLE001 - any failure of a handler is the caller's error
+            if not isinstance(error, MentoryError):
+                logger.exception("%s failed", what)
+            failure = _caller_error(error, what)
+            reply = _error_reply(call.call_id, failure.code, failure.message, failure.reason)
         try:
             await session.connection.send_plugin_reply(reply)
         except ProtocolError as error:
@@ -814,6 +807,29 @@ def _encode(value: Any, message_type: Type[Message], what: str) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"{what} must be a {message_type.DESCRIPTOR.full_name}, not {type(value).__name__}")
+
+
+async def _within_deadline(work: "asyncio.Future[Any]", timeout: Optional[float]) -> bool:
+    """Waits for ``work`` for at most ``timeout`` seconds (``None``: no limit). Returns whether it finished;
+    when it did not, it is cancelled. Cancelling this wait cancels ``work`` too."""
+    try:
+        done, _ = await asyncio.wait({work}, timeout=timeout)
+    except asyncio.CancelledError:
+        work.cancel()
+        raise
+    if not done:
+        work.cancel()
+        return False
+    return True
+
+
+def _caller_error(error: Exception, what: str) -> MentoryError:
+    """The error a caller gets for a handler that raised ``error``: a ``MentoryError`` as it is, except that
+    code 0 (e.g. a Timeout from a call the handler made) says nothing and becomes INTERNAL; anything else is
+    INTERNAL, naming ``what`` failed and how."""
+    if isinstance(error, MentoryError):
+        return MentoryError(int(error.code) or ErrorCode.INTERNAL, error.message, error.reason)
+    return MentoryError(ErrorCode.INTERNAL, f"{what} failed: {type(error).__name__}: {error}")
 
 
 def _retrieve(task: "asyncio.Future[Any]") -> None:

@@ -71,7 +71,7 @@ from ._enums import ErrorCode
 from ._schema import METHODS, _message_class
 from .aio import AsyncClient, ConnectOptions, split_target
 from .errors import ConnectionClosed, MentoryError, Timeout
-from .plugin import Call, Plugin, PluginState, _closure, _encode, _invoke, _Session
+from .plugin import Call, Plugin, PluginState, _caller_error, _closure, _encode, _invoke, _Session, _within_deadline
 
 __all__ = [
     "PluginHost",
@@ -409,13 +409,7 @@ class _Hosted(_Namespace):
     async def _respond(self, forwarded: pb.PluginCall, handler_call: Call, context: _Context, what: str) -> bytes:
         """The plugin's answer, as ``Plugin._answer`` makes it and the daemon passes it on."""
         work = asyncio.ensure_future(self.plugin._respond(forwarded, handler_call))  # noqa: SLF001
-        try:
-            done, _ = await asyncio.wait({work}, timeout=context.remaining)
-        except asyncio.CancelledError:
-            work.cancel()
-            raise
-        if not done:
-            work.cancel()
+        if not await _within_deadline(work, context.remaining):
             await asyncio.gather(work, return_exceptions=True)
             raise MentoryError(
                 ErrorCode.DEADLINE_EXCEEDED,
@@ -423,11 +417,8 @@ class _Hosted(_Namespace):
             )
         try:
             return work.result()
-        except MentoryError as error:
-            # As the plugin sends it (code 0, e.g. a Timeout, becomes INTERNAL), and the daemon passes it on.
-            raise MentoryError(int(error.code) or ErrorCode.INTERNAL, error.message, error.reason) from error
-        except Exception as error:  # noqa: BLE001 - any failure of a handler is the caller's INTERNAL
-            raise MentoryError(ErrorCode.INTERNAL, f"{what} failed: {type(error).__name__}: {error}") from error
+        except Exception as error:  # noqa: BLE001 - as the plugin sends it, and the daemon passes it on
+            raise _caller_error(error, what) from error
 
 
 class _HostConnection:
