@@ -14,7 +14,8 @@
 // frames in the same order, then the same ending (clean, frame too large, or truncated). Every
 // frame must be at most the maximum, and every frame that decodes as an `Envelope` must carry a
 // message and survive a serialize/decode round trip and a `writeFrame`/`nextFrame` round trip.
-// The daemon's own request reader (`InboundEnvelope`) must make of every frame what SwiftProtobuf makes.
+// The daemon's own request reader (`InboundEnvelope`) must make of every frame what SwiftProtobuf makes,
+// and its own event writer (`writeEventFrame`) must write every event as `writeFrame` writes its envelope.
 //
 // Allocation "per the length field": the script runs the target with `-malloc_limit_mb`, so a
 // decoder that reserved what a hostile 4 GiB prefix announces would be reported as a crash.
@@ -263,6 +264,15 @@ private func checkEnvelope(_ payload: [UInt8]) {
         else {
             fail("an envelope does not survive a writeFrame/nextFrame round trip")
         }
+    }
+
+    // An event's frame as a publish writes it, by hand (writeEventFrame): byte for byte what writeFrame writes.
+    if case .event(let event) = envelope.kind, envelope.unknownFields.data.isEmpty {
+        var byHand = ByteBuffer()
+        byHand.writeEventFrame(event)
+        var reference = ByteBuffer()
+        reference.writeFrame(envelope)
+        guard byHand == reference else { fail("writeEventFrame differs from writeFrame for \(event)") }
     }
 }
 

@@ -64,13 +64,12 @@ public struct SharedEvent: Sendable {
     /// The event as one length-prefixed frame holding an `Envelope`.
     public let frame: ByteBuffer
 
-    /// Encodes `event` into its frame.
+    /// Encodes `event` into its frame (``NIOCore/ByteBuffer/writeEventFrame(_:)``: by hand, not through
+    /// SwiftProtobuf, as this is paid once per publish).
     public init(_ event: Mentory_V1_Event) {
-        var envelope = Mentory_V1_Envelope()
-        envelope.event = event
         self.event = event
         var frame = ByteBuffer()
-        frame.writeFrame(envelope)
+        frame.writeEventFrame(event)
         self.frame = frame
     }
 

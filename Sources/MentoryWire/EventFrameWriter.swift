@@ -1,0 +1,96 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import NIOCore
+
+extension ByteBuffer {
+    /// Appends `event` as one frame holding an `Envelope` whose message is the event: byte for byte what
+    /// ``writeFrame(_:)`` writes for that envelope.
+    ///
+    /// An event as the engine publishes it (no `error`, no unknown fields, a known kind) is written here
+    /// field by field, in field-number order and leaving out default values as SwiftProtobuf does, with its
+    /// body copied once; any other event is left to SwiftProtobuf. Publishing encodes every event once, so this
+    /// is the fixed cost of a publish.
+    public mutating func writeEventFrame(_ event: Mentory_V1_Event) {
+        guard !event.hasError, event.unknownFields.data.isEmpty, event.kind.rawValue >= 0 else {
+            var envelope = Mentory_V1_Envelope()
+            envelope.event = event
+            return self.writeFrame(envelope)
+        }
+        let topic = event.topic.utf8.count
+        let kind = UInt64(event.kind.rawValue)
+        let body = event.body.count
+        var length = 0
+        if topic > 0 { length += 1 + Varint.size(UInt64(topic)) + topic }
+        if event.sequence != 0 { length += 1 + Varint.size(event.sequence) }
+        if kind != 0 { length += 1 + Varint.size(kind) }
+        if body > 0 { length += 1 + Varint.size(UInt64(body)) + body }
+        if event.epoch != 0 { length += 1 + Varint.size(event.epoch) }
+        let payload = 1 + Varint.size(UInt64(length)) + length
+        let total = WireProtocol.lengthPrefixSize + payload
+        // Written straight into the buffer's storage: a ByteBuffer write per byte costs more than the bytes.
+        self.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { storage in
+            var writer = RawWriter(storage: storage)
+            writer.put(UInt8(truncatingIfNeeded: payload >> 24))
+            writer.put(UInt8(truncatingIfNeeded: payload >> 16))
+            writer.put(UInt8(truncatingIfNeeded: payload >> 8))
+            writer.put(UInt8(truncatingIfNeeded: payload))
+            writer.put(0x2A)  // Envelope.event = 5, length-delimited
+            writer.putVarint(UInt64(length))
+            if topic > 0 {
+                writer.put(0x0A)  // Event.topic = 1, length-delimited
+                writer.putVarint(UInt64(topic))
+                var topicText = event.topic
+                topicText.withUTF8 { writer.put(UnsafeRawBufferPointer($0)) }
+            }
+            if event.sequence != 0 {
+                writer.put(0x10)  // Event.sequence = 2, varint
+                writer.putVarint(event.sequence)
+            }
+            if kind != 0 {
+                writer.put(0x18)  // Event.kind = 3, varint
+                writer.putVarint(kind)
+            }
+            if body > 0 {
+                writer.put(0x22)  // Event.body = 4, length-delimited
+                writer.putVarint(UInt64(body))
+                event.body.withUnsafeBytes { writer.put($0) }
+            }
+            if event.epoch != 0 {
+                writer.put(0x28)  // Event.epoch = 5, varint
+                writer.putVarint(event.epoch)
+            }
+            precondition(writer.index == total, "an event frame's length was computed wrong")
+            return total
+        }
+    }
+}
+
+/// Writes bytes into storage reserved for them, from its start.
+private struct RawWriter {
+    let storage: UnsafeMutableRawBufferPointer
+    var index = 0
+
+    mutating func put(_ byte: UInt8) {
+        self.storage[self.index] = byte
+        self.index += 1
+    }
+
+    mutating func put(_ bytes: UnsafeRawBufferPointer) {
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+        precondition(self.index + bytes.count <= self.storage.count, "an event frame overran its storage")
+        (self.storage.baseAddress! + self.index).copyMemory(from: source, byteCount: bytes.count)
+        self.index += bytes.count
+    }
+
+    mutating func putVarint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            self.put(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        self.put(UInt8(value))
+    }
+}
