@@ -28,4 +28,10 @@ extension MentoryEngine {
     var subscriptionsAreConsistent: Bool {
         self.hub.checkInvariants(attached: Set(self.connections.keys))
     }
+
+    /// Whether `namespace` is kept in one place only: a plugin in the registry's ``PluginHost``, a handler (the
+    /// engine's own `session` and `plugin` among them, once a route was resolved) in its hosted handlers.
+    func isHostedOnce(_ namespace: String) -> Bool {
+        (self.registry.handlers[namespace] != nil) != (self.registry.plugins[namespace] != nil)
+    }
 }
