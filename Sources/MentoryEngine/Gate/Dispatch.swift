@@ -22,7 +22,8 @@ import NIOCore
 /// for the person it is done for, applies that person's budget and the deadline, and answers at once what its
 /// route answers without suspending (no task, nothing allocated). What may suspend it hands back admitted, and
 /// ``MentoryEngine/complete(_:)`` makes the call. Errors are mapped in one place
-/// (``MentoryEngine/failure(_:of:)``), and calls are recorded in one (``MentoryEngine/settle(_:route:code:replyBytes:started:)``).
+/// (``MentoryEngine/failure(_:of:)``), and calls are recorded in one
+/// (``MentoryEngine/settle(_:route:code:replyBytes:started:)``).
 /// `respond(to:from:received:queued:)`, `call(_:_:body:for:from:)` and `sendState(of:to:kind:generation:)` are
 /// thin callers; nothing else calls a route's answer, a handler's `respond` or `snapshot`, or forwards to a plugin.
 enum Dispatch {
