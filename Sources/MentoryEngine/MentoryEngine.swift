@@ -211,13 +211,13 @@ public actor MentoryEngine {
 
     /// Opens `handler` and hosts it under its namespace.
     ///
-    /// `config` is the handler's own section, `handlers.<namespace>`. Throws when the namespace or
+    /// `config` is the handler's own section, `handlers.<namespace>` (empty by default). Throws when the namespace or
     /// one of its topics is taken, when the handler's routes do not match its schema, or when it
     /// fails to open; nothing of it is registered then. A ``HandlerConfigurationError`` from `open`
     /// is thrown as INVALID_ARGUMENT naming the key; anything else as INTERNAL.
     package func register<Handler: MentoryHandler>(
         _ handler: Handler,
-        config: ConfigReader
+        config: ConfigReader = ConfigReader(provider: InMemoryProvider(values: [:]))
     ) async throws(MentoryError) {
         let namespace = Handler.Namespace.name
         guard self.namespaceInfo(namespace) == nil else {
@@ -264,11 +264,6 @@ public actor MentoryEngine {
                 + self.registry.registrationOrder.compactMap { self.servedDescriptors($0) })
         self.registry.describedDescriptorsCache = merged
         return merged
-    }
-
-    /// Opens `handler` and hosts it with an empty configuration section.
-    package func register<Handler: MentoryHandler>(_ handler: Handler) async throws(MentoryError) {
-        try await self.register(handler, config: ConfigReader(provider: InMemoryProvider(values: [:])))
     }
 
     /// Closes every handler, last registered first, after the last plugin registration write. Requests after
