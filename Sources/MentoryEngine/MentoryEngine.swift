@@ -272,9 +272,11 @@ public actor MentoryEngine {
         self.registry.isShuttingDown = true
         await self.registry.plugins.lastRegistrationSave?.value
         for namespace in self.registry.registrationOrder.reversed() {
-            if let plugin = self.registry.plugins[namespace] { plugin.close() }
-            guard let handler = self.registry.handlers[namespace] else { continue }
-            await handler.close()
+            if let plugin = self.registry.plugins[namespace] {
+                plugin.close()
+            } else if let handler = self.registry.handlers[namespace] {
+                await handler.close()
+            }
             self.logger.debug("closed handler", metadata: ["namespace": "\(namespace)"])
         }
     }
@@ -304,7 +306,7 @@ public actor MentoryEngine {
     }
 
     /// The declaration of `namespace`, if anyone serves it: the engine, a handler or a plugin (kept once, in
-    /// ``plugins``).
+    /// ``HandlerRegistry/plugins``).
     func namespaceInfo(_ namespace: String) -> NamespaceInfo? {
         EngineHostedNamespace.declared.first { $0.name == namespace }
             ?? self.registry.handlers[namespace]?.info ?? self.registry.plugins[namespace]?.info

@@ -210,6 +210,8 @@ extension MentoryEngine {
     /// Admits `work`, routes it, checks the privilege and the access rules for the person it is done for,
     /// applies that person's budget and the deadline; then, with `answerNow`, answers it at once if its route
     /// does not suspend. Returns what became of it, or the admitted work for ``complete(_:)``.
+    /// Inlined into each caller, so that a request's work is not built as a value only to be taken apart again.
+    @inline(__always)
     func dispatch(_ work: Dispatch.Work, answerNow: Bool) -> Dispatch.Outcome {
         let admitted: Dispatch.Admitted
         switch work {
@@ -230,6 +232,12 @@ extension MentoryEngine {
                     deadline: received + self.timeout(of: request),
                     logger: self.logger
                 )
+                if answerNow, case .immediate(let answer) = route.answer {
+                    // The hot path: answered here, building nothing more than the call's context.
+                    let reply = try answer(request.body, call)
+                    self.settle(request, from: id, route: route, code: 0, replyBytes: reply.count, started: received)
+                    return .answered(reply)
+                }
                 admitted = Dispatch.Admitted(
                     work: work, target: .route(route), body: request.body, call: call, sink: connection.sink,
                     started: received)
@@ -455,17 +463,7 @@ extension MentoryEngine {
     ) {
         switch work {
         case .request(let request, let id, _):
-            let duration = ContinuousClock.now - started
-            if let route {
-                route.metrics.record(code: code, duration: duration)
-            } else {
-                self.recordRequest(namespace: request.namespace, method: request.method, code: code, duration: duration)
-            }
-            guard !self.observers.monitors.isEmpty else { return }
-            self.monitorCall(
-                namespace: request.namespace, method: request.method, requestID: request.id, code: code,
-                requestBytes: request.body.readableBytes, replyBytes: replyBytes, chain: "", from: id,
-                started: started)
+            self.settle(request, from: id, route: route, code: code, replyBytes: replyBytes, started: started)
         case .nested(let nested):
             // Counted in the method's metrics and shown to monitors like a client's own request, with its chain.
             route?.metrics.record(code: code, duration: ContinuousClock.now - started)
@@ -477,6 +475,24 @@ extension MentoryEngine {
         case .snapshot:
             return
         }
+    }
+
+    /// Counts a client's request in the request metrics (through `route`'s, when it has one) and shows it to
+    /// monitors.
+    private func settle(
+        _ request: InboundRequest, from id: ConnectionID, route: MethodRoute?, code: UInt32, replyBytes: Int,
+        started: ContinuousClock.Instant
+    ) {
+        let duration = ContinuousClock.now - started
+        if let route {
+            route.metrics.record(code: code, duration: duration)
+        } else {
+            self.recordRequest(namespace: request.namespace, method: request.method, code: code, duration: duration)
+        }
+        guard !self.observers.monitors.isEmpty else { return }
+        self.monitorCall(
+            namespace: request.namespace, method: request.method, requestID: request.id, code: code,
+            requestBytes: request.body.readableBytes, replyBytes: replyBytes, chain: "", from: id, started: started)
     }
 
     // MARK: Refusals

@@ -23,8 +23,10 @@ final class EngineHostedNamespace: HostedHandler {
 
     /// The namespace's declaration.
     let info: NamespaceInfo
-    /// What answers each method without suspending, by name.
-    private let immediate: [String: (ByteBuffer, RequestContext) throws -> ProtobufBuffer]
+    /// What answers each method without suspending, by name: each a ``ResolvedRoute/immediate(_:)``, an enum
+    /// around its closure, so that the closure is kept as it was written (a closure kept as a dictionary's value
+    /// is reached through a reabstraction thunk on every call).
+    private let immediate: [String: ResolvedRoute]
     /// What answers each method that may suspend, by name; called only by the engine's gate, through
     /// ``respond(method:body:call:)``.
     private let suspending: [String: EngineHostedNamespace.Answer]
@@ -35,7 +37,7 @@ final class EngineHostedNamespace: HostedHandler {
 
     init(
         _ info: NamespaceInfo, engine: MentoryEngine,
-        immediate: [String: (ByteBuffer, RequestContext) throws -> ProtobufBuffer],
+        immediate: [String: ResolvedRoute],
         suspending: [String: EngineHostedNamespace.Answer] = [:],
         snapshotMethods: Set<String> = []
     ) {
@@ -53,14 +55,14 @@ final class EngineHostedNamespace: HostedHandler {
     var descriptors: SchemaDescriptors { MentorySchema.fileDescriptors }
 
     func resolve(method: String) -> ResolvedRoute? {
-        if let answer = self.immediate[method] { return .immediate(answer) }
+        if let route = self.immediate[method] { return route }
         return self.suspending[method] != nil ? .suspending : nil
     }
 
     nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
         -> ProtobufBuffer
     {
-        if let answer = self.immediate[method] { return try answer(body, call) }
+        if case .immediate(let answer)? = self.immediate[method] { return try answer(body, call) }
         guard let answer = self.suspending[method] else {
             throw MentoryError.unknownMethod(namespace: self.namespace, method: method)
         }
@@ -96,29 +98,29 @@ extension MentoryEngine {
         return EngineHostedNamespace(
             Session.info, engine: self,
             immediate: [
-                Session.ping.name: { body, _ in
+                Session.ping.name: .immediate { body, _ in
                     _ = try Session.ping.decodeRequest(body)
                     return Mentory_V1_Empty().replyBody()
                 },
-                Session.status.name: { [unowned self] body, _ in
+                Session.status.name: .immediate { [unowned self] body, _ in
                     _ = try Session.status.decodeRequest(body)
                     return self.status().replyBody()
                 },
-                Session.unsubscribe.name: { [unowned self] body, call in
+                Session.unsubscribe.name: .immediate { [unowned self] body, call in
                     let request = try Session.unsubscribe.decodeRequest(body)
                     self.unsubscribe(call.connection.id, from: request.topics)
                     return Mentory_V1_Empty().replyBody()
                 },
-                Session.describe.name: { [unowned self] body, _ in
+                Session.describe.name: .immediate { [unowned self] body, _ in
                     let request = try Session.describe.decodeRequest(body)
                     return try self.describe(request).replyBody()
                 },
-                Session.monitor.name: { [unowned self] body, call in
+                Session.monitor.name: .immediate { [unowned self] body, call in
                     let request = try Session.monitor.decodeRequest(body)
                     try self.startMonitor(call.connection.id, request)
                     return Mentory_V1_MonitorReply().replyBody()
                 },
-                Session.metrics.name: { [unowned self] body, _ in
+                Session.metrics.name: .immediate { [unowned self] body, _ in
                     _ = try Session.metrics.decodeRequest(body)
                     return self.metricsSnapshot().replyBody()
                 },
@@ -138,12 +140,12 @@ extension MentoryEngine {
         return EngineHostedNamespace(
             Plugin.info, engine: self,
             immediate: [
-                Plugin.register.name: { [unowned self] body, call in
+                Plugin.register.name: .immediate { [unowned self] body, call in
                     let request = try Self.decodePluginRequest(
                         Mentory_V1_PluginRegisterRequest.self, body, method: call.method)
                     return try self.registerPlugin(request, call: call).replyBody()
                 },
-                Plugin.publish.name: { [unowned self] body, call in
+                Plugin.publish.name: .immediate { [unowned self] body, call in
                     let request = try Self.decodePluginRequest(
                         Mentory_V1_PluginPublishRequest.self, body, method: call.method)
                     try self.publishFromPlugin(request, call: call)
