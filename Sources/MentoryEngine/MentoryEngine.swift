@@ -121,10 +121,9 @@ public actor MentoryEngine {
     let metrics: EngineMetrics
 
     let startedAt = ContinuousClock.now
-    /// What the engine serves: every handler and plugin namespace, in registration order, with their routes.
+    /// What the engine serves: its own namespaces, every handler and plugin namespace (the declared plugins and
+    /// the connections that serve them in its ``HandlerRegistry/plugins``), with their routes.
     var registry: HandlerRegistry
-    /// The declared plugins (their hosted forms are in ``registry``) and the connections that serve them.
-    var plugins = PluginHost()
     var connections: [ConnectionID: Connection] = [:]
     /// The topics, their publishers and event rings, and every subscription to them.
     var hub: SubscriptionHub
@@ -159,7 +158,7 @@ public actor MentoryEngine {
             ringCapacity: configuration.eventRingCapacity, ringBytes: configuration.eventRingBytes,
             maxSubscriptionsPerUID: configuration.maxSubscriptionsPerUID)
         self.registry = HandlerRegistry(handlerSettings: configuration.handlerSettings)
-        self.plugins.systemctl = configuration.instance.kind == .user ? "systemctl --user" : "systemctl"
+        self.registry.plugins.systemctl = configuration.instance.kind == .user ? "systemctl --user" : "systemctl"
     }
 
     /// Replaces the access policy, e.g. after a configuration reload. Applies to the next request.
@@ -212,13 +211,13 @@ public actor MentoryEngine {
 
     /// Opens `handler` and hosts it under its namespace.
     ///
-    /// `config` is the handler's own section, `handlers.<namespace>`. Throws when the namespace or
+    /// `config` is the handler's own section, `handlers.<namespace>` (empty by default). Throws when the namespace or
     /// one of its topics is taken, when the handler's routes do not match its schema, or when it
     /// fails to open; nothing of it is registered then. A ``HandlerConfigurationError`` from `open`
     /// is thrown as INVALID_ARGUMENT naming the key; anything else as INTERNAL.
     package func register<Handler: MentoryHandler>(
         _ handler: Handler,
-        config: ConfigReader
+        config: ConfigReader = ConfigReader(provider: InMemoryProvider(values: [:]))
     ) async throws(MentoryError) {
         let namespace = Handler.Namespace.name
         guard self.namespaceInfo(namespace) == nil else {
@@ -262,24 +261,22 @@ public actor MentoryEngine {
         if let cached = self.registry.describedDescriptorsCache { return cached }
         let merged = SchemaDescriptors.merged(
             [MentorySchema.fileDescriptors]
-                + self.registry.registrationOrder.map { self.registry.handlers[$0]!.descriptors })
+                + self.registry.registrationOrder.compactMap { self.servedDescriptors($0) })
         self.registry.describedDescriptorsCache = merged
         return merged
-    }
-
-    /// Opens `handler` and hosts it with an empty configuration section.
-    package func register<Handler: MentoryHandler>(_ handler: Handler) async throws(MentoryError) {
-        try await self.register(handler, config: ConfigReader(provider: InMemoryProvider(values: [:])))
     }
 
     /// Closes every handler, last registered first, after the last plugin registration write. Requests after
     /// this get ``MentoryError/shuttingDown``.
     package func closeHandlers() async {
         self.registry.isShuttingDown = true
-        await self.plugins.lastRegistrationSave?.value
+        await self.registry.plugins.lastRegistrationSave?.value
         for namespace in self.registry.registrationOrder.reversed() {
-            guard let handler = self.registry.handlers[namespace] else { continue }
-            await handler.close()
+            if let plugin = self.registry.plugins[namespace] {
+                plugin.close()
+            } else if let handler = self.registry.handlers[namespace] {
+                await handler.close()
+            }
             self.logger.debug("closed handler", metadata: ["namespace": "\(namespace)"])
         }
     }
@@ -291,9 +288,11 @@ public actor MentoryEngine {
     ) -> [String: String] {
         if let settings { self.registry.handlerSettings = settings }
         var refused: [String: String] = [:]
+        // A plugin reads its own configuration; the engine applies `plugins.<name>` (declarePlugins(_:)).
         for namespace in self.registry.registrationOrder {
+            guard let handler = self.registry.handlers[namespace] else { continue }
             do {
-                try self.registry.handlers[namespace]!.reload(config: config(namespace), settings: self.handlerSettings)
+                try handler.reload(config: config(namespace), settings: self.handlerSettings)
             } catch {
                 refused[namespace] = Self.describe(error)
             }
@@ -303,12 +302,19 @@ public actor MentoryEngine {
 
     /// The namespaces served, in registration order, `session` and `plugin` first.
     public var namespaces: [NamespaceInfo] {
-        EngineNamespace.declared + self.registry.registrationOrder.map { self.registry.handlers[$0]!.info }
+        EngineHostedNamespace.declared + self.registry.registrationOrder.compactMap { self.namespaceInfo($0) }
     }
 
-    /// The declaration of `namespace`, if anyone serves it.
+    /// The declaration of `namespace`, if anyone serves it: the engine, a handler or a plugin (kept once, in
+    /// ``HandlerRegistry/plugins``).
     func namespaceInfo(_ namespace: String) -> NamespaceInfo? {
-        EngineNamespace.declared.first { $0.name == namespace } ?? self.registry.handlers[namespace]?.info
+        EngineHostedNamespace.declared.first { $0.name == namespace }
+            ?? self.registry.handlers[namespace]?.info ?? self.registry.plugins[namespace]?.info
+    }
+
+    /// The descriptors of the handler or plugin serving `namespace`.
+    private func servedDescriptors(_ namespace: String) -> SchemaDescriptors? {
+        self.registry.handlers[namespace]?.descriptors ?? self.registry.plugins[namespace]?.descriptors
     }
 
     /// Every registered handler, in registration order, as the handshake lists them.
@@ -345,7 +351,8 @@ public actor MentoryEngine {
         self.hub.unsubscribeAll(id)
         self.observers.monitors[id] = nil
         for namespace in self.registry.registrationOrder {
-            self.registry.handlers[namespace]!.connectionClosed(id)
+            // A plugin's own connection going away is handled above (pluginDisconnected).
+            self.registry.handlers[namespace]?.connectionClosed(id)
         }
     }
 
@@ -355,305 +362,8 @@ public actor MentoryEngine {
     /// The number of connections subscribed to at least one topic.
     public var subscriberCount: Int { self.hub.subscriberCount }
 
-    /// The topics connection `id` is subscribed to, sorted.
-    package func subscribedTopics(of id: ConnectionID) -> [String] {
-        self.hub.topics(of: id).sorted()
-    }
-
-    /// The connections subscribed to `topic`.
-    package func subscriberIDs(of topic: String) -> Set<ConnectionID> {
-        self.hub.subscribers(of: topic)
-    }
-
-    /// Whether the subscription indexes agree with each other and name only attached connections.
-    package var subscriptionsAreConsistent: Bool {
-        self.hub.checkInvariants(attached: Set(self.connections.keys))
-    }
-
     /// Returns at once; used as a liveness probe that proves the engine's executor is running jobs.
     public func probeLiveness() -> UInt64 { self.epoch }
-
-    // MARK: Requests
-
-    /// What ``respond(to:from:received:queued:)`` did with a request.
-    package enum RequestOutcome {
-        /// Answered already, without suspending: the response to send.
-        case answered(OutboundResponse)
-        /// Being answered by a task on the engine's executor. Its response goes to the connection's sink
-        /// (``EventSink/answer(_:)``) when it is done, and is the task's value too. `queuesSnapshots` says
-        /// that the method queues snapshot events for the connection before it answers (`session.subscribe`),
-        /// for which the connection reserves room.
-        case suspended(Task<OutboundResponse, Never>, queuesSnapshots: Bool)
-    }
-
-    /// Answers `request` from connection `id`: the one way into the engine for every request, whatever
-    /// namespace it names.
-    ///
-    /// In order: admit it (the engine is not shutting down, the connection completed its handshake),
-    /// find its ``MethodRoute``, check the access policy through the rules the route picked out, give it
-    /// its deadline (`received` plus its `timeout_ms`, at most `limits.requestTimeoutMilliseconds`), then
-    /// call it. A route that does not suspend is answered here, with no task, unless the request is
-    /// `queued` behind others still in flight, which it must not overtake; any other runs as a task.
-    /// Every failure becomes an error response. Each response is counted in the request metrics (its
-    /// duration from `received`) and shown to monitors. Nothing here closes the connection.
-    ///
-    /// The server calls this on the event loop, which is the engine's executor: a request answered at
-    /// once costs no task and no hop, and a suspended one's task cannot start before the caller returns.
-    package func respond(
-        to request: InboundRequest,
-        from id: ConnectionID,
-        received: ContinuousClock.Instant,
-        queued: Bool = false
-    ) -> RequestOutcome {
-        var route: MethodRoute?
-        let sink: any EventSink
-        let call: RequestContext
-        do {
-            guard !self.registry.isShuttingDown else { throw MentoryError.shuttingDown }
-            guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
-            route = self.route(request.namespace, request.method, for: connection)
-            guard let route else { throw self.unrouted(request, connection: connection) }
-            guard self.gate.allows(connection.context.credentials, through: route) else {
-                throw self.denied(request, connection: connection)
-            }
-            call = RequestContext(
-                requestID: request.id,
-                method: route.method,
-                connection: connection.context,
-                deadline: received + self.timeout(of: request),
-                logger: self.logger
-            )
-            if !queued, case .immediate(let answer) = route.answer {
-                let body = try answer(request.body, call)
-                return .answered(self.settle(request, .success(id: request.id, body: body), route, id, received))
-            }
-            sink = connection.sink
-        } catch {
-            let response = OutboundResponse.failure(id: request.id, error: self.wireError(error, for: request))
-            return .answered(self.settle(request, response, route, id, received))
-        }
-        let answer = route!.answer
-        let queuesSnapshots = route!.queuesSnapshots
-        let task = Task {
-            var response: OutboundResponse
-            do {
-                let body: ProtobufBuffer
-                switch answer {
-                case .immediate(let answer): body = try answer(request.body, call)
-                case .suspending(let answer): body = try await answer(self, request.body, call)
-                }
-                response = .success(id: request.id, body: body)
-            } catch {
-                response = .failure(id: request.id, error: self.wireError(error, for: request))
-            }
-            response = self.settle(request, response, route, id, received)
-            // Always answered, even to a connection that detached meanwhile: its budget holds the
-            // request's reservation until then.
-            sink.answer(response)
-            return response
-        }
-        return .suspended(task, queuesSnapshots: queuesSnapshots)
-    }
-
-    /// Answers `request` through ``respond(to:from:received:queued:)``, waiting for a suspended one (tests
-    /// and fuzzers); the bodies are copied.
-    package func respond(to request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
-        switch self.respond(to: InboundRequest(request), from: id, received: .now) {
-        case .answered(let response): return response.wireResponse
-        case .suspended(let task, _): return await task.value.wireResponse
-        }
-    }
-
-    /// Counts an answered request in the metrics (through its route's, when it has one) and shows it to
-    /// monitors; returns `response`.
-    private func settle(
-        _ request: InboundRequest, _ response: consuming OutboundResponse, _ route: MethodRoute?, _ id: ConnectionID,
-        _ received: ContinuousClock.Instant
-    ) -> OutboundResponse {
-        let duration = ContinuousClock.now - received
-        if let route {
-            route.metrics.record(code: response.code, duration: duration)
-        } else {
-            self.recordRequest(request, response, duration: duration)
-        }
-        if !self.observers.monitors.isEmpty { self.monitorCall(request, response, from: id, started: received) }
-        return response
-    }
-
-    /// The error a request without a route gets: PERMISSION_DENIED when the policy refuses the name as it
-    /// is (so that a refused caller learns nothing of what is served), else why nothing answers it.
-    private func unrouted(_ request: InboundRequest, connection: Connection) -> MentoryError {
-        guard
-            self.gate.allowsCall(
-                connection.context.credentials, namespace: request.namespace, method: request.method,
-                privilege: self.privilege(request.namespace, request.method))
-        else {
-            return self.denied(request, connection: connection)
-        }
-        return self.routeFailure(request.namespace, request.method)
-    }
-
-    /// Logs (rate-limited) that the policy refused `request` on `connection`, and returns the error it gets.
-    private func denied(_ request: InboundRequest, connection: Connection) -> MentoryError {
-        let privilege = self.unheldPrivilege(request.namespace, request.method, by: connection.context.credentials)
-        self.logDenial(
-            "\(request.namespace).\(request.method)", connection: connection.context, byRulesOf: request.namespace,
-            privilege: privilege)
-        return MentoryError.permissionDenied(namespace: request.namespace, method: request.method)
-    }
-
-    /// Calls `namespace.method` for handler `caller`, on behalf of the client whose call `call` is
-    /// (``HandlerContext/call(_:_:for:)``).
-    ///
-    /// The client's access to the target is checked as if it called it itself, the call shares
-    /// `call`'s deadline (one past it fails DEADLINE_EXCEEDED without running; a plugin target is
-    /// failed at it), it counts as one more of the client's requests in flight for as long as it runs
-    /// (``EventSink/startCallOnBehalf()``: a client at its budget gets TOO_MANY_REQUESTS,
-    /// ``MentoryError/callerOverBudget(call:uid:)``), and a call into a namespace already on the call's
-    /// way is refused (INTERNAL, naming the chain), so handlers calling each other cannot loop.
-    package func call(
-        _ namespace: String,
-        _ method: String,
-        body: ByteBuffer,
-        for call: RequestContext,
-        from caller: String
-    ) async throws -> ProtobufBuffer {
-        guard !self.registry.isShuttingDown else { throw MentoryError.shuttingDown }
-        let chain = call.chain.last == caller ? call.chain : call.chain + [caller]
-        guard !chain.contains(namespace) else {
-            throw MentoryError.internal(
-                "a call cycle was refused: \((chain + [namespace]).joined(separator: " -> ")) (\(namespace).\(method));"
-                    + " a handler may call only namespaces that do not call it back")
-        }
-        let route = self.resolveRoute(namespace, method)
-        guard route?.server != .engine, route != nil || self.registry.handlers[namespace] != nil else {
-            throw MentoryError.internal(
-                "\(caller) called \(namespace).\(method), which no handler or plugin serves;"
-                    + " only handler and plugin namespaces can be called on a caller's behalf")
-        }
-        let connection = call.connection
-        // A route checks its method's privilege before the rules; a name without a route declares none.
-        let allowed =
-            if let route {
-                self.gate.allows(connection.credentials, through: route)
-            } else {
-                self.gate.allowsCall(
-                    connection.credentials, namespace: namespace, method: method,
-                    privilege: self.privilege(namespace, method))
-            }
-        guard allowed else {
-            self.logDenial(
-                "\(namespace).\(method) (through \(chain.joined(separator: " -> ")))", connection: connection,
-                byRulesOf: namespace, privilege: self.unheldPrivilege(namespace, method, by: connection.credentials))
-            throw MentoryError.deniedOnBehalf(namespace: namespace, method: method, chain: chain)
-        }
-        guard let route else { throw self.routeFailure(namespace, method) }
-        guard ContinuousClock.now < call.deadline else { throw HandlerFailure.deadlineExceeded }
-        // Counted as one more request of the client's, for as long as it runs.
-        guard let client = self.connections[connection.id] else {
-            throw MentoryError.unavailable(
-                "\(chain.joined(separator: " -> ")) -> \(namespace).\(method) was not made: the client it was"
-                    + " made for has disconnected")
-        }
-        guard client.sink.startCallOnBehalf() else {
-            self.logger.debug(
-                "call on a client's behalf over its uid's budget",
-                metadata: ["call": "\(chain.joined(separator: " -> ")) -> \(namespace).\(method)"])
-            throw MentoryError.callerOverBudget(
-                call: "\(chain.joined(separator: " -> ")) -> \(namespace).\(method)", uid: connection.credentials?.uid)
-        }
-        defer { client.sink.finishCallOnBehalf() }
-        let nested = RequestContext(
-            requestID: call.requestID, method: method, connection: connection, deadline: call.deadline,
-            logger: self.logger, chain: chain + [namespace])
-        let started = ContinuousClock.now
-        // Counted in the method's metrics and shown to monitors like a client's own request, with its chain.
-        func settle(code: UInt32, replyBytes: Int) {
-            route.metrics.record(code: code, duration: ContinuousClock.now - started)
-            guard !self.observers.monitors.isEmpty else { return }
-            self.monitorCall(
-                namespace: namespace, method: method, requestID: call.requestID, code: code,
-                requestBytes: body.readableBytes, replyBytes: replyBytes,
-                chain: "\(chain.joined(separator: " -> ")) -> \(namespace).\(method)", from: connection.id,
-                started: started)
-        }
-        do {
-            let reply: ProtobufBuffer
-            switch route.answer {
-            case .immediate(let answer): reply = try answer(body, nested)
-            case .suspending(let answer): reply = try await answer(self, body, nested)
-            }
-            settle(code: 0, replyBytes: reply.buffer.readableBytes)
-            return reply
-        } catch let error as any HandlerError {
-            settle(code: UInt32(error.code.rawValue), replyBytes: 0)
-            // Sent on as the called namespace reported it, its reason under its own namespace.
-            var wire = Mentory_V1_Error(code: error.code, message: error.message)
-            wire.reason = "\(namespace).\(error.reason)"
-            throw PluginCallError(wire: wire)
-        } catch {
-            settle(code: Self.wireCode(of: error), replyBytes: 0)
-            throw error
-        }
-    }
-
-    /// The wire code of an error a nested call ended with, as its client would be told it.
-    static func wireCode(of error: any Error) -> UInt32 {
-        switch error {
-        case let error as MentoryError: UInt32(error.code.rawValue)
-        case let error as PluginCallError: error.wire.code
-        case HandlerFailure.deadlineExceeded: UInt32(Mentory_V1_ErrorCode.deadlineExceeded.rawValue)
-        default: UInt32(Mentory_V1_ErrorCode.internal.rawValue)
-        }
-    }
-
-    /// The request's own `timeout_ms`, at most the configured default; the default when it names none.
-    private func timeout(of request: InboundRequest) -> Duration {
-        guard request.timeoutMs != 0 else { return self.configuration.requestTimeout }
-        return min(.milliseconds(Int64(request.timeoutMs)), self.configuration.requestTimeout)
-    }
-
-    /// The wire form of any error a request ended with; causes and unexpected errors are logged.
-    func wireError(_ error: any Error, for request: InboundRequest) -> Mentory_V1_Error {
-        switch error {
-        case let error as MentoryError:
-            if case .internal = error {
-                self.logger.error(
-                    "request failed: \(request.namespace).\(request.method): \(error.message)",
-                    metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
-                )
-            }
-            return error.wireError
-        case let error as any HandlerError:
-            if let cause = error.underlyingError {
-                self.logger.warning(
-                    "request failed: \(request.namespace).\(request.method): \(error.message) (\(error.reason)); cause: \(cause)",
-                    metadata: [
-                        "namespace": "\(request.namespace)", "method": "\(request.method)",
-                        "reason": "\(error.reason)", "cause": "\(cause)",
-                    ]
-                )
-            }
-            var wire = Mentory_V1_Error(code: error.code, message: error.message)
-            wire.reason = "\(request.namespace).\(error.reason)"
-            return wire
-        case let error as PluginCallError:
-            return error.wire
-        case HandlerFailure.deadlineExceeded:
-            let timeout = self.timeout(of: request)
-            let milliseconds =
-                timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-            return MentoryError.deadlineExceeded(
-                namespace: request.namespace, method: request.method, milliseconds: Int(milliseconds)
-            ).wireError
-        default:
-            self.logger.error(
-                "request failed with an unexpected error: \(request.namespace).\(request.method): \(error)",
-                metadata: ["namespace": "\(request.namespace)", "method": "\(request.method)", "error": "\(error)"]
-            )
-            return MentoryError.internal("\(request.namespace).\(request.method) failed: \(error)").wireError
-        }
-    }
 
     /// A person's description of an error a handler threw.
     static func describe(_ error: any Error) -> String {
@@ -741,28 +451,12 @@ public actor MentoryEngine {
         kind: Mentory_V1_EventKind,
         generation: UInt64
     ) async throws(MentoryError) {
-        guard let owner = self.hub.owner(of: topic), let handler = self.registry.handlers[owner] else { return }
-        // Every snapshot and reset passes the topic's gate for the subscriber, as the subscribe did.
-        if let connection = self.connections[id],
-            let refusal = self.topicRefusal(topic, for: connection.context.credentials)
-        {
-            self.endSubscription(id, to: topic, sink: connection.sink, refusal: refusal)
-            self.logDenial(
-                "subscribe:\(topic) (its \(kind == .reset ? "reset" : "snapshot"))", connection: connection.context)
-            return
-        }
         var attempts = 0
         while true {
             let sequence = self.lastSequence(of: topic)
-            let body: Data
-            do {
-                body = try await handler.snapshot(of: topic)
-            } catch {
-                self.logger.error(
-                    "snapshot failed: topic \(topic): \(Self.describe(error))",
-                    metadata: ["topic": "\(topic)", "error": "\(error)"])
-                throw (error as? MentoryError) ?? .internal("the snapshot of \(topic) failed: \(Self.describe(error))")
-            }
+            // Through the gate, which checks the topic's reads for the subscriber (ending its subscription
+            // when it may no longer read them) and takes the state from the handler or plugin publishing it.
+            guard let body = try await self.state(of: topic, for: id, kind: kind) else { return }
             // The snapshot reflects at least every event up to `sequence`; events published while it
             // was being taken follow it, so nothing is lost and no sequence number repeats.
             guard self.hub.entry(id, topic)?.generation == generation,

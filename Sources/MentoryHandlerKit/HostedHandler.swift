@@ -22,16 +22,12 @@ package protocol HostedHandler: AnyObject {
     /// The descriptors of the `.proto` file that declares the namespace.
     var descriptors: SchemaDescriptors { get }
 
-    /// Answers a call at once if its route does not suspend; returns `nil` if it does.
+    /// Answers a call, suspending if its route does.
     ///
     /// `body` is the request message as it arrived (a slice of its frame); the reply comes back serialized
-    /// once, ready to be framed in place (``ProtobufBuffer/responseFrame(id:)``).
-    ///
-    /// Throws ``MentoryError/unknownMethod(namespace:method:)`` for a method without a route,
-    /// and whatever the handler throws.
-    func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer?
-
-    /// Answers a call, suspending if its route does.
+    /// once, ready to be framed in place (``ProtobufBuffer/responseFrame(id:)``). Throws
+    /// ``MentoryError/unknownMethod(namespace:method:)`` for a method without a route, and whatever the
+    /// handler throws. Only the engine's gate calls it.
     nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
         -> ProtobufBuffer
 
@@ -122,17 +118,6 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         HandlerContext(
             state: self.state, config: self.config, logger: self.logger, clock: self.clock,
             settings: self.settings, publisher: self.publisher, caller: self.caller)
-    }
-
-    package func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
-        switch self.routes[method] {
-        case .immediate(let respond):
-            return try respond(body, call, self.context)
-        case .suspending:
-            return nil
-        case nil:
-            throw MentoryError.unknownMethod(namespace: self.namespace, method: method)
-        }
     }
 
     package func resolve(method: String) -> ResolvedRoute? {

@@ -151,7 +151,11 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         wire.method = method.name
         wire.body = try request.serializedData()
         wire.timeoutMs = UInt32(clamping: timeout.components.seconds * 1000)
-        let response = await self.host.respond(to: wire, from: connection.id)
+        let response: Mentory_V1_Response
+        switch await self.host.respond(to: InboundRequest(wire), from: connection.id, received: .now) {
+        case .answered(let answered): response = answered.wireResponse
+        case .suspended(let task, _): response = await task.value.wireResponse
+        }
         switch response.result {
         case .body(let body): return try Reply(serializedBytes: body)
         case .error(let error):
@@ -202,12 +206,9 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         _ method: MethodSchema<Handler.Namespace, Request, Reply>,
         _ request: Request
     ) throws -> Bool {
-        let hosted = try self.requireOpen()
-        let call = RequestContext(
-            requestID: 0, method: method.name, connection: .test(), deadline: .now + .seconds(30),
-            logger: self.logger)
-        let body = ByteBuffer(bytes: request.wireBody())
-        return try hosted.respondImmediately(method: method.name, body: body, call: call) != nil
+        // Its route, as the daemon's gate resolves it: answered where it arrives when it does not suspend.
+        guard case .immediate = try self.requireOpen().resolve(method: method.name) else { return false }
+        return true
     }
 
     /// The current state of `topic`, as a new subscriber's snapshot event carries it.

@@ -98,6 +98,63 @@ struct CallOnBehalfTests {
     }
 }
 
+/// A namespace whose one method calls an engine namespace (`session.status`, or `plugin.publish`) on its
+/// caller's behalf, which the gate refuses: those act on the connection calling them.
+enum IntruderSchema: NamespaceSchema {
+    static let name = "intruder"
+    static let version: UInt32 = 1
+    static let status = MethodSchema<IntruderSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "status")
+    static let publish = MethodSchema<IntruderSchema, Mentory_V1_Empty, Mentory_V1_Empty>(name: "publish")
+    static let methods: [MethodInfo] = [status.info, publish.info]
+    static let topics: [TopicInfo] = []
+    static var fileDescriptors: SchemaDescriptors { MentoryDomainSchema.fileDescriptors }
+}
+
+struct IntruderHandler: MentoryHandler {
+    typealias Namespace = IntruderSchema
+
+    func routes(_ routes: inout HandlerRoutes<Self>) {
+        routes.onAsync(Namespace.status) { _, call, context in
+            _ = try await context.call(MentorySchema.Session.status, Mentory_V1_Empty(), for: call)
+            return Mentory_V1_Empty()
+        }
+        routes.onAsync(Namespace.publish) { _, call, context in
+            _ = try await context.call(MentorySchema.Plugin.publish, Mentory_V1_PluginPublishRequest(), for: call)
+            return Mentory_V1_Empty()
+        }
+    }
+}
+
+@Suite("The engine's own namespaces, hosted like any handler; plugins, kept once")
+struct EngineNamespaceCallTests {
+    @Test(
+        "a handler's call into session or plugin on its caller's behalf is refused, though root may call them",
+        arguments: ["status", "publish"])
+    func refused(method: String) async throws {
+        let fixture = try await EngineFixture()
+        try await fixture.engine.register(IntruderHandler())
+        let (root, _) = await fixture.connect(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0))
+        let response = try await fixture.send("intruder", method, Mentory_V1_Empty(), from: root)
+        #expect(response.error.code == UInt32(Mentory_V1_ErrorCode.internal.rawValue))
+        #expect(
+            response.error.message.contains("only handler and plugin namespaces can be called on a caller's behalf"),
+            "\(response.error.message)")
+        // Called directly, session.status answers as ever.
+        _ = try await fixture.call("session", "status", Mentory_V1_Empty(), from: root, as: Mentory_V1_StatusReply.self)
+    }
+
+    @Test("session, plugin, a handler and a plugin are each kept in one place, the plugin in the plugin host")
+    func hostedOnce() async throws {
+        let fixture = try await EngineFixture()
+        try await fixture.engine.declarePlugin(PluginDeclaration(name: "advisor", namespace: "advisor"))
+        let (root, _) = await fixture.connect(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0))
+        _ = try await fixture.call("session", "ping", Mentory_V1_Empty(), from: root, as: Mentory_V1_Empty.self)
+        for namespace in ["session", "plugin", "diary", "advisor"] {
+            #expect(await fixture.engine.isHostedOnce(namespace), "\(namespace)")
+        }
+    }
+}
+
 /// A handler whose configuration is refused when it opens.
 struct MisconfiguredHandler: MentoryHandler {
     typealias Namespace = LoopSchema

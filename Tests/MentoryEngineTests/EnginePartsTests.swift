@@ -32,7 +32,7 @@ struct EnginePartsTests {
         let metrics = EngineMetrics(factory: MentoryMetricsFactory())
         return MethodRoute(
             namespace: namespace, method: method, answer: .immediate { _, _ in Mentory_V1_Empty().replyBody() },
-            server: .handler, generation: generation,
+            callableOnBehalf: true, generation: generation,
             metrics: metrics.methodMetrics(namespace: namespace, method: method, declared: [method]))
     }
 
@@ -227,14 +227,14 @@ struct EnginePartsTests {
 
     // MARK: Plugin host
 
-    private func plugins() -> (PluginHost, advisor: PluginHostedHandler, kudos: PluginHostedHandler, MentoryEngine) {
+    private func plugins() -> (PluginHost, advisor: HostedPlugin, kudos: HostedPlugin, MentoryEngine) {
         let engine = MentoryEngine(
             configuration: .init(serverVersion: "test"), executor: EngineTestLoops.group.next().executor
         )
         let since = Date(timeIntervalSince1970: 1_795_300_000)
-        let advisor = PluginHostedHandler(.init(name: "advisor", namespace: "advisor"), since: since, engine: engine)
-        let kudos = PluginHostedHandler(
-            .init(name: "kudos", namespace: "kudos", requires: ["advisor"]), since: since, engine: engine)
+        let advisor = HostedPlugin(.init(name: "advisor", namespace: "advisor"), since: since)
+        let kudos = HostedPlugin(
+            .init(name: "kudos", namespace: "kudos", requires: ["advisor"]), since: since)
         var host = PluginHost()
         host.declare(advisor)
         host.declare(kudos)

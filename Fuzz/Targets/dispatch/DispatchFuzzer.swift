@@ -366,3 +366,14 @@ private func checkReply(_ body: Data, to call: Call, what: String, engine: isola
         fail("\(what) succeeded in a namespace the harness does not know")
     }
 }
+
+extension MentoryEngine {
+    /// Answers `request` as the server does (``respond(to:from:received:queued:)``), waiting for a suspended one;
+    /// the bodies are copied. The fuzzer's own: the engine keeps no test-only entry of its own.
+    fileprivate func respond(to request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+        switch self.respond(to: InboundRequest(request), from: id, received: .now) {
+        case .answered(let response): return response.wireResponse
+        case .suspended(let task, _): return await task.value.wireResponse
+        }
+    }
+}

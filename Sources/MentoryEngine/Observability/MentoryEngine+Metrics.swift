@@ -166,11 +166,11 @@ final class EngineMetrics {
 extension MentoryEngine {
     /// Counts an answered request in `mentoryd_requests_total` and
     /// `mentoryd_request_duration_seconds`; the connection calls it once per response.
-    package func recordRequest(_ request: InboundRequest, _ response: OutboundResponse, duration: Duration) {
+    func recordRequest(namespace: String, method: String, code: UInt32, duration: Duration) {
         self.metrics.recordRequest(
-            namespace: request.namespace,
-            method: request.method,
-            code: response.code,
+            namespace: namespace,
+            method: method,
+            code: code,
             duration: duration
         ) { namespace in
             self.namespaceInfo(namespace)?.methods.map(\.name)

@@ -30,19 +30,6 @@ extension MentoryEngine {
         self.logger.notice("monitor started: connection \(id), \(peer)", metadata: ["connection": "\(id)"])
     }
 
-    /// Tells every monitor about a request and its response; `started` is when the request reached the engine.
-    func monitorCall(
-        _ request: InboundRequest,
-        _ response: OutboundResponse,
-        from id: ConnectionID,
-        started: ContinuousClock.Instant
-    ) {
-        self.monitorCall(
-            namespace: request.namespace, method: request.method, requestID: request.id, code: response.code,
-            requestBytes: request.body.readableBytes, replyBytes: response.bodyLength, chain: "", from: id,
-            started: started)
-    }
-
     /// Tells every monitor about a call made on the client of connection `id`'s behalf: `chain` is the way it came
     /// (`streaks -> diary.list`).
     func monitorCall(

@@ -19,15 +19,14 @@ extension MentoryEngine {
         guard self.namespaceInfo(namespace) == nil else {
             throw .internal("plugin '\(declaration.name)' declares namespace '\(namespace)', which is already served")
         }
-        let plugin = PluginHostedHandler(declaration, since: self.clock.now(), engine: self)
-        self.registry.handlers[namespace] = plugin
-        self.plugins.declare(plugin)
+        let plugin = HostedPlugin(declaration, since: self.clock.now())
+        self.registry.plugins.declare(plugin)
         self.registry.registrationOrder.append(namespace)
         self.restoreRegistration(of: plugin)
         self.refreshDescriptors()
         self.logger.debug("declared plugin", metadata: ["plugin": "\(declaration.name)", "namespace": "\(namespace)"])
         // A plugin refused before because nothing declared it registers again once its connection closes.
-        for id in self.plugins.takeConnectionsAwaiting(namespace) {
+        for id in self.registry.plugins.takeConnectionsAwaiting(namespace) {
             self.connections[id]?.sink.close(
                 because: .unavailable(
                     "plugin '\(declaration.name)' is declared now (plugins.\(declaration.name)); register again"))
@@ -49,7 +48,7 @@ extension MentoryEngine {
     package func declarePlugins(_ declarations: [PluginDeclaration]) -> PluginDeclarationChanges {
         var changes = PluginDeclarationChanges()
         let wanted = Dictionary(declarations.map { ($0.namespace, $0) }, uniquingKeysWith: { first, _ in first })
-        for plugin in self.plugins.declared {
+        for plugin in self.registry.plugins.declared {
             guard let declaration = wanted[plugin.namespace], declaration.name == plugin.declaration.name else {
                 self.undeclarePlugin(plugin.namespace)
                 changes.removed.append(plugin.declaration.name)
@@ -60,7 +59,7 @@ extension MentoryEngine {
                 changes.changed.append(declaration.name)
             }
         }
-        for declaration in declarations where self.plugins[declaration.namespace] == nil {
+        for declaration in declarations where self.registry.plugins[declaration.namespace] == nil {
             do throws(MentoryError) {
                 try self.declarePlugin(declaration)
                 changes.added.append(declaration.name)
@@ -74,8 +73,7 @@ extension MentoryEngine {
 
     /// Stops serving the plugin declared for `namespace`: see ``declarePlugins(_:)``.
     private func undeclarePlugin(_ namespace: String) {
-        guard let (plugin, connection) = self.plugins.undeclare(namespace) else { return }
-        self.registry.handlers[namespace] = nil
+        guard let (plugin, connection) = self.registry.plugins.undeclare(namespace) else { return }
         self.registry.registrationOrder.removeAll { $0 == namespace }
         let name = plugin.declaration.name
         let removed = "plugin '\(name)' is no longer declared (plugins.\(name) left the configuration)"
@@ -104,7 +102,7 @@ extension MentoryEngine {
     /// Makes the namespace `plugin` registered last (before this daemon started) known while it is
     /// absent: its methods and descriptors are described, and its topics accept subscriptions, held
     /// until it registers. A saved registration that cannot be read or no longer validates is ignored.
-    private func restoreRegistration(of plugin: PluginHostedHandler) {
+    private func restoreRegistration(of plugin: HostedPlugin) {
         guard let files = self.configuration.pluginRegistrations else { return }
         let name = plugin.declaration.name
         let request: Mentory_V1_PluginRegisterRequest
@@ -139,12 +137,12 @@ extension MentoryEngine {
 
     /// The namespaces served in this process (handlers, not plugins), in registration order.
     package var inProcessNamespaces: [String] {
-        self.registry.registrationOrder.filter { self.plugins[$0] == nil }
+        self.registry.registrationOrder.filter { self.registry.handlers[$0] != nil }
     }
 
     /// Every declared plugin's state, as `session.status` reports it.
     public var pluginStatuses: [Mentory_V1_PluginStatus] {
-        self.plugins.statuses
+        self.registry.plugins.statuses
     }
 
     /// Forgets what was derived from the plugins' registrations: the merged descriptors and the routes.
@@ -171,7 +169,7 @@ extension MentoryEngine {
     /// calling plugin and still in flight, with that caller's access, deadline and call chain.
     func callForPlugin(_ body: ByteBuffer, call: RequestContext) async throws -> ProtobufBuffer {
         let request = try Self.decodePluginRequest(Mentory_V1_PluginCallRequest.self, body, method: call.method)
-        guard let plugin = self.plugins.plugin(on: call.connection.id) else {
+        guard let plugin = self.registry.plugins.plugin(on: call.connection.id) else {
             throw MentoryError.invalidArgument("register with plugin.register before calling on a caller's behalf")
         }
         guard let pending = plugin.pending[request.callID] else {
@@ -198,14 +196,14 @@ extension MentoryEngine {
     ) throws(MentoryError) -> Mentory_V1_PluginRegisterReply {
         let connection = call.connection
         let namespace = request.namespace
-        guard let plugin = self.plugins[namespace] else {
+        guard let plugin = self.registry.plugins[namespace] else {
             self.logDenial("plugin.register(\(namespace))", connection: connection)
-            let declared = self.plugins.declared.map { "\($0.declaration.name) (\($0.namespace))" }
+            let declared = self.registry.plugins.declared.map { "\($0.declaration.name) (\($0.namespace))" }
             // Its connection is told when a reload declares the namespace, so that it registers again then.
-            self.plugins.awaitDeclaration(of: namespace, on: connection.id)
+            self.registry.plugins.awaitDeclaration(of: namespace, on: connection.id)
             throw .pluginNotDeclared(namespace: namespace, declared: declared)
         }
-        try self.plugins.checkConnection(connection.id, mayRegisterAs: plugin)
+        try self.registry.plugins.checkConnection(connection.id, mayRegisterAs: plugin)
         let info: NamespaceInfo
         let files: [String]
         do throws(MentoryError) {
@@ -219,7 +217,7 @@ extension MentoryEngine {
             self.hub.withdraw(topic.name)
         }
         plugin.update(info: info, descriptors: SchemaDescriptors(base64Files: files))
-        self.plugins.connect(plugin, on: connection.id, since: self.clock.now())
+        self.registry.plugins.connect(plugin, on: connection.id, since: self.clock.now())
         for topic in info.topics {
             self.hub.declare(topic.name, publishedBy: namespace)
         }
@@ -251,11 +249,11 @@ extension MentoryEngine {
     ///
     /// Written in a task of its own, never on the engine's executor (the event loop, which an
     /// `fsync` must not block), after the registration written before it.
-    private func saveRegistration(_ request: Mentory_V1_PluginRegisterRequest, of plugin: PluginHostedHandler) {
+    private func saveRegistration(_ request: Mentory_V1_PluginRegisterRequest, of plugin: HostedPlugin) {
         guard let files = self.configuration.pluginRegistrations else { return }
         let name = plugin.declaration.name
         let logger = self.logger
-        self.plugins.saveRegistration {
+        self.registry.plugins.saveRegistration {
             do {
                 try files.save(request, for: name)
             } catch {
@@ -296,7 +294,7 @@ extension MentoryEngine {
     /// A plugin connected on another connection keeps serving; a refused re-registration on its own
     /// connection leaves its earlier registration in force.
     private func registrationRefused(
-        _ plugin: PluginHostedHandler,
+        _ plugin: HostedPlugin,
         error: MentoryError,
         connection: ConnectionContext
     ) {
@@ -325,9 +323,7 @@ extension MentoryEngine {
     /// Other plugins' are not among them: a plugin's schema must not depend on another plugin staying.
     var inProcessDescriptors: [SchemaDescriptors] {
         [MentorySchema.fileDescriptors]
-            + self.registry.registrationOrder.filter { self.plugins[$0] == nil }.map {
-                self.registry.handlers[$0]!.descriptors
-            }
+            + self.registry.registrationOrder.compactMap { self.registry.handlers[$0]?.descriptors }
     }
 
     /// Checks a registration's declaration: names present and unique, within bounds, every message in the
@@ -468,7 +464,7 @@ extension MentoryEngine {
 
     /// Publishes a change from the calling plugin on one of its topics.
     func publishFromPlugin(_ request: Mentory_V1_PluginPublishRequest, call: RequestContext) throws(MentoryError) {
-        guard let plugin = self.plugins.plugin(on: call.connection.id) else {
+        guard let plugin = self.registry.plugins.plugin(on: call.connection.id) else {
             throw .invalidArgument("register with plugin.register before publishing")
         }
         guard plugin.info.topics.contains(where: { $0.name == request.topic }) else {
@@ -513,10 +509,10 @@ extension MentoryEngine {
         body: Data,
         call: RequestContext?
     ) async throws -> Data {
-        guard let plugin = self.plugins[namespace] else {
+        guard let plugin = self.registry.plugins[namespace] else {
             throw MentoryError.unknownNamespace(namespace)
         }
-        if let unavailable = self.plugins.unavailability(of: plugin) { throw unavailable }
+        if let unavailable = self.registry.plugins.unavailability(of: plugin) { throw unavailable }
         guard case .connected(let pluginConnection, _) = plugin.state,
             let connection = self.connections[pluginConnection]
         else {
@@ -566,14 +562,14 @@ extension MentoryEngine {
                 guard !Task.isCancelled else { return }
                 self.expirePluginCall(namespace, callID: callID, milliseconds: Int(timeout))
             }
-            plugin.pending[callID] = PluginHostedHandler.PendingCall(
+            plugin.pending[callID] = HostedPlugin.PendingCall(
                 continuation: continuation, timer: timer, label: label, caller: call)
         }
     }
 
     /// Fails a forwarded call whose deadline passed; its answer, should it come, is dropped.
     func expirePluginCall(_ namespace: String, callID: UInt64, milliseconds: Int) {
-        guard let plugin = self.plugins[namespace],
+        guard let plugin = self.registry.plugins[namespace],
             let pending = plugin.pending.removeValue(forKey: callID)
         else { return }
         self.logger.warning(
@@ -592,7 +588,7 @@ extension MentoryEngine {
 
     /// Completes the forwarded call a plugin answered; a late or unknown answer is dropped.
     package func pluginReply(_ reply: Mentory_V1_PluginReply, from id: ConnectionID) {
-        guard let plugin = self.plugins.plugin(on: id) else {
+        guard let plugin = self.registry.plugins.plugin(on: id) else {
             self.logger.debug(
                 "a PluginReply from a connection that serves no plugin", metadata: ["connection": "\(id)"])
             return
@@ -626,7 +622,7 @@ extension MentoryEngine {
         // A failed plugin stays failed (with its reason) after the refused connection closes: a plugin
         // that exits when refused, as mentory-advisor does under systemd, still shows why in status
         // until a registration succeeds.
-        guard let plugin = self.plugins.disconnect(id, since: self.clock.now()) else { return }
+        guard let plugin = self.registry.plugins.disconnect(id, since: self.clock.now()) else { return }
         let namespace = plugin.namespace
         // Its subscribers stay subscribed, held until it registers again (and resets them).
         for topic in plugin.info.topics {

@@ -6,7 +6,7 @@
 import MentoryHandlerKit
 import MentoryWire
 
-/// The plugins the configuration declares: each one's hosted namespace (``PluginHostedHandler``), which
+/// The plugins the configuration declares: each one's hosted namespace (``HostedPlugin``), which
 /// connection serves which, and the chain of writes of their registrations.
 ///
 /// The engine holds one as a stored property and mutates it in place, on its own executor; it forwards
@@ -17,7 +17,7 @@ import MentoryWire
 /// - each registration write starts after the one before it has ended (``saveRegistration(_:)``).
 struct PluginHost {
     /// The declared plugins, by namespace.
-    private var plugins: [String: PluginHostedHandler] = [:]
+    private var plugins: [String: HostedPlugin] = [:]
     /// Their namespaces, in declaration order.
     private var order: [String] = []
     /// The namespace each registered plugin's connection serves.
@@ -33,22 +33,22 @@ struct PluginHost {
     var systemctl = "systemctl"
 
     /// The plugin declared for `namespace`, if any.
-    subscript(namespace: String) -> PluginHostedHandler? {
+    subscript(namespace: String) -> HostedPlugin? {
         self.plugins[namespace]
     }
 
     /// The declared plugins, in declaration order.
-    var declared: [PluginHostedHandler] {
+    var declared: [HostedPlugin] {
         self.order.map { self.plugins[$0]! }
     }
 
     /// The plugin that connection `id` registered as, if it did.
-    func plugin(on id: ConnectionID) -> PluginHostedHandler? {
+    func plugin(on id: ConnectionID) -> HostedPlugin? {
         self.servedBy[id].flatMap { self.plugins[$0] }
     }
 
     /// Hosts `plugin`, waiting until it registers. Its namespace must not be declared already.
-    mutating func declare(_ plugin: PluginHostedHandler) {
+    mutating func declare(_ plugin: HostedPlugin) {
         precondition(self.plugins[plugin.namespace] == nil, "plugin namespace '\(plugin.namespace)' declared twice")
         self.plugins[plugin.namespace] = plugin
         self.order.append(plugin.namespace)
@@ -56,7 +56,7 @@ struct PluginHost {
 
     /// Stops hosting the plugin declared for `namespace` and returns it, with the connection it was registered
     /// on (if any), which serves nothing from now on.
-    mutating func undeclare(_ namespace: String) -> (plugin: PluginHostedHandler, connection: ConnectionID?)? {
+    mutating func undeclare(_ namespace: String) -> (plugin: HostedPlugin, connection: ConnectionID?)? {
         guard let plugin = self.plugins.removeValue(forKey: namespace) else { return nil }
         self.order.removeAll { $0 == namespace }
         let connection = self.servedBy.first { $0.value == namespace }?.key
@@ -80,7 +80,7 @@ struct PluginHost {
 
     /// Throws unless connection `id` may register as `plugin`: it serves no other namespace already, and
     /// no other connection serves `plugin` now.
-    func checkConnection(_ id: ConnectionID, mayRegisterAs plugin: PluginHostedHandler) throws(MentoryError) {
+    func checkConnection(_ id: ConnectionID, mayRegisterAs plugin: HostedPlugin) throws(MentoryError) {
         if let served = self.servedBy[id], served != plugin.namespace {
             throw .invalidArgument("this connection already serves namespace '\(served)'; one namespace per connection")
         }
@@ -93,14 +93,14 @@ struct PluginHost {
     }
 
     /// Records that connection `id` serves `plugin` from `since` on.
-    mutating func connect(_ plugin: PluginHostedHandler, on id: ConnectionID, since: Date) {
+    mutating func connect(_ plugin: HostedPlugin, on id: ConnectionID, since: Date) {
         plugin.state = .connected(id, since: since)
         self.servedBy[id] = plugin.namespace
     }
 
     /// Records that connection `id` went away: the plugin it served, which it returns, waits again from
     /// `since` on. `nil` when it served none (a failed plugin stays failed, with its reason).
-    mutating func disconnect(_ id: ConnectionID, since: Date) -> PluginHostedHandler? {
+    mutating func disconnect(_ id: ConnectionID, since: Date) -> HostedPlugin? {
         self.awaitingDeclaration[id] = nil
         guard let namespace = self.servedBy.removeValue(forKey: id), let plugin = self.plugins[namespace] else {
             return nil
@@ -123,7 +123,7 @@ struct PluginHost {
 
     /// Why a call to `plugin` cannot be forwarded now, if it cannot: it is not connected, or a namespace
     /// it requires is served by a plugin that is not.
-    func unavailability(of plugin: PluginHostedHandler) -> MentoryError? {
+    func unavailability(of plugin: HostedPlugin) -> MentoryError? {
         if let absence = Self.absence(of: plugin) {
             let name = plugin.declaration.name
             let remedy =
@@ -148,7 +148,7 @@ struct PluginHost {
     }
 
     /// Why `plugin` is not serving, and since when, as a phrase after its name; `nil` when it is connected.
-    private static func absence(of plugin: PluginHostedHandler) -> String? {
+    private static func absence(of plugin: HostedPlugin) -> String? {
         switch plugin.state {
         case .waiting(let since):
             "is not connected (waiting since \(since.formatted(.iso8601)))"

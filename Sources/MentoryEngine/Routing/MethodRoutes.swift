@@ -13,7 +13,7 @@ import NIOCore
 /// builds and allocates nothing to find them.
 ///
 /// Every declared method has one, whoever serves it: the engine's own namespaces (`session`, `plugin`),
-/// handlers registered in-process and plugins. A registration that changes what is served bumps the
+/// handlers registered in-process and plugins, resolved alike (``HandlerRegistry/answer(_:_:)``). A registration that changes what is served bumps the
 /// generation of the engine's ``RouteTable``, and routes of an older generation are made again on their next use.
 /// Isolated to the engine.
 final class MethodRoute {
@@ -28,21 +28,12 @@ final class MethodRoute {
         case suspending((isolated MentoryEngine, ByteBuffer, RequestContext) async throws -> ProtobufBuffer)
     }
 
-    /// Who serves the method.
-    enum Server {
-        /// The engine itself (`session`, `plugin`); such methods act on the connection that calls them,
-        /// so a handler cannot call them on a client's behalf.
-        case engine
-        /// A handler registered in-process.
-        case handler
-        /// A plugin process.
-        case plugin
-    }
-
     let namespace: String
     let method: String
     let answer: Answer
-    let server: Server
+    /// Whether a handler or plugin may call the method on a client's behalf: not the engine's own namespaces'
+    /// methods (``HandlerRegistry/connectionBound``), which act on the connection calling them.
+    let callableOnBehalf: Bool
     /// Whether the method queues snapshot events for its caller before it answers (`session.subscribe`).
     let queuesSnapshots: Bool
     /// The ``RouteTable/generation`` when the route was made; an older route is made again.
@@ -56,13 +47,13 @@ final class MethodRoute {
     private var accessGeneration: UInt64 = 0
 
     init(
-        namespace: String, method: String, answer: Answer, server: Server, queuesSnapshots: Bool = false,
+        namespace: String, method: String, answer: Answer, callableOnBehalf: Bool, queuesSnapshots: Bool = false,
         privilege: Mentory_V1_Privilege = .unspecified, generation: UInt64, metrics: EngineMetrics.MethodMetrics
     ) {
         self.namespace = namespace
         self.method = method
         self.answer = answer
-        self.server = server
+        self.callableOnBehalf = callableOnBehalf
         self.queuesSnapshots = queuesSnapshots
         self.generation = generation
         self.metrics = metrics
@@ -140,47 +131,16 @@ extension MentoryEngine {
     /// clients send.
     func resolveRoute(_ namespace: String, _ method: String) -> MethodRoute? {
         if let route = self.registry.routes.route(namespace, method) { return route }
-        let answer: MethodRoute.Answer
-        let server: MethodRoute.Server
-        let declared: [String]
-        var queuesSnapshots = false
-        if self.registry.engineNamespaces.isEmpty { self.registry.engineNamespaces = self.makeEngineNamespaces() }
-        if let builtIn = self.registry.engineNamespaces.first(where: { $0.info.name == namespace }) {
-            guard let found = builtIn.answers[method] else { return nil }
-            (answer, server, declared) = (found, .engine, builtIn.info.methods.map(\.name))
-            queuesSnapshots = builtIn.snapshotMethods.contains(method)
-        } else if let plugin = self.plugins[namespace] {
-            guard plugin.info.method(named: method) != nil else { return nil }
-            // The plugin protocol carries bodies as `Data` (`PluginCall.body`, `PluginReply.body`): the request
-            // body is copied into one here and the plugin's reply out of one.
-            answer = .suspending { engine, body, call in
-                ProtobufBuffer(
-                    try await engine.forwardToPlugin(
-                        namespace, method: call.method, snapshotTopic: "", body: Data(body.readableBytesView),
-                        call: call))
-            }
-            (server, declared) = (.plugin, plugin.info.methods.map(\.name))
-        } else if let handler = self.registry.handlers[namespace], let resolved = handler.resolve(method: method) {
-            switch resolved {
-            case .immediate(let respond):
-                answer = .immediate(respond)
-            case .suspending:
-                answer = .suspending { engine, body, call in
-                    guard let handler = engine.registry.handlers[namespace] else {
-                        throw engine.routeFailure(namespace, call.method)
-                    }
-                    return try await handler.respond(method: call.method, body: body, call: call)
-                }
-            }
-            (server, declared) = (.handler, handler.info.methods.map(\.name))
-        } else {
-            return nil
-        }
+        self.hostEngineNamespaces()
+        // One branch for every namespace: the engine's own, built-in and registered handlers, and plugins alike.
+        guard let (info, answer, queuesSnapshots) = self.registry.answer(namespace, method) else { return nil }
         let route = MethodRoute(
-            namespace: namespace, method: method, answer: answer, server: server, queuesSnapshots: queuesSnapshots,
-            privilege: self.namespaceInfo(namespace)?.method(named: method)?.privilege ?? .unspecified,
+            namespace: namespace, method: method, answer: answer,
+            callableOnBehalf: !HandlerRegistry.connectionBound.contains(namespace), queuesSnapshots: queuesSnapshots,
+            privilege: info.method(named: method)?.privilege ?? .unspecified,
             generation: self.registry.routes.generation,
-            metrics: self.metrics.methodMetrics(namespace: namespace, method: method, declared: declared))
+            metrics: self.metrics.methodMetrics(
+                namespace: namespace, method: method, declared: info.methods.map(\.name)))
         self.registry.routes.insert(route)
         return route
     }
@@ -194,8 +154,9 @@ extension MentoryEngine {
     /// Why `namespace.method` has no route: the namespace is unknown, its plugin cannot take calls now,
     /// or it declares no such method.
     func routeFailure(_ namespace: String, _ method: String) -> MentoryError {
-        if let plugin = self.plugins[namespace] {
-            return self.plugins.unavailability(of: plugin) ?? .unknownMethod(namespace: namespace, method: method)
+        if let plugin = self.registry.plugins[namespace] {
+            return self.registry.plugins.unavailability(of: plugin)
+                ?? .unknownMethod(namespace: namespace, method: method)
         }
         if self.namespaceInfo(namespace) != nil {
             return .unknownMethod(namespace: namespace, method: method)

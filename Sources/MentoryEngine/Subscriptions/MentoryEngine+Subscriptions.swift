@@ -170,8 +170,8 @@ extension MentoryEngine {
 
     /// The plugin that publishes `topic`, when it is not registered now; `nil` for a topic of a
     /// built-in handler or of a registered plugin.
-    func absentPlugin(publishing topic: String) -> PluginHostedHandler? {
-        guard let owner = self.hub.owner(of: topic), let plugin = self.plugins[owner],
+    func absentPlugin(publishing topic: String) -> HostedPlugin? {
+        guard let owner = self.hub.owner(of: topic), let plugin = self.registry.plugins[owner],
             !plugin.isConnected
         else { return nil }
         return plugin

@@ -3,7 +3,6 @@
 #else
     import Foundation
 #endif
-import Configuration
 import MentoryHandlerKit
 import MentoryWire
 import NIOCore
@@ -42,13 +41,13 @@ public struct PluginDeclarationChanges: Sendable {
     }
 }
 
-/// A namespace served by a plugin process, as the engine hosts it.
+/// A namespace served by a plugin process, as the engine hosts it; kept once, in the engine's ``PluginHost``.
 ///
 /// It holds no domain state, only the plugin's connection state and the calls forwarded to it and
-/// not answered yet; the engine does the forwarding
-/// (``MentoryEngine/forwardToPlugin(_:method:snapshotTopic:body:call:)``).
-/// Like every hosted handler it lives on the engine's executor.
-final class PluginHostedHandler: HostedHandler {
+/// not answered yet; the engine's gate does the forwarding
+/// (``MentoryEngine/forwardToPlugin(_:method:snapshotTopic:body:call:)``), for calls and snapshots alike.
+/// It lives on the engine's executor.
+final class HostedPlugin {
     enum State {
         /// Not connected since then (declared at start-up, or its connection closed).
         case waiting(since: Date)
@@ -77,14 +76,12 @@ final class PluginHostedHandler: HostedHandler {
     var state: State
     var pending: [UInt64: PendingCall] = [:]
     var nextCallID: UInt64 = 0
-    weak var engine: MentoryEngine?
 
-    init(_ declaration: PluginDeclaration, since: Date, engine: MentoryEngine) {
+    init(_ declaration: PluginDeclaration, since: Date) {
         self.declaration = declaration
         self.info = NamespaceInfo(name: declaration.namespace, version: 0, methods: [], topics: [])
         self.descriptors = SchemaDescriptors(base64Files: [])
         self.state = .waiting(since: since)
-        self.engine = engine
     }
 
     var namespace: String { self.declaration.namespace }
@@ -111,36 +108,8 @@ final class PluginHostedHandler: HostedHandler {
         }
     }
 
-    func respondImmediately(method: String, body: ByteBuffer, call: RequestContext) throws -> ProtobufBuffer? {
-        nil
-    }
-
-    /// Forwards the call to the plugin. The plugin protocol carries bodies as `Data` (`PluginCall.body`,
-    /// `PluginReply.body`): the request body is copied into one here and the plugin's reply out of one.
-    nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
-        -> ProtobufBuffer
-    {
-        guard let engine = self.engine else { throw MentoryError.shuttingDown }
-        let reply = try await engine.forwardToPlugin(
-            self.namespace, method: method, snapshotTopic: "", body: Data(body.readableBytesView), call: call)
-        return ProtobufBuffer(reply)
-    }
-
-    nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data {
-        guard let engine = self.engine else { throw MentoryError.shuttingDown }
-        return try await engine.forwardToPlugin(
-            self.namespace, method: "", snapshotTopic: topic, body: Data(), call: nil)
-    }
-
-    func connectionClosed(_ connection: ConnectionID) {
-        // The engine handles its own plugin connection going away (MentoryEngine.pluginDisconnected).
-    }
-
-    func reload(config: ConfigReader, settings: GlobalSettings) throws {
-        // A plugin reads its own configuration; the engine applies `plugins.<name>` (declarePlugins(_:)).
-    }
-
-    nonisolated(nonsending) func close() async {
+    /// Fails every call in flight: the daemon is shutting down.
+    func close() {
         self.failPending(.shuttingDown)
     }
 }
