@@ -60,12 +60,7 @@ enum NewDatabase {
                 return journalMode
             }
             try queue.close()
-            guard journalMode?.lowercased() == "wal" else {
-                throw StorageError.failed(
-                    "the database \(path) cannot use write-ahead logging (journal mode is \(journalMode ?? "unknown")); "
-                        + "put the state directory on a local file system"
-                )
-            }
+            try SQLiteSessionStore.requireWAL(journalMode, path: path)
             guard (FileSystem.fileSize(building + "-wal") ?? 0) == 0 else {
                 throw StorageError.failed("the new database's log \(building)-wal was not checkpointed")
             }

@@ -36,11 +36,10 @@ import Metrics
 /// SQLite's WAL-reset bug (3.7.0 to 3.51.2, two connections writing or checkpointing at the same
 /// time) cannot happen with the SQLite the daemon links (``sqliteVersion``).
 ///
-/// **A crash-safe first start.** A new file is switched to write-ahead logging (leaving an empty
-/// database, which the next start claims as it would a new file), then gets mentoryd's
-/// `PRAGMA application_id` and the whole schema in one durable transaction, before anything else
-/// is written; SQLite's own directory syncs make the file's name durable first. A power cut leaves
-/// the file empty or complete. Opening also finishes a file that an older
+/// **A crash-safe first start.** A new database is built whole beside its name (in WAL mode, with
+/// mentoryd's `PRAGMA application_id` and the whole schema), synced, renamed into place, and its
+/// directory synced (``NewDatabase``): a power cut leaves no file, an empty one (which the next
+/// start builds again) or a whole database. Opening also finishes a file that an older
 /// mentoryd left half made when it crashed during its first start (`application_id` 0 and nothing
 /// but GRDB's empty migrations table), so that no crash point leaves a file mentoryd refuses.
 ///
@@ -544,7 +543,6 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    /// Rejects a non-empty file that does not start with SQLite's header, before SQLite sees it.
     /// Opens the database file at `path` (creating it empty) and takes its exclusive `flock`, waiting up
     /// to `limit`: one daemon per database. Should the file have been replaced while this waited (a
     /// first start renames its new database into place), it locks the file now at `path` instead.
@@ -586,6 +584,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
+    /// Rejects a non-empty file that does not start with SQLite's header, before SQLite sees it.
     private static func checkHeader(descriptor: Int32, path: String) throws(StorageError) {
         let header = FileSystem.readPrefix(descriptor, count: 16)
         guard !header.isEmpty else { return }
@@ -623,7 +622,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
         }
     }
 
-    /// What ``inspect(_:)`` found.
+    /// What ``inspect(_:built:)`` found.
     private struct Inspection {
         /// Whether the clean-shutdown marker was set (and so the integrity check was skipped); it
         /// is cleared now.
@@ -711,7 +710,7 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     }
 
     /// Throws unless `journalMode` is `wal`.
-    private static func requireWAL(_ journalMode: String?, path: String) throws(StorageError) {
+    static func requireWAL(_ journalMode: String?, path: String) throws(StorageError) {
         guard journalMode?.lowercased() == "wal" else {
             throw StorageError.failed(
                 "the database \(path) cannot use write-ahead logging (journal mode is \(journalMode ?? "unknown")); "

@@ -13,8 +13,9 @@ import NIOCore
 /// builds and allocates nothing to find them.
 ///
 /// Every declared method has one, whoever serves it: the engine's own namespaces (`session`, `plugin`),
-/// handlers registered in-process and plugins, resolved alike (``HandlerRegistry/answer(_:_:)``). A registration that changes what is served bumps the
-/// generation of the engine's ``RouteTable``, and routes of an older generation are made again on their next use.
+/// handlers registered in-process and plugins, resolved alike (``HandlerRegistry/answer(_:_:)``). A registration
+/// that changes what is served bumps the generation of the engine's ``RouteTable``, and routes of an older
+/// generation are made again on their next use.
 /// Isolated to the engine.
 final class MethodRoute {
     /// How a method is answered.
