@@ -521,6 +521,7 @@ let package = Package(
             name: "MentoryEngineTests",
             dependencies: [
                 "MentoryDomain",
+                "MentoryHandlerTesting",
                 "MentoryWireFixtures",
                 "MentoryTestSupport",
                 "MentoryHandlerKit",

@@ -151,11 +151,7 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         wire.method = method.name
         wire.body = try request.serializedData()
         wire.timeoutMs = UInt32(clamping: timeout.components.seconds * 1000)
-        let response: Mentory_V1_Response
-        switch await self.host.respond(to: InboundRequest(wire), from: connection.id, received: .now) {
-        case .answered(let answered): response = answered.wireResponse
-        case .suspended(let task, _): response = await task.value.wireResponse
-        }
+        let response = await self.host.respond(to: wire, from: connection.id)
         switch response.result {
         case .body(let body): return try Reply(serializedBytes: body)
         case .error(let error):

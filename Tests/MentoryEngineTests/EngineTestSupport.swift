@@ -1,19 +1,13 @@
 import MentoryHandlerKit
+// respond(to:from:), which the harness shares with these tests.
+import MentoryHandlerTesting
 import MentoryWire
 
 @testable import MentoryEngine
 
-/// What the engine tests ask of the engine and the daemon never does: kept here, out of the production code.
+/// What the engine tests ask of the engine and the daemon never does: kept here, out of the production code (a
+/// request answered and awaited is `respond(to:from:)`, from MentoryHandlerTesting).
 extension MentoryEngine {
-    /// Answers `request` through ``respond(to:from:received:queued:)``, waiting for a suspended one; the bodies
-    /// are copied.
-    func respond(to request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
-        switch self.respond(to: InboundRequest(request), from: id, received: .now) {
-        case .answered(let response): return response.wireResponse
-        case .suspended(let task, _): return await task.value.wireResponse
-        }
-    }
-
     /// The topics connection `id` is subscribed to, sorted.
     func subscribedTopics(of id: ConnectionID) -> [String] {
         self.hub.topics(of: id).sorted()

@@ -1,0 +1,15 @@
+import MentoryEngine
+import MentoryHandlerKit
+import MentoryWire
+
+extension MentoryEngine {
+    /// Answers `request` as the server does (``respond(to:from:received:queued:)``), waiting for a suspended one;
+    /// the bodies are copied. For tests, not the daemon: ``HandlerTestHarness`` calls through it, and so do the
+    /// engine's own tests.
+    package func respond(to request: Mentory_V1_Request, from id: ConnectionID) async -> Mentory_V1_Response {
+        switch self.respond(to: InboundRequest(request), from: id, received: .now) {
+        case .answered(let response): return response.wireResponse
+        case .suspended(let task, _): return await task.value.wireResponse
+        }
+    }
+}
