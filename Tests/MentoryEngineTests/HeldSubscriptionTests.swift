@@ -9,6 +9,10 @@ import Testing
 
 @Suite("Subscriptions to an absent plugin's topics")
 struct HeldSubscriptionTests {
+    /// The reset's snapshot call is answered by the test itself: a deadline far beyond what a loaded
+    /// machine under ThreadSanitizer needs, so that a slow answer is never a timed-out reset.
+    static let callTimeout = Duration.seconds(600)
+
     /// A temporary state directory, removed by `body`'s end.
     static func withDirectory(_ body: (String) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory
@@ -21,9 +25,9 @@ struct HeldSubscriptionTests {
     func acrossRestart() async throws {
         try await Self.withDirectory { directory in
             let files = PluginRegistrationFiles(directory: directory + "/plugins")
-            let first = try await EngineFixture(pluginRegistrations: files)
+            let first = try await EngineFixture(pluginCallTimeout: Self.callTimeout, pluginRegistrations: files)
             try await first.engine.declarePlugin(PluginTests.declaration)
-            let plugin = try await PluginTests.connectPlugin(first)
+            let plugin = try await PluginTests.connectPlugin(first, expectedCallTimeoutMs: 600_000)
             await first.engine.detach(plugin.id)
             // Written off the engine's executor: wait (bounded) for the file.
             let path = directory + "/plugins/advisor.registration"
@@ -31,7 +35,7 @@ struct HeldSubscriptionTests {
             #expect(FileManager.default.fileExists(atPath: path))
 
             // A new engine (a daemon restart): the namespace is known before the plugin returns.
-            let second = try await EngineFixture(pluginRegistrations: files)
+            let second = try await EngineFixture(pluginCallTimeout: Self.callTimeout, pluginRegistrations: files)
             try await second.engine.declarePlugin(PluginTests.declaration)
             #expect(await second.engine.topicNames.contains("advice"))
             let (subscriber, events) = await second.connect()
@@ -42,7 +46,7 @@ struct HeldSubscriptionTests {
             #expect(call.error.code == UInt32(Mentory_V1_ErrorCode.unavailable.rawValue))
             #expect(call.error.message.contains("plugin 'advisor' is not connected"), "\(call.error.message)")
 
-            let returned = try await PluginTests.connectPlugin(second)
+            let returned = try await PluginTests.connectPlugin(second, expectedCallTimeoutMs: 600_000)
             let resetCall = try #require(await returned.sink.nextCall())
             #expect(resetCall.snapshotTopic == "advice")
             await second.engine.pluginReply(try PluginTests.reply(resetCall, content: "back"), from: returned.id)
@@ -58,15 +62,15 @@ struct HeldSubscriptionTests {
 
     @Test("a new subscription while the plugin is away is held, not refused; it gets a RESET on registration")
     func newSubscriptionHeld() async throws {
-        let fixture = try await PluginTests.fixture()
-        let plugin = try await PluginTests.connectPlugin(fixture)
+        let fixture = try await PluginTests.fixture(pluginCallTimeout: Self.callTimeout)
+        let plugin = try await PluginTests.connectPlugin(fixture, expectedCallTimeoutMs: 600_000)
         await fixture.engine.detach(plugin.id)
         let (subscriber, events) = await fixture.connect()
         _ = try await fixture.subscribe(subscriber, to: ["advice", "mentor"])
         // Only the built-in topic's snapshot comes now.
         let snapshot = try #require(await events.next().first)
         #expect(snapshot.topic == "mentor" && snapshot.kind == .snapshot)
-        let returned = try await PluginTests.connectPlugin(fixture)
+        let returned = try await PluginTests.connectPlugin(fixture, expectedCallTimeoutMs: 600_000)
         let resetCall = try #require(await returned.sink.nextCall())
         await fixture.engine.pluginReply(try PluginTests.reply(resetCall, content: "now"), from: returned.id)
         let reset = try #require(await events.next().first)
