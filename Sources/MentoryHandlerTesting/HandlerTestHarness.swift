@@ -10,6 +10,7 @@ import MentoryWire
 import NIOCore
 import NIOPosix
 import SwiftProtobuf
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -26,8 +27,10 @@ import SwiftProtobuf
 /// #expect(reply.greeting == "Hello, Ada!")
 /// ```
 ///
-/// The harness runs the handler exactly as the daemon does (the same routing, request decoding,
-/// schema checks and contexts), without sockets.
+/// The harness hosts the handler in the daemon's engine, without sockets: every call, snapshot and
+/// publication takes the daemon's own path (its gate: routing, the method's privilege and the access rules for
+/// the calling connection, the deadline, request decoding, metrics), and a handler's own error is thrown as it
+/// threw it.
 ///
 /// **Calls on the caller's behalf.** A method that calls another namespace (`context.call(_:_:for:)`) reaches
 /// the daemon's built-in namespaces (`diary`, `mentor`, `reachability`, over an in-memory store) and any fake
@@ -55,16 +58,21 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         public var body: Data
     }
 
-    private var hosted: Hosted<Handler>?
-    private var publications: [Publication] = []
+    /// Whether the handler is open: from ``open(_:config:clock:settings:logger:)`` until ``close()``.
+    private var isOpen = false
+    /// The handler's methods the gate answers where they arrive, without a task (their routes do not suspend).
+    private var immediateMethods: Set<String> = []
     private var nextRequestID: UInt64 = 0
     private let logger: Logger
     private let clock: any SessionClock
     private var settings: GlobalSettings
-    /// Hosts the namespaces the handler may call on its callers' behalf, behind the daemon's gate.
+    /// Hosts the handler under test, and the namespaces it may call on its callers' behalf, behind the daemon's
+    /// gate.
     private let host: MentoryEngine
-    /// The connections attached to ``host`` so far: a nested call counts against its caller's connection.
+    /// The connections attached to ``host`` so far: a call counts against its connection.
     private var attached: Set<ConnectionID> = []
+    /// What the handler published, as a subscriber to its topics was sent it.
+    private let publications = PublicationRecorder()
 
     private init(logger: Logger, clock: any SessionClock, settings: GlobalSettings, accessRules: [String]) throws {
         self.logger = logger
@@ -110,22 +118,35 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
 
     private func start(_ handler: Handler, config: ConfigReader) async throws {
         let store = InMemorySessionStore()
-        try await self.host.register(MentorHandler(store: store))
-        try await self.host.register(ReachabilityHandler())
-        try await self.host.register(DiaryHandler(store: store))
-        let setup = HandlerSetup(
-            namespace: Handler.Namespace.name, config: config, logger: self.logger, clock: self.clock,
-            settings: self.settings)
-        let state = try await handler.open(setup)
-        let host = self.host
         let namespace = Handler.Namespace.name
-        self.hosted = try Hosted(
-            handler, state: state, config: config, logger: self.logger, clock: self.clock, settings: self.settings,
-            publisher: { topic, body in self.publications.append(Publication(topic: topic, body: body)) },
-            caller: { target, method, body, call in
-                try await host.call(target, method, body: body, for: call, from: namespace)
-            })
+        // The built-in namespaces beside it, bar the one under test (the diary handler's own tests, say).
+        if namespace != MentorHandler.Namespace.name { try await self.host.register(MentorHandler(store: store)) }
+        if namespace != ReachabilityHandler.Namespace.name { try await self.host.register(ReachabilityHandler()) }
+        if namespace != DiaryHandler.Namespace.name { try await self.host.register(DiaryHandler(store: store)) }
+        try await self.host.register(handler, config: config)
+        self.isOpen = true
+        for method in Handler.Namespace.methods where await self.host.answersImmediately(namespace, method.name) {
+            self.immediateMethods.insert(method.name)
+        }
+        // Its publications are recorded as a subscriber to its topics gets them, from where they stand now.
+        let topics = Handler.Namespace.topics.map(\.name)
+        guard !topics.isEmpty else { return }
+        let recorder = ConnectionContext(
+            id: Self.recorderConnection, clientName: "harness", credentials: PeerCredentials(pid: 1, uid: 0, gid: 0))
+        let welcome = await self.host.attach(recorder, sink: self.publications)
+        var subscribe = Mentory_V1_SubscribeRequest()
+        for topic in topics {
+            var subscription = Mentory_V1_TopicSubscription()
+            subscription.topic = topic
+            subscription.resumeAfter = await self.host.lastSequence(of: topic)
+            subscription.epoch = welcome.epoch
+            subscribe.topics.append(subscription)
+        }
+        _ = try await self.host.subscribe(recorder.id, to: subscribe)
     }
+
+    /// The connection that records the handler's publications: not one a test would name.
+    private static var recorderConnection: ConnectionID { ConnectionID(UInt64.max) }
 
     /// Hosts `fake` for its namespace, for the handler under test to call on its callers' behalf (a namespace
     /// served by another handler or by a plugin in the daemon). `config` is its configuration section.
@@ -187,13 +208,17 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         from connection: ConnectionContext = .test(),
         timeout: Duration = .seconds(30)
     ) async throws -> Data {
-        let hosted = try self.requireOpen()
+        try self.requireOpen()
         await self.attach(connection)
         self.nextRequestID += 1
-        let call = RequestContext(
-            requestID: self.nextRequestID, method: name, connection: connection,
-            deadline: .now + timeout, logger: self.logger)
-        let reply = try await hosted.respond(method: name, body: ByteBuffer(bytes: body), call: call)
+        var request = Mentory_V1_Request()
+        request.id = self.nextRequestID
+        request.namespace = Handler.Namespace.name
+        request.method = name
+        request.body = body
+        request.timeoutMs = UInt32(
+            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let reply = try await self.host.answer(InboundRequest(request), from: connection.id)
         return Data(reply.buffer.readableBytesView)
     }
 
@@ -202,54 +227,80 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         _ method: MethodSchema<Handler.Namespace, Request, Reply>,
         _ request: Request
     ) throws -> Bool {
-        // Its route, as the daemon's gate resolves it: answered where it arrives when it does not suspend.
-        guard case .immediate = try self.requireOpen().resolve(method: method.name) else { return false }
-        return true
+        try self.requireOpen()
+        return self.immediateMethods.contains(method.name)
     }
 
-    /// The current state of `topic`, as a new subscriber's snapshot event carries it.
+    /// The current state of `topic`, as a new subscriber's snapshot event carries it (taken through the gate, for
+    /// a root test connection).
     public func snapshot<Change, Snapshot>(
         of topic: TopicSchema<Handler.Namespace, Change, Snapshot>
     ) async throws -> Snapshot {
-        let hosted = try self.requireOpen()
-        return try Snapshot(serializedBytes: try await hosted.snapshot(of: topic.name))
+        try self.requireOpen()
+        let connection = ConnectionContext.test()
+        await self.attach(connection)
+        return try Snapshot(serializedBytes: try await self.host.snapshot(of: topic.name, for: connection.id))
     }
 
     /// The changes published on `topic` so far, oldest first, decoded.
     public func published<Change, Snapshot>(
         on topic: TopicSchema<Handler.Namespace, Change, Snapshot>
     ) throws -> [Change] {
-        try self.publications.filter { $0.topic == topic.name }.map { try Change(serializedBytes: $0.body) }
+        try (self.publications.all() as [Publication]).filter { $0.topic == topic.name }.map {
+            try Change(serializedBytes: $0.body)
+        }
     }
 
     /// Every change published so far, on any topic, oldest first.
-    public var allPublications: [Publication] { self.publications }
+    public var allPublications: [Publication] { self.publications.all() }
 
     /// Tells the handler (and the namespaces hosted beside it) that `connection` went away.
     public func closeConnection(_ connection: ConnectionID) async throws {
-        try self.requireOpen().connectionClosed(connection)
-        if self.attached.remove(connection) != nil { await self.host.detach(connection) }
+        try self.requireOpen()
+        // Told as the daemon tells them, when the engine forgets the connection.
+        await self.attach(ConnectionContext(id: connection, clientName: "test", credentials: nil))
+        self.attached.remove(connection)
+        await self.host.detach(connection)
     }
 
     /// Hands the handler a new configuration section, and `settings` if given, as a reload does; throws if it
     /// refuses the section (the settings are replaced either way).
-    public func reload(config: [AbsoluteConfigKey: ConfigValue], settings: GlobalSettings? = nil) throws {
+    public func reload(config: [AbsoluteConfigKey: ConfigValue], settings: GlobalSettings? = nil) async throws {
+        try self.requireOpen()
         if let settings { self.settings = settings }
-        try self.requireOpen().reload(
-            config: ConfigReader(provider: InMemoryProvider(values: config)), settings: self.settings)
+        try await self.host.reloadHandler(
+            Handler.Namespace.name, config: ConfigReader(provider: InMemoryProvider(values: config)),
+            settings: self.settings)
     }
 
     /// Closes the handler; later calls throw `MentoryError.shuttingDown`.
     public func close() async {
-        guard let hosted = self.hosted else { return }
-        self.hosted = nil
-        await hosted.close()
+        guard self.isOpen else { return }
+        self.isOpen = false
         await self.host.closeHandlers()
     }
 
-    private func requireOpen() throws(MentoryError) -> Hosted<Handler> {
-        guard let hosted = self.hosted else { throw .shuttingDown }
-        return hosted
+    private func requireOpen() throws(MentoryError) {
+        guard self.isOpen else { throw .shuttingDown }
+    }
+}
+
+/// Records the changes the handler under test publishes, as its harness's subscriber to its topics is sent them:
+/// it takes every event (never falling behind), and keeps the changes.
+private final class PublicationRecorder: EventSink {
+    private let changes = Mutex<[(topic: String, body: Data)]>([])
+
+    /// Every change so far, oldest first.
+    func all<Handler>() -> [HandlerTestHarness<Handler>.Publication] {
+        self.changes.withLock { $0.map { HandlerTestHarness<Handler>.Publication(topic: $0.topic, body: $0.body) } }
+    }
+
+    func answer(_ response: consuming OutboundResponse) {}
+
+    func deliver(_ event: SharedEvent) -> Bool {
+        guard event.event.kind == .change else { return true }
+        self.changes.withLock { $0.append((event.event.topic, event.event.body)) }
+        return true
     }
 }
 
