@@ -111,6 +111,15 @@ public enum MentoryMetric {
         name: "mentoryd_subscriber_resets_total",
         help: "RESET events sent, by topic: a subscriber fell behind, or could not resume where it asked to."
     )
+    public static let snapshots = MetricDescription(
+        name: "mentoryd_snapshots_total",
+        help: "States taken for subscribers' SNAPSHOT and RESET events, by topic and result code (OK or the error "
+            + "code's name)."
+    )
+    public static let snapshotDuration = MetricDescription(
+        name: "mentoryd_snapshot_duration_seconds",
+        help: "Time taking a topic's state for a subscriber, from the handler or plugin publishing it, by topic."
+    )
     public static let eventsPublished = MetricDescription(
         name: "mentoryd_events_published_total",
         help: "Changes published, by topic."
@@ -149,7 +158,8 @@ public enum MentoryMetric {
         requests, requestDuration, connections, connectionsTotal, connectionsRefused, outboundBackpressure,
         uidQueuedBytes, uidRequestsInFlight, uidConnections, uidSubscriptions, uidBudgetLimits,
         uidBudgetWaits,
-        subscribers, subscriberResets, eventsPublished, storageCommits, storageCommitBatchEntries, storageFsync,
+        subscribers, subscriberResets, snapshots, snapshotDuration, eventsPublished, storageCommits,
+        storageCommitBatchEntries, storageFsync,
         storageCommitFailures, seriesRefused,
     ]
 }

@@ -62,7 +62,13 @@ struct Monitor: AsyncParsableCommand {
                 call.code == 0
                 ? "OK" : (Mentory_V1_ErrorCode(rawValue: Int(call.code)).map { "\($0)" } ?? "error \(call.code)")
             let what =
-                call.chain.isEmpty ? "\(call.namespace).\(call.method)" : "\(call.chain) (on the client's behalf)"
+                if !call.topic.isEmpty {
+                    "\(call.namespace) state of \(call.topic) (for a subscriber's snapshot or reset)"
+                } else if !call.chain.isEmpty {
+                    "\(call.chain) (on the client's behalf)"
+                } else {
+                    "\(call.namespace).\(call.method)"
+                }
             return "\(time) call  #\(call.connection) \(peer) \(call.clientName)  \(what)"
                 + " id \(call.requestID)  \(result)  \(call.latencyUs) µs  \(call.requestBytes) B -> \(call.replyBytes) B"
         case .event(let event):

@@ -90,14 +90,15 @@ final class EngineFixture: Sendable {
         daemonUID: UInt32? = nil,
         pluginCallTimeout: Duration = .seconds(5),
         pluginRegistrations: PluginRegistrationFiles? = nil,
-        instance: Mentory_V1_DaemonInstance = .init()
+        instance: Mentory_V1_DaemonInstance = .init(),
+        requestTimeout: Duration = .seconds(30)
     ) async throws {
         self.store = InMemorySessionStore()
         self.engine = MentoryEngine(
             configuration: .init(
                 serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
-                daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout, pluginRegistrations: pluginRegistrations,
-                instance: instance),
+                daemonUID: daemonUID, requestTimeout: requestTimeout, pluginCallTimeout: pluginCallTimeout,
+                pluginRegistrations: pluginRegistrations, instance: instance),
             executor: EngineTestLoops.group.next().executor,
             clock: FixedClock()
         )

@@ -270,6 +270,10 @@ extension MentoryEngine {
                 self.endSubscription(id, to: topic, sink: connection.sink, refusal: refusal)
                 self.logDenial(
                     "subscribe:\(topic) (its \(kind == .reset ? "reset" : "snapshot"))", connection: connection.context)
+                self.settleSnapshot(
+                    of: topic, publishedBy: owner, for: id,
+                    code: UInt32(Mentory_V1_ErrorCode.permissionDenied.rawValue),
+                    bytes: 0, started: .now)
                 return .withheld
             }
             admitted = Dispatch.Admitted(
@@ -309,19 +313,40 @@ extension MentoryEngine {
             }
         case .handlerState(let handler, let topic):
             do {
-                return .state(try await handler.snapshot(of: topic))
+                let state = try await handler.snapshot(of: topic)
+                // Taken on the engine's executor, as a route's answer is, and not interrupted: one that came after
+                // its deadline is not sent, as a late plugin's is not.
+                guard ContinuousClock.now < self.snapshotDeadline(of: admitted) else {
+                    throw MentoryError.deadlineExceeded(
+                        namespace: handler.namespace, method: "snapshot(\(topic))",
+                        milliseconds: Int(Self.milliseconds(self.configuration.requestTimeout)))
+                }
+                self.settle(admitted, code: 0, replyBytes: state.count)
+                return .state(state)
             } catch {
-                return .failed(self.failure(error, of: admitted.work))
+                let failure = self.failure(error, of: admitted.work)
+                self.settle(admitted, code: failure.wire.code, replyBytes: 0)
+                return .failed(failure)
             }
         case .pluginState(let namespace, let topic):
             do {
-                return .state(
-                    try await self.forwardToPlugin(
-                        namespace, method: "", snapshotTopic: topic, body: Data(), call: nil))
+                let state = try await self.forwardToPlugin(
+                    namespace, method: "", snapshotTopic: topic, body: Data(), call: nil,
+                    deadline: self.snapshotDeadline(of: admitted))
+                self.settle(admitted, code: 0, replyBytes: state.count)
+                return .state(state)
             } catch {
-                return .failed(self.failure(error, of: admitted.work))
+                let failure = self.failure(error, of: admitted.work)
+                self.settle(admitted, code: failure.wire.code, replyBytes: 0)
+                return .failed(failure)
             }
         }
+    }
+
+    /// When the state `admitted` work takes must be ready: `limits.requestTimeoutMilliseconds` after it was asked
+    /// for, as a request's with no `timeout_ms` of its own (a plugin's is cut at its call timeout, if sooner).
+    private func snapshotDeadline(of admitted: Dispatch.Admitted) -> ContinuousClock.Instant {
+        admitted.started + self.configuration.requestTimeout
     }
 
     /// Admits a nested call: the engine is not shutting down, the call does not loop, a handler or plugin serves
@@ -452,12 +477,40 @@ extension MentoryEngine {
     /// Records a call `admitted` work made, ending with `code`: in its method's metrics, to monitors (a nested
     /// call with its chain), and gives back the call-on-behalf budget a nested call held.
     private func settle(_ admitted: Dispatch.Admitted, code: UInt32, replyBytes: Int) {
-        if case .nested = admitted.work { admitted.sink?.finishCallOnBehalf() }
+        switch (admitted.work, admitted.target) {
+        case (.nested, _):
+            admitted.sink?.finishCallOnBehalf()
+        case (.snapshot(let topic, _, let id), .handlerState(let handler, _)):
+            self.settleSnapshot(
+                of: topic, publishedBy: handler.namespace, for: id, code: code, bytes: replyBytes,
+                started: admitted.started)
+            return
+        case (.snapshot(let topic, _, let id), .pluginState(let namespace, _)):
+            self.settleSnapshot(
+                of: topic, publishedBy: namespace, for: id, code: code, bytes: replyBytes, started: admitted.started)
+            return
+        default:
+            break
+        }
         self.settle(admitted.work, route: admitted.route, code: code, replyBytes: replyBytes, started: admitted.started)
     }
 
+    /// Counts the state of `topic` taken (or refused) for subscriber `id`, ended with `code`, in the snapshot metrics,
+    /// and shows it to monitors as a call to `namespace`, the topic's publisher, naming the topic.
+    private func settleSnapshot(
+        of topic: String, publishedBy namespace: String, for id: ConnectionID, code: UInt32, bytes: Int,
+        started: ContinuousClock.Instant
+    ) {
+        self.metrics.recordSnapshot(topic, code: code, duration: ContinuousClock.now - started)
+        guard !self.observers.monitors.isEmpty else { return }
+        self.monitorCall(
+            namespace: namespace, method: "", requestID: 0, code: code, requestBytes: 0, replyBytes: bytes, chain: "",
+            from: id, started: started, topic: topic)
+    }
+
     /// Counts `work`, ended with `code` and a reply of `replyBytes`, in the request metrics (through `route`'s,
-    /// when it has one) and shows it to monitors. A snapshot is not a call: neither is done for it.
+    /// when it has one) and shows it to monitors. A snapshot is counted in metrics of its own
+    /// (``settleSnapshot(of:publishedBy:for:code:bytes:started:)``), not here.
     func settle(
         _ work: Dispatch.Work, route: MethodRoute?, code: UInt32, replyBytes: Int, started: ContinuousClock.Instant
     ) {

@@ -12,6 +12,11 @@ final class EngineMetrics {
     /// The label of a namespace or method the daemon does not declare.
     static let unknown = "unknown"
 
+    struct SnapshotKey: Hashable {
+        var topic: String
+        var code: UInt32
+    }
+
     struct RequestKey: Hashable {
         var namespace: String
         var method: String
@@ -24,6 +29,8 @@ final class EngineMetrics {
     private var durations: [String: CoreMetrics.Timer] = [:]
     private var published: [String: Counter] = [:]
     private var resets: [String: Counter] = [:]
+    private var snapshots: [SnapshotKey: Counter] = [:]
+    private var snapshotDurations: [String: CoreMetrics.Timer] = [:]
     private let connections: Gauge
     private let subscribers: Gauge
 
@@ -130,6 +137,31 @@ final class EngineMetrics {
     /// Counts a change published on `topic` (a registered topic).
     func recordPublished(_ topic: String) {
         Self.counter(&self.published, topic, MentoryMetric.eventsPublished, self.factory).increment()
+    }
+
+    /// Counts a state taken for a subscriber of `topic` (a registered topic), ended with `code`, and its duration.
+    func recordSnapshot(_ topic: String, code: UInt32, duration: Duration) {
+        let code = ResultCodeLabel.isDeclared(code) ? code : .max
+        let key = SnapshotKey(topic: topic, code: code)
+        let counter: Counter
+        if let cached = self.snapshots[key] {
+            counter = cached
+        } else {
+            counter = Counter(
+                label: MentoryMetric.snapshots.name,
+                dimensions: [("topic", topic), ("code", ResultCodeLabel.label(code))], factory: self.factory)
+            self.snapshots[key] = counter
+        }
+        counter.increment()
+        let timer: CoreMetrics.Timer
+        if let cached = self.snapshotDurations[topic] {
+            timer = cached
+        } else {
+            timer = CoreMetrics.Timer(
+                label: MentoryMetric.snapshotDuration.name, dimensions: [("topic", topic)], factory: self.factory)
+            self.snapshotDurations[topic] = timer
+        }
+        timer.recordNanoseconds(duration.nanoseconds)
     }
 
     /// Counts a RESET event sent on `topic` (a registered topic).

@@ -31,10 +31,10 @@ extension MentoryEngine {
     }
 
     /// Tells every monitor about a call made on the client of connection `id`'s behalf: `chain` is the way it came
-    /// (`streaks -> diary.list`).
+    /// (`streaks -> diary.list`); or, with `topic`, about the state of `topic` taken for subscriber `id`.
     func monitorCall(
         namespace: String, method: String, requestID: UInt64, code: UInt32, requestBytes: Int, replyBytes: Int,
-        chain: String, from id: ConnectionID, started: ContinuousClock.Instant
+        chain: String, from id: ConnectionID, started: ContinuousClock.Instant, topic: String = ""
     ) {
         guard let caller = self.connections[id]?.context else { return }
         var call = Mentory_V1_MonitorCall()
@@ -53,6 +53,7 @@ extension MentoryEngine {
         call.requestBytes = UInt32(clamping: requestBytes)
         call.replyBytes = UInt32(clamping: replyBytes)
         call.chain = chain
+        call.topic = topic
         var record = Mentory_V1_MonitorRecord()
         record.unixMs = self.clock.nowUnixMilliseconds()
         record.call = call

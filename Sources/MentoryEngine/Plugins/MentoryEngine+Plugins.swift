@@ -497,7 +497,8 @@ extension MentoryEngine {
     // MARK: Forwarding
 
     /// Forwards a call (or, with `snapshotTopic`, a snapshot) to the plugin serving `namespace` and
-    /// awaits its answer until the deadline: the call's own, at most `limits.pluginCallTimeoutMilliseconds`.
+    /// awaits its answer until the deadline: the call's own (or, for a snapshot, `deadline`), at most
+    /// `limits.pluginCallTimeoutMilliseconds`.
     ///
     /// Never waits synchronously: the engine serves other requests meanwhile. Fails at once with
     /// UNAVAILABLE when the plugin is not connected or its queue is full, with DEADLINE_EXCEEDED at
@@ -507,7 +508,8 @@ extension MentoryEngine {
         method: String,
         snapshotTopic: String,
         body: Data,
-        call: RequestContext?
+        call: RequestContext?,
+        deadline callersDeadline: ContinuousClock.Instant? = nil
     ) async throws -> Data {
         guard let plugin = self.registry.plugins[namespace] else {
             throw MentoryError.unknownNamespace(namespace)
@@ -524,7 +526,8 @@ extension MentoryEngine {
         let label = snapshotTopic.isEmpty ? method : "snapshot(\(snapshotTopic))"
         let now = ContinuousClock.now
         let deadline = min(
-            call?.deadline ?? now + self.configuration.pluginCallTimeout, now + self.configuration.pluginCallTimeout)
+            call?.deadline ?? callersDeadline ?? now + self.configuration.pluginCallTimeout,
+            now + self.configuration.pluginCallTimeout)
         let timeout = Self.milliseconds(deadline - now)
         guard timeout > 0 else {
             throw MentoryError.deadlineExceeded(namespace: namespace, method: label, milliseconds: 0)

@@ -929,7 +929,7 @@ public nonisolated struct Mentory_V1_MonitorReply: Sendable {
   public init() {}
 }
 
-/// One answered request or one published event, as a monitor sees it.
+/// One answered request, one state taken for a subscriber, or one published event, as a monitor sees it.
 public nonisolated struct Mentory_V1_MonitorRecord: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1028,6 +1028,11 @@ public nonisolated struct Mentory_V1_MonitorCall: Sendable {
   /// came, e.g. "streaks -> diary.list"; `connection`, `uid` and `pid` are the client's. Empty for a
   /// client's own request.
   public var chain: String = String()
+
+  /// For the state of a topic taken for a subscriber's SNAPSHOT or RESET event: the topic (`namespace` is its
+  /// publisher's, `method` is empty; `connection`, `uid` and `pid` are the subscriber's; `reply_bytes` is the
+  /// state's size). Empty for a call.
+  public var topic: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2772,7 +2777,7 @@ nonisolated extension Mentory_V1_MonitorRecord: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MonitorCall"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}connection\0\u{3}client_name\0\u{1}uid\0\u{1}pid\0\u{1}namespace\0\u{1}method\0\u{3}request_id\0\u{1}code\0\u{3}latency_us\0\u{3}request_bytes\0\u{3}reply_bytes\0\u{1}chain\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}connection\0\u{3}client_name\0\u{1}uid\0\u{1}pid\0\u{1}namespace\0\u{1}method\0\u{3}request_id\0\u{1}code\0\u{3}latency_us\0\u{3}request_bytes\0\u{3}reply_bytes\0\u{1}chain\0\u{1}topic\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2792,6 +2797,7 @@ nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtob
       case 10: try { try decoder.decodeSingularUInt32Field(value: &self.requestBytes) }()
       case 11: try { try decoder.decodeSingularUInt32Field(value: &self.replyBytes) }()
       case 12: try { try decoder.decodeSingularStringField(value: &self.chain) }()
+      case 13: try { try decoder.decodeSingularStringField(value: &self.topic) }()
       default: break
       }
     }
@@ -2838,6 +2844,9 @@ nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtob
     if !self.chain.isEmpty {
       try visitor.visitSingularStringField(value: self.chain, fieldNumber: 12)
     }
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 13)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2854,6 +2863,7 @@ nonisolated extension Mentory_V1_MonitorCall: SwiftProtobuf.Message, SwiftProtob
     if lhs.requestBytes != rhs.requestBytes {return false}
     if lhs.replyBytes != rhs.replyBytes {return false}
     if lhs.chain != rhs.chain {return false}
+    if lhs.topic != rhs.topic {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

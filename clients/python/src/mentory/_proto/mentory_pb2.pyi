@@ -226,7 +226,7 @@ class MetricsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MonitorCall(_message.Message):
-    __slots__ = ["chain", "client_name", "code", "connection", "latency_us", "method", "namespace", "pid", "reply_bytes", "request_bytes", "request_id", "uid"]
+    __slots__ = ["chain", "client_name", "code", "connection", "latency_us", "method", "namespace", "pid", "reply_bytes", "request_bytes", "request_id", "topic", "uid"]
     CHAIN_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +238,7 @@ class MonitorCall(_message.Message):
     REPLY_BYTES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     chain: str
     client_name: str
@@ -250,8 +251,9 @@ class MonitorCall(_message.Message):
     reply_bytes: int
     request_bytes: int
     request_id: int
+    topic: str
     uid: int
-    def __init__(self, connection: _Optional[int] = ..., client_name: _Optional[str] = ..., uid: _Optional[int] = ..., pid: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., request_id: _Optional[int] = ..., code: _Optional[int] = ..., latency_us: _Optional[int] = ..., request_bytes: _Optional[int] = ..., reply_bytes: _Optional[int] = ..., chain: _Optional[str] = ...) -> None: ...
+    def __init__(self, connection: _Optional[int] = ..., client_name: _Optional[str] = ..., uid: _Optional[int] = ..., pid: _Optional[int] = ..., namespace: _Optional[str] = ..., method: _Optional[str] = ..., request_id: _Optional[int] = ..., code: _Optional[int] = ..., latency_us: _Optional[int] = ..., request_bytes: _Optional[int] = ..., reply_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class MonitorEvent(_message.Message):
     __slots__ = ["bytes", "sequence", "topic"]
