@@ -73,6 +73,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package private(set) var settings: GlobalSettings
     private let publisher: (String, Data) -> Void
     private let caller: NamespaceCaller?
+    private let jobs: BackgroundJobs
     private let routes: [String: HandlerRoutes<Handler>.Route]
     private let snapshots: [String: HandlerRoutes<Handler>.TakeSnapshot<Data>]
 
@@ -88,7 +89,8 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         clock: any SessionClock,
         settings: GlobalSettings = GlobalSettings(),
         publisher: @escaping (String, Data) -> Void,
-        caller: NamespaceCaller? = nil
+        caller: NamespaceCaller? = nil,
+        jobs: BackgroundJobs = .unavailable
     ) throws(MentoryError) {
         var routes = HandlerRoutes<Handler>()
         handler.routes(&routes)
@@ -105,6 +107,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         self.settings = settings
         self.publisher = publisher
         self.caller = caller
+        self.jobs = jobs
         self.routes = routes.routes
         self.snapshots = routes.snapshots
     }
@@ -117,7 +120,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package var context: HandlerContext<Handler> {
         HandlerContext(
             state: self.state, config: self.config, logger: self.logger, clock: self.clock,
-            settings: self.settings, publisher: self.publisher, caller: self.caller)
+            settings: self.settings, publisher: self.publisher, caller: self.caller, jobs: self.jobs)
     }
 
     package func resolve(method: String) -> ResolvedRoute? {

@@ -2,6 +2,7 @@ import Foundation
 import MentoryDiary
 import MentoryEngine
 import MentoryHandlerKit
+import MentoryHandlerTesting
 import MentoryMentor
 import MentoryReachability
 import MentoryStorage
@@ -80,9 +81,14 @@ final class EngineFixture: Sendable {
             executor: EngineTestLoops.group.next().executor,
             clock: FixedClock()
         )
+        self.engine.jobs.runForTesting()
         try await self.engine.register(MentorHandler(store: self.store))
         try await self.engine.register(ReachabilityHandler())
         try await self.engine.register(DiaryHandler(store: self.store))
+    }
+
+    deinit {
+        self.engine.jobs.stop()
     }
 
     /// A connection that completed its handshake.

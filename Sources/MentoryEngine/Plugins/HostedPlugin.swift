@@ -62,7 +62,7 @@ final class HostedPlugin {
     struct PendingCall {
         var continuation: CheckedContinuation<Data, any Error>
         /// Fails the call at its deadline; cancelled when the answer comes first.
-        var timer: Task<Void, Never>
+        var timer: BackgroundJobs.Timer
         /// `method`, or `snapshot(topic)`, for messages.
         var label: String
         /// The call it forwards, for the plugin's calls on that caller's behalf (`plugin.call`); `nil` for a snapshot.
