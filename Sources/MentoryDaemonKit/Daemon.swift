@@ -20,11 +20,11 @@ import UnixSignals
 /// `ServiceGroup` of long-lived services.
 ///
 /// Start-up: the event loop, open the store, register the handlers (the prelude, one after the
-/// other), then the services: bind (or adopt) the socket, then report ready (`READY=1`). Shut-down,
-/// on every exit path: say `STOPPING=1`, stop reloading, stop accepting and close connections, stop
-/// the watchdog, let a background store check and the engine's background jobs finish (the group, last
-/// to first), then close the handlers, close the store, stop the event loop (the prelude unwinding);
-/// see docs/ARCHITECTURE.md, "Start-up and shut-down".
+/// other), then the services: run the background jobs, bind (or adopt) the socket, then report ready
+/// (`READY=1`). Shut-down, on every exit path: say `STOPPING=1`, stop reloading, stop accepting and
+/// close connections, stop the watchdog, let a background store check and the engine's background
+/// jobs finish (the group, last to first), then close the handlers, close the store, stop the event
+/// loop (the prelude unwinding); see docs/ARCHITECTURE.md, "Start-up and shut-down".
 struct Daemon {
     /// What systemd handed this process; all of it empty or `nil` when started by hand.
     struct Systemd: Sendable {

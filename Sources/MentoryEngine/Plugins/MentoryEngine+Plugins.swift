@@ -524,7 +524,9 @@ extension MentoryEngine {
     ///
     /// Never waits synchronously: the engine serves other requests meanwhile. Fails at once with
     /// UNAVAILABLE when the plugin is not connected or its queue is full, with DEADLINE_EXCEEDED at
-    /// the deadline, and with UNAVAILABLE as soon as the plugin disconnects.
+    /// the deadline (a timer of ``jobs``), and with UNAVAILABLE as soon as the plugin disconnects. A call
+    /// whose deadline no timer can keep is not sent: SHUTTING_DOWN once the jobs stopped, INTERNAL
+    /// when nothing runs them (never in the daemon, which runs them before it serves).
     func forwardToPlugin(
         _ namespace: String,
         method: String,
