@@ -1,10 +1,13 @@
+import Foundation
 import Logging
 import MentoryHandlerKit
+import MentoryWire
 import ServiceLifecycle
 import Synchronization
 import Testing
 
 @testable import MentoryDaemonKit
+@testable import MentoryStorageAdmin
 
 /// What the services and the jobs did, in order.
 private final class Events: Sendable {
@@ -78,5 +81,36 @@ struct BackgroundJobsServiceTests {
         jobs.stop()
         await service.run()
         #expect(ran.list.withLock { $0 } == ["job ran"])
+    }
+}
+
+/// A store whose backup is a one-byte file.
+private struct OneByteStore: StorageBackupTarget {
+    func writeBackup(to path: String) async throws(MentoryError) -> Int {
+        guard FileManager.default.createFile(atPath: path, contents: Data([1])) else {
+            throw .storageFailure("cannot write \(path)")
+        }
+        return 1
+    }
+}
+
+@Suite("The storage handler's background work", .timeLimit(.minutes(1)))
+struct StorageAdminJobsTests {
+    @Test("an unread backup snapshot is removed at its idle timeout, by a timer of the background jobs")
+    func snapshotExpires() async throws {
+        let directory = NSTemporaryDirectory() + "/snapshot-expiry-\(UInt64.random(in: 0...UInt64.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let snapshots = BackupSnapshots(directory: directory, maxFrameLength: 1 << 20, idleTimeout: .milliseconds(1))
+        let jobs = BackgroundJobs(shutdownDeadline: .seconds(3600))
+        jobs.expectRunner()
+        _ = try await snapshots.create(for: ConnectionID(1), from: OneByteStore(), jobs: jobs)
+        #expect(await snapshots.count == 1)
+        // Stopped before it runs, the runner still runs the timer, whose deadline comes well within the
+        // shut-down's: once it returns, the timer has fired.
+        jobs.stop()
+        await jobs.run()
+        #expect(await snapshots.count == 0)
+        #expect(BackupSnapshots.leftoverFiles(in: directory).isEmpty)
     }
 }
