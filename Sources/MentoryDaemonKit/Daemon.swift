@@ -236,7 +236,7 @@ struct Daemon {
                 maxSubscriptionsPerUID: settings.uidSubscriptions,
                 handlerSettings: settings.handlerSettings(instance: .current())
             ),
-            executor: eventLoop.executor,
+            eventLoop: eventLoop,
             logger: logger,
             metrics: metrics
         )

@@ -103,6 +103,9 @@ public actor MentoryEngine {
     }
 
     private let executor: any SerialExecutor
+    /// The event loop ``executor`` runs on, when the engine was given one: the deadlines of calls forwarded
+    /// to plugins are its scheduled tasks.
+    nonisolated let eventLoop: (any EventLoop)?
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
         self.executor.asUnownedSerialExecutor()
     }
@@ -152,8 +155,36 @@ public actor MentoryEngine {
         logger: Logger = Logger(label: "mentoryd.engine"),
         metrics: MentoryMetricsFactory = MentoryMetricsFactory()
     ) {
+        self.init(
+            configuration: configuration, executor: executor, eventLoop: nil, clock: clock, logger: logger,
+            metrics: metrics)
+    }
+
+    /// Creates an engine that runs on `eventLoop`, as the daemon's does: a request costs no hop
+    /// between threads, and the deadlines of calls forwarded to plugins are the loop's scheduled tasks.
+    public init(
+        configuration: Configuration,
+        eventLoop: any EventLoop,
+        clock: any SessionClock = SystemSessionClock(),
+        logger: Logger = Logger(label: "mentoryd.engine"),
+        metrics: MentoryMetricsFactory = MentoryMetricsFactory()
+    ) {
+        self.init(
+            configuration: configuration, executor: eventLoop.executor, eventLoop: eventLoop, clock: clock,
+            logger: logger, metrics: metrics)
+    }
+
+    private init(
+        configuration: Configuration,
+        executor: any SerialExecutor,
+        eventLoop: (any EventLoop)?,
+        clock: any SessionClock,
+        logger: Logger,
+        metrics: MentoryMetricsFactory
+    ) {
         self.configuration = configuration
         self.executor = executor
+        self.eventLoop = eventLoop
         self.clock = clock
         self.logger = logger
         self.metricsFactory = metrics

@@ -63,24 +63,27 @@ final class EngineFixture: Sendable {
     private let nextID = Atomic<UInt64>(0)
 
     /// `daemonUID` is the uid the engine trusts like root; nil (the default here) trusts only root,
-    /// so tests do not depend on the uid they run as.
+    /// so tests do not depend on the uid they run as. `onEventLoop` builds the engine as the daemon does, on
+    /// an event loop (whose scheduled tasks keep the plugin calls' deadlines) rather than only its executor.
     init(
         ringCapacity: Int = 16,
         accessPolicy: AccessPolicy = .default,
         daemonUID: UInt32? = nil,
         pluginCallTimeout: Duration = .seconds(5),
         pluginRegistrations: PluginRegistrationFiles? = nil,
-        instance: Mentory_V1_DaemonInstance = .init()
+        instance: Mentory_V1_DaemonInstance = .init(),
+        onEventLoop: Bool = false
     ) async throws {
         self.store = InMemorySessionStore()
-        self.engine = MentoryEngine(
-            configuration: .init(
-                serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
-                daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout, pluginRegistrations: pluginRegistrations,
-                instance: instance),
-            executor: EngineTestLoops.group.next().executor,
-            clock: FixedClock()
-        )
+        let configuration = MentoryEngine.Configuration(
+            serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
+            daemonUID: daemonUID, pluginCallTimeout: pluginCallTimeout, pluginRegistrations: pluginRegistrations,
+            instance: instance)
+        let loop = EngineTestLoops.group.next()
+        self.engine =
+            onEventLoop
+            ? MentoryEngine(configuration: configuration, eventLoop: loop, clock: FixedClock())
+            : MentoryEngine(configuration: configuration, executor: loop.executor, clock: FixedClock())
         self.engine.jobs.runForTesting()
         try await self.engine.register(MentorHandler(store: self.store))
         try await self.engine.register(ReachabilityHandler())

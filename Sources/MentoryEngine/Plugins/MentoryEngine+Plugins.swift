@@ -524,7 +524,8 @@ extension MentoryEngine {
     ///
     /// Never waits synchronously: the engine serves other requests meanwhile. Fails at once with
     /// UNAVAILABLE when the plugin is not connected or its queue is full, with DEADLINE_EXCEEDED at
-    /// the deadline (a timer of ``jobs``), and with UNAVAILABLE as soon as the plugin disconnects. A call
+    /// the deadline (a task scheduled on the event loop, or a timer of ``jobs``), and with UNAVAILABLE as
+    /// soon as the plugin disconnects. A call
     /// whose deadline no timer can keep is not sent: SHUTTING_DOWN once the jobs stopped, INTERNAL
     /// when nothing runs them (never in the daemon, which runs them before it serves).
     func forwardToPlugin(
@@ -573,18 +574,10 @@ extension MentoryEngine {
                 message.caller.gid = credentials.gid
             }
         }
-        // The deadline's timer, a background job: taken before the call goes out, so that no call is
-        // sent that nothing would fail at its deadline.
-        let timer: BackgroundJobs.Timer
-        do throws(BackgroundJobs.Refusal) {
-            timer = try self.jobs.schedule(at: deadline) {
-                await self.expirePluginCall(namespace, callID: callID, milliseconds: Int(timeout))
-            }
-        } catch {
-            self.logger.error(
-                "a plugin call was not sent: its deadline cannot be kept: \(error)",
-                metadata: ["plugin": "\(plugin.declaration.name)", "method": "\(label)"])
-            throw error.reason == .stopped ? MentoryError.shuttingDown : MentoryError.internal("\(error)")
+        // The deadline's timer, taken before the call goes out, so that no call is sent that nothing
+        // would fail at its deadline.
+        let timer = try self.deadlineTimer(at: deadline, plugin: plugin, label: label) {
+            engine in engine.expirePluginCall(namespace, callID: callID, milliseconds: Int(timeout))
         }
         guard connection.sink.deliver(pluginCall: message) else {
             timer.cancel()
@@ -598,6 +591,37 @@ extension MentoryEngine {
         return try await withCheckedThrowingContinuation { continuation in
             plugin.pending[callID] = HostedPlugin.PendingCall(
                 continuation: continuation, timer: timer, label: label, caller: call)
+        }
+    }
+
+    /// A timer that runs `expire` on this engine at `deadline`: a task scheduled on the engine's event loop
+    /// when the engine runs on one (the daemon's: no task of its own, and cheap), else a timer of ``jobs``.
+    ///
+    /// Throws, and nothing is scheduled, when the jobs refuse the timer: SHUTTING_DOWN once they stopped,
+    /// INTERNAL when nothing runs them.
+    private func deadlineTimer(
+        at deadline: ContinuousClock.Instant,
+        plugin: HostedPlugin,
+        label: String,
+        _ expire: @escaping @Sendable (isolated MentoryEngine) -> Void
+    ) throws -> HostedPlugin.DeadlineTimer {
+        if let loop = self.eventLoop, loop.inEventLoop {
+            let remaining = deadline - .now
+            let nanoseconds =
+                remaining.components.seconds * 1_000_000_000 + remaining.components.attoseconds / 1_000_000_000
+            // Run on the loop, which is this engine's executor: isolated to it already.
+            let scheduled = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds))) {
+                self.assumeIsolated { expire($0) }
+            }
+            return .scheduled(scheduled)
+        }
+        do throws(BackgroundJobs.Refusal) {
+            return .job(try self.jobs.schedule(at: deadline) { await expire(self) })
+        } catch {
+            self.logger.error(
+                "a plugin call was not sent: its deadline cannot be kept: \(error)",
+                metadata: ["plugin": "\(plugin.declaration.name)", "method": "\(label)"])
+            throw error.reason == .stopped ? MentoryError.shuttingDown : MentoryError.internal("\(error)")
         }
     }
 
