@@ -20,11 +20,11 @@ import UnixSignals
 /// `ServiceGroup` of long-lived services.
 ///
 /// Start-up: the event loop, open the store, register the handlers (the prelude, one after the
-/// other), then the services: bind (or adopt) the socket, then report ready (`READY=1`). Shut-down,
-/// on every exit path: say `STOPPING=1`, stop reloading, stop accepting and close connections, stop
-/// the watchdog, let a background store check finish (the group, last to first), then close the
-/// handlers, close the store, stop the event loop (the prelude unwinding); see docs/ARCHITECTURE.md,
-/// "Start-up and shut-down".
+/// other), then the services: run the background jobs, bind (or adopt) the socket, then report ready
+/// (`READY=1`). Shut-down, on every exit path: say `STOPPING=1`, stop reloading, stop accepting and
+/// close connections, stop the watchdog, let a background store check and the engine's background
+/// jobs finish (the group, last to first), then close the handlers, close the store, stop the event
+/// loop (the prelude unwinding); see docs/ARCHITECTURE.md, "Start-up and shut-down".
 struct Daemon {
     /// What systemd handed this process; all of it empty or `nil` when started by hand.
     struct Systemd: Sendable {
@@ -179,11 +179,17 @@ struct Daemon {
                 ready: readySignal, readyContinuation: readyContinuation,
                 verify: { await stores.verify?() ?? .pending }, logger: logger)
 
+            // The engine's background jobs, queued from here on; run by the first service, which
+            // outlives every service that submits them.
+            let jobs = BackgroundJobsService(engine.jobs)
+
             // Started in this order, stopped last to first: STOPPING=1 goes out first, the watchdog
-            // keeps proving liveness until the server has closed every connection, and a background
-            // check finishes; then the prelude closes the handlers, the store and the event loop.
+            // keeps proving liveness until the server has closed every connection, a background
+            // check finishes, and the engine's background jobs finish (within their deadline); then
+            // the prelude closes the handlers, the store and the event loop.
             try await PreludeService.runServices(
                 [
+                    PreludeService.member(jobs, "BackgroundJobs"),
                     PreludeService.member(verification, "StoreVerificationService"),
                     PreludeService.member(watchdog, watchdog.description),
                     PreludeService.member(server, "MentoryServer"),
@@ -230,7 +236,7 @@ struct Daemon {
                 maxSubscriptionsPerUID: settings.uidSubscriptions,
                 handlerSettings: settings.handlerSettings(instance: .current())
             ),
-            executor: eventLoop.executor,
+            eventLoop: eventLoop,
             logger: logger,
             metrics: metrics
         )
@@ -408,11 +414,12 @@ struct Daemon {
     static let closeDeadline = Duration.seconds(10)
 
     /// How long the group's graceful shutdown may take before it cancels its services: the server's
-    /// drain (`limits.shutdownDrainSeconds`) and its one-second backstop, closing the handlers and the
-    /// store, stopping the event loop, and a second to spare. systemd's `TimeoutStopSec=` (30 s in
-    /// the shipped units) stays the outer bound.
+    /// drain (`limits.shutdownDrainSeconds`) and its one-second backstop, the background jobs' deadline,
+    /// closing the handlers and the store, stopping the event loop, and a second to spare. systemd's
+    /// `TimeoutStopSec=` (30 s in the shipped units) stays the outer bound.
     static func gracefulShutdownDeadline(drainSeconds: Int) -> Duration {
-        .seconds(drainSeconds + 1) + closeDeadline * 2 + .seconds(5) + .seconds(1)
+        .seconds(drainSeconds + 1) + BackgroundJobs.defaultShutdownDeadline + closeDeadline * 2 + .seconds(5)
+            + .seconds(1)
     }
 
     /// How long cancelled services may take to end before the group stops the process: long enough

@@ -103,6 +103,9 @@ public actor MentoryEngine {
     }
 
     private let executor: any SerialExecutor
+    /// The event loop ``executor`` runs on, when the engine was given one: the deadlines of calls forwarded
+    /// to plugins are its scheduled tasks.
+    nonisolated let eventLoop: (any EventLoop)?
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
         self.executor.asUnownedSerialExecutor()
     }
@@ -119,6 +122,12 @@ public actor MentoryEngine {
     public nonisolated let metricsFactory: MentoryMetricsFactory
     /// The engine's own metric objects, created once.
     let metrics: EngineMetrics
+    /// The engine's background jobs, and its handlers' (``HandlerContext/jobs``): the subscribers' reset
+    /// after a plugin registers, the writes of plugins' registrations, the deadlines of calls forwarded to
+    /// plugins. Whoever runs the engine runs them: the daemon as a service of its group, started before
+    /// the server and stopped after it; tests through their support. Until someone does (or says it will,
+    /// ``BackgroundJobs/expectRunner()``), every job is refused at once.
+    public nonisolated let jobs: BackgroundJobs
 
     let startedAt = ContinuousClock.now
     /// What the engine serves: its own namespaces, every handler and plugin namespace (the declared plugins and
@@ -146,12 +155,41 @@ public actor MentoryEngine {
         logger: Logger = Logger(label: "mentoryd.engine"),
         metrics: MentoryMetricsFactory = MentoryMetricsFactory()
     ) {
+        self.init(
+            configuration: configuration, executor: executor, eventLoop: nil, clock: clock, logger: logger,
+            metrics: metrics)
+    }
+
+    /// Creates an engine that runs on `eventLoop`, as the daemon's does: a request costs no hop
+    /// between threads, and the deadlines of calls forwarded to plugins are the loop's scheduled tasks.
+    public init(
+        configuration: Configuration,
+        eventLoop: any EventLoop,
+        clock: any SessionClock = SystemSessionClock(),
+        logger: Logger = Logger(label: "mentoryd.engine"),
+        metrics: MentoryMetricsFactory = MentoryMetricsFactory()
+    ) {
+        self.init(
+            configuration: configuration, executor: eventLoop.executor, eventLoop: eventLoop, clock: clock,
+            logger: logger, metrics: metrics)
+    }
+
+    private init(
+        configuration: Configuration,
+        executor: any SerialExecutor,
+        eventLoop: (any EventLoop)?,
+        clock: any SessionClock,
+        logger: Logger,
+        metrics: MentoryMetricsFactory
+    ) {
         self.configuration = configuration
         self.executor = executor
+        self.eventLoop = eventLoop
         self.clock = clock
         self.logger = logger
         self.metricsFactory = metrics
         self.metrics = EngineMetrics(factory: metrics)
+        self.jobs = BackgroundJobs(logger: logger)
         self.epoch = UInt64.random(in: 1...UInt64.max)
         self.gate = AccessGate(policy: configuration.accessPolicy, daemonUID: configuration.daemonUID)
         self.hub = SubscriptionHub(
@@ -246,7 +284,7 @@ public actor MentoryEngine {
             publisher: { [unowned self] topic, body in self.publish(body, on: topic) },
             caller: { [unowned self] target, method, body, call in
                 try await self.call(target, method, body: body, for: call, from: namespace)
-            })
+            }, jobs: self.jobs)
         self.registry.handlers[namespace] = hosted
         self.registry.registrationOrder.append(namespace)
         for topic in Handler.Namespace.topics {
@@ -270,7 +308,7 @@ public actor MentoryEngine {
     /// this get ``MentoryError/shuttingDown``.
     package func closeHandlers() async {
         self.registry.isShuttingDown = true
-        await self.registry.plugins.lastRegistrationSave?.value
+        await withCheckedContinuation { self.registry.plugins.awaitRegistrationSaves($0) }
         for namespace in self.registry.registrationOrder.reversed() {
             if let plugin = self.registry.plugins[namespace] {
                 plugin.close()
@@ -278,6 +316,16 @@ public actor MentoryEngine {
                 await handler.close()
             }
             self.logger.debug("closed handler", metadata: ["namespace": "\(namespace)"])
+        }
+    }
+
+    /// Runs `job` as one of ``jobs``; a job refused (no runner, a full queue, shut-down) is logged with
+    /// `what` it would have done.
+    func runInBackground(_ what: String, _ job: @escaping @Sendable () async -> Void) {
+        do throws(BackgroundJobs.Refusal) {
+            try self.jobs.submit(job)
+        } catch {
+            self.logger.error("cannot \(what): \(error)")
         }
     }
 

@@ -27,13 +27,18 @@ public struct HandlerContext<Handler: MentoryHandler> {
     public let clock: any SessionClock
     /// The daemon-wide settings a handler may read; a reload refreshes those that reload live.
     public let settings: GlobalSettings
+    /// The daemon's background jobs: work that outlives this call (e.g. a cleanup after a connection
+    /// closed) and timers. Shut-down waits for them, within a deadline; see ``BackgroundJobs``. A
+    /// context made with the public initializer has none: every submit is refused.
+    public let jobs: BackgroundJobs
     private let publisher: (_ topic: String, _ body: Data) -> Void
     private let caller: NamespaceCaller?
 
     /// Creates a context; the host does this, and so does the SDK's test support.
     ///
     /// `publisher` is called synchronously, on the caller's executor, for every publish. A context
-    /// made here cannot call other namespaces (``call(_:_:for:)`` fails INTERNAL).
+    /// made here cannot call other namespaces (``call(_:_:for:)`` fails INTERNAL) and runs no background
+    /// jobs (``jobs`` refuses them).
     public init(
         state: Handler.State,
         config: ConfigReader,
@@ -44,10 +49,11 @@ public struct HandlerContext<Handler: MentoryHandler> {
     ) {
         self.init(
             state: state, config: config, logger: logger, clock: clock, settings: settings, publisher: publisher,
-            caller: nil)
+            caller: nil, jobs: .unavailable)
     }
 
-    /// Creates a context whose ``call(_:_:for:)`` goes through `caller`.
+    /// Creates a context whose ``call(_:_:for:)`` goes through `caller`, with no background jobs
+    /// (``jobs`` refuses every job).
     package init(
         state: Handler.State,
         config: ConfigReader,
@@ -57,6 +63,22 @@ public struct HandlerContext<Handler: MentoryHandler> {
         publisher: @escaping (_ topic: String, _ body: Data) -> Void,
         caller: NamespaceCaller?
     ) {
+        self.init(
+            state: state, config: config, logger: logger, clock: clock, settings: settings, publisher: publisher,
+            caller: caller, jobs: .unavailable)
+    }
+
+    /// Creates a context whose ``call(_:_:for:)`` goes through `caller` and whose background jobs are `jobs`.
+    package init(
+        state: Handler.State,
+        config: ConfigReader,
+        logger: Logger,
+        clock: any SessionClock,
+        settings: GlobalSettings,
+        publisher: @escaping (_ topic: String, _ body: Data) -> Void,
+        caller: NamespaceCaller?,
+        jobs: BackgroundJobs
+    ) {
         self.state = state
         self.config = config
         self.logger = logger
@@ -64,6 +86,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         self.settings = settings
         self.publisher = publisher
         self.caller = caller
+        self.jobs = jobs
     }
 
     /// Calls `method` of another namespace on behalf of the client whose call `call` is, and returns its reply.

@@ -73,10 +73,12 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package private(set) var settings: GlobalSettings
     private let publisher: (String, Data) -> Void
     private let caller: NamespaceCaller?
+    private var jobs: BackgroundJobs = .unavailable
     private let routes: [String: HandlerRoutes<Handler>.Route]
     private let snapshots: [String: HandlerRoutes<Handler>.TakeSnapshot<Data>]
 
-    /// Hosts `handler`, already opened into `state`.
+    /// Hosts `handler`, already opened into `state`, with no background jobs (its context's
+    /// ``HandlerContext/jobs`` refuses every job).
     ///
     /// Throws ``MentoryError/internal(_:)`` naming every method or topic of the namespace that the
     /// handler's routes leave unanswered.
@@ -109,6 +111,27 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         self.snapshots = routes.snapshots
     }
 
+    /// Hosts `handler`, already opened into `state`; its calls' contexts submit background work to `jobs`.
+    ///
+    /// Throws ``MentoryError/internal(_:)`` naming every method or topic of the namespace that the
+    /// handler's routes leave unanswered.
+    package convenience init(
+        _ handler: Handler,
+        state: Handler.State,
+        config: ConfigReader,
+        logger: Logger,
+        clock: any SessionClock,
+        settings: GlobalSettings,
+        publisher: @escaping (String, Data) -> Void,
+        caller: NamespaceCaller?,
+        jobs: BackgroundJobs
+    ) throws(MentoryError) {
+        try self.init(
+            handler, state: state, config: config, logger: logger, clock: clock, settings: settings,
+            publisher: publisher, caller: caller)
+        self.jobs = jobs
+    }
+
     package var namespace: String { Handler.Namespace.name }
     package var info: NamespaceInfo { Handler.Namespace.info }
     package var descriptors: SchemaDescriptors { Handler.Namespace.fileDescriptors }
@@ -117,7 +140,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package var context: HandlerContext<Handler> {
         HandlerContext(
             state: self.state, config: self.config, logger: self.logger, clock: self.clock,
-            settings: self.settings, publisher: self.publisher, caller: self.caller)
+            settings: self.settings, publisher: self.publisher, caller: self.caller, jobs: self.jobs)
     }
 
     package func resolve(method: String) -> ResolvedRoute? {

@@ -83,6 +83,13 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
                 serverVersion: "handler-test", accessPolicy: try AccessPolicy(parsing: accessRules), daemonUID: nil,
                 handlerSettings: settings),
             executor: MultiThreadedEventLoopGroup.singleton.next().executor, clock: clock, logger: logger)
+        // The handler's background jobs (`context.jobs`) run as in the daemon, until ``close()`` or the harness
+        // goes away.
+        self.host.jobs.runForTesting()
+    }
+
+    deinit {
+        self.host.jobs.stop()
     }
 
     /// Opens `handler` with `config` as its configuration section (keys relative to `handlers.<namespace>`)
@@ -278,6 +285,7 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
         guard self.isOpen else { return }
         self.isOpen = false
         await self.host.closeHandlers()
+        self.host.jobs.stop()
     }
 
     private func requireOpen() throws(MentoryError) {

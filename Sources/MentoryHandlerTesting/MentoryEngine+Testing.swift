@@ -13,3 +13,12 @@ extension MentoryEngine {
         }
     }
 }
+
+extension BackgroundJobs {
+    /// Runs these jobs in a task of their own until ``stop()``: what tests do in place of the daemon's
+    /// service (an engine whose jobs nobody runs refuses every job, loudly). For tests, not the daemon.
+    package func runForTesting() {
+        self.expectRunner()
+        Task.detached { await self.run() }
+    }
+}

@@ -2,6 +2,7 @@ import Foundation
 import MentoryDiary
 import MentoryEngine
 import MentoryHandlerKit
+import MentoryHandlerTesting
 import MentoryMentor
 import MentoryReachability
 import MentoryStorage
@@ -83,7 +84,8 @@ final class EngineFixture: Sendable {
     private let nextID = Atomic<UInt64>(0)
 
     /// `daemonUID` is the uid the engine trusts like root; nil (the default here) trusts only root,
-    /// so tests do not depend on the uid they run as.
+    /// so tests do not depend on the uid they run as. `onEventLoop` builds the engine as the daemon does, on
+    /// an event loop (whose scheduled tasks keep the plugin calls' deadlines) rather than only its executor.
     init(
         ringCapacity: Int = 16,
         accessPolicy: AccessPolicy = .default,
@@ -91,20 +93,27 @@ final class EngineFixture: Sendable {
         pluginCallTimeout: Duration = .seconds(5),
         pluginRegistrations: PluginRegistrationFiles? = nil,
         instance: Mentory_V1_DaemonInstance = .init(),
-        requestTimeout: Duration = .seconds(30)
+        requestTimeout: Duration = .seconds(30),
+        onEventLoop: Bool = false
     ) async throws {
         self.store = InMemorySessionStore()
-        self.engine = MentoryEngine(
-            configuration: .init(
-                serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
-                daemonUID: daemonUID, requestTimeout: requestTimeout, pluginCallTimeout: pluginCallTimeout,
-                pluginRegistrations: pluginRegistrations, instance: instance),
-            executor: EngineTestLoops.group.next().executor,
-            clock: FixedClock()
-        )
+        let configuration = MentoryEngine.Configuration(
+            serverVersion: "test", eventRingCapacity: ringCapacity, accessPolicy: accessPolicy,
+            daemonUID: daemonUID, requestTimeout: requestTimeout, pluginCallTimeout: pluginCallTimeout,
+            pluginRegistrations: pluginRegistrations, instance: instance)
+        let loop = EngineTestLoops.group.next()
+        self.engine =
+            onEventLoop
+            ? MentoryEngine(configuration: configuration, eventLoop: loop, clock: FixedClock())
+            : MentoryEngine(configuration: configuration, executor: loop.executor, clock: FixedClock())
+        self.engine.jobs.runForTesting()
         try await self.engine.register(MentorHandler(store: self.store))
         try await self.engine.register(ReachabilityHandler())
         try await self.engine.register(DiaryHandler(store: self.store))
+    }
+
+    deinit {
+        self.engine.jobs.stop()
     }
 
     /// A connection that completed its handshake.

@@ -300,18 +300,27 @@ struct EnginePartsTests {
         #expect(host.unavailability(of: advisor)?.message.contains("failed to register: bad schema") == true)
     }
 
-    @Test("registration writes run one after another, in the order they were asked for")
-    func pluginHostOrdersSaves() async {
+    @Test("registration writes run one after another, in the order they were asked for, by one writer")
+    func pluginHostOrdersSaves() {
         final class Writes: Sendable {
             let order = Mutex<[Int]>([])
         }
         var host = PluginHost()
         let writes = Writes()
+        var startsWriter: [Bool] = []
         for index in 1...5 {
-            host.saveRegistration { writes.order.withLock { $0.append(index) } }
+            startsWriter.append(host.queueRegistrationSave { writes.order.withLock { $0.append(index) } })
         }
-        await host.lastRegistrationSave?.value
+        // The first write starts the one writing job; the rest queue behind it.
+        #expect(startsWriter == [true, false, false, false, false])
+        #expect(host.isSavingRegistrations)
+        while let save = host.nextRegistrationSave() { save() }
         #expect(writes.order.withLock { $0 } == [1, 2, 3, 4, 5])
+        #expect(!host.isSavingRegistrations)
+        // The queue emptied ended the writer's turn: the next write starts another.
+        #expect(host.queueRegistrationSave {})
+        #expect(host.abandonRegistrationSaves() == 1)
+        #expect(!host.isSavingRegistrations)
     }
 
     // MARK: Route table

@@ -96,9 +96,11 @@ struct PluginTests {
     static func fixture(
         plugins: [PluginDeclaration] = [declaration],
         accessPolicy: AccessPolicy = .default,
-        pluginCallTimeout: Duration = .seconds(5)
+        pluginCallTimeout: Duration = .seconds(5),
+        onEventLoop: Bool = false
     ) async throws -> EngineFixture {
-        let fixture = try await EngineFixture(accessPolicy: accessPolicy, pluginCallTimeout: pluginCallTimeout)
+        let fixture = try await EngineFixture(
+            accessPolicy: accessPolicy, pluginCallTimeout: pluginCallTimeout, onEventLoop: onEventLoop)
         for plugin in plugins {
             try await fixture.engine.declarePlugin(plugin)
         }
@@ -310,9 +312,11 @@ struct PluginTests {
     }
 
     @Test(
-        "a call the plugin does not answer fails DEADLINE_EXCEEDED at the request's deadline; a late answer is dropped")
-    func tooSlow() async throws {
-        let fixture = try await Self.fixture()
+        "a call the plugin does not answer fails DEADLINE_EXCEEDED at the request's deadline; a late answer is dropped",
+        arguments: [false, true])
+    func tooSlow(onEventLoop: Bool) async throws {
+        // The deadline is a timer of the engine's background jobs, or, on an event loop, the loop's scheduled task.
+        let fixture = try await Self.fixture(onEventLoop: onEventLoop)
         let plugin = try await Self.connectPlugin(fixture)
         let (client, _) = await fixture.connect()
         let response = try await Self.suggest(fixture, from: client, timeoutMs: 100)

@@ -135,6 +135,9 @@ struct Harness {
         let engine = MentoryEngine(
             configuration: .init(serverVersion: "test", daemonUID: 1000, pluginCallTimeout: .seconds(600)),
             executor: loop.executor)
+        // Its background jobs (a plugin's reset, the calls' deadlines) run as the daemon's service would run them.
+        engine.jobs.expectRunner()
+        Task.detached { await engine.jobs.run() }
         try await engine.register(BlobHandler())
         if let plugin { try await engine.declarePlugin(plugin) }
         let channel = NIOAsyncTestingChannel(loop: loop)

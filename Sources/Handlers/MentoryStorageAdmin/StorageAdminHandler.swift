@@ -49,8 +49,8 @@ public struct StorageAdminHandler: MentoryHandler {
     }
 
     public func routes(_ routes: inout HandlerRoutes<Self>) {
-        routes.onAsync(Namespace.backup) { _, call, _ in
-            let reply = try await self.snapshots.create(for: call.connection.id, from: self.target)
+        routes.onAsync(Namespace.backup) { _, call, context in
+            let reply = try await self.snapshots.create(for: call.connection.id, from: self.target, jobs: context.jobs)
             call.logger.notice(
                 "backup snapshot taken: \(reply.diaryEntries) entries, \(reply.bytes) bytes",
                 metadata: ["bytes": "\(reply.bytes)", "entries": "\(reply.diaryEntries)"]
@@ -68,7 +68,12 @@ public struct StorageAdminHandler: MentoryHandler {
 
     public func connectionClosed(_ connection: ConnectionID, context: HandlerContext<Self>) {
         let snapshots = self.snapshots
-        Task { await snapshots.release(connection) }
+        do throws(BackgroundJobs.Refusal) {
+            try context.jobs.submit { await snapshots.release(connection) }
+        } catch {
+            // Refused only at shut-down (or with no runner): close(_:setup:) removes every snapshot then.
+            context.logger.warning("the closed connection's backup snapshot stays until shut-down: \(error)")
+        }
     }
 
     public func close(_ state: consuming State, setup: HandlerSetup) async {
@@ -80,7 +85,8 @@ public struct StorageAdminHandler: MentoryHandler {
 ///
 /// Bounds: at most ``maxSnapshots`` at once (one per connection); each is removed when its
 /// connection reads the last piece, when the connection closes, after ``idleTimeout`` without a
-/// read, or at shut-down. Files left by a daemon that died are removed when this is created.
+/// read, or at shut-down. Files left by a daemon that died are removed when this is created. The idle
+/// timeout is a timer of the daemon's background jobs (``BackgroundJobs``), which the handler passes in.
 public actor BackupSnapshots {
     /// The file names' prefix; nothing else in the directory starts with it.
     public static let filePrefix = ".mentoryd-backup-"
@@ -96,7 +102,7 @@ public actor BackupSnapshots {
         var descriptor: Int32
         var bytes: UInt64
         var lastRead: ContinuousClock.Instant
-        var expiry: Task<Void, Never>?
+        var expiry: BackgroundJobs.Timer?
     }
 
     /// Where snapshots are written: the daemon's private state directory.
@@ -133,10 +139,12 @@ public actor BackupSnapshots {
         for path in self.leftoverFiles(in: directory) { unlink(path) }
     }
 
-    /// Takes a snapshot of `target` for connection `id`, replacing any it already had.
+    /// Takes a snapshot of `target` for connection `id`, replacing any it already had; its idle timeout
+    /// is a timer of `jobs`.
     func create(
         for id: ConnectionID,
-        from target: any StorageBackupTarget
+        from target: any StorageBackupTarget,
+        jobs: BackgroundJobs
     ) async throws(MentoryError) -> Mentory_V1_StorageBackupReply {
         guard !self.pending.contains(id) else {
             throw .conflict("this connection is already taking a backup snapshot")
@@ -178,8 +186,9 @@ public actor BackupSnapshots {
             descriptor: descriptor,
             bytes: UInt64(info.st_size),
             lastRead: .now,
-            expiry: self.scheduleExpiry(of: id)
+            expiry: nil
         )
+        self.scheduleExpiry(of: id, at: .now + self.idleTimeout, jobs: jobs)
         var reply = Mentory_V1_StorageBackupReply()
         reply.bytes = UInt64(info.st_size)
         reply.diaryEntries = UInt32(clamping: entries)
@@ -239,22 +248,22 @@ public actor BackupSnapshots {
     /// How many snapshots exist now.
     public var count: Int { self.snapshots.count }
 
-    private func scheduleExpiry(of id: ConnectionID) -> Task<Void, Never> {
-        let timeout = self.idleTimeout
-        return Task { [weak self] in
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: timeout) } catch { return }
-                guard let self, await self.expireIfIdle(id) else { continue }
-                return
-            }
+    /// Checks at `deadline` whether `id`'s snapshot went unread for the idle timeout. Without a timer
+    /// (`jobs` refused it: shut-down, when close removes every snapshot) the snapshot stays until then.
+    private func scheduleExpiry(of id: ConnectionID, at deadline: ContinuousClock.Instant, jobs: BackgroundJobs) {
+        self.snapshots[id]?.expiry = try? jobs.schedule(at: deadline) { [weak self] in
+            await self?.expireIfIdle(id, jobs: jobs)
         }
     }
 
-    /// Removes `id`'s snapshot if it went unread for the idle timeout; true when it is gone.
-    private func expireIfIdle(_ id: ConnectionID) -> Bool {
-        guard let snapshot = self.snapshots[id] else { return true }
-        guard ContinuousClock.now - snapshot.lastRead >= self.idleTimeout else { return false }
+    /// Removes `id`'s snapshot if it went unread for the idle timeout; otherwise checks again when it
+    /// would have.
+    private func expireIfIdle(_ id: ConnectionID, jobs: BackgroundJobs) {
+        guard let snapshot = self.snapshots[id] else { return }
+        guard ContinuousClock.now - snapshot.lastRead >= self.idleTimeout else {
+            self.scheduleExpiry(of: id, at: snapshot.lastRead + self.idleTimeout, jobs: jobs)
+            return
+        }
         self.release(id)
-        return true
     }
 }

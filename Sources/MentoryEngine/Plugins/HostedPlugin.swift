@@ -58,11 +58,27 @@ final class HostedPlugin {
         case failed(reason: String, since: Date, connection: ConnectionID)
     }
 
+    /// What fails a forwarded call at its deadline.
+    enum DeadlineTimer {
+        /// A task scheduled on the engine's event loop (the daemon's engine): no task of its own.
+        case scheduled(Scheduled<Void>)
+        /// A timer of the engine's background jobs (an engine on another executor).
+        case job(BackgroundJobs.Timer)
+
+        /// Cancels the timer: the call is not failed at its deadline. Idempotent.
+        func cancel() {
+            switch self {
+            case .scheduled(let scheduled): scheduled.cancel()
+            case .job(let timer): timer.cancel()
+            }
+        }
+    }
+
     /// A call forwarded to the plugin and not answered yet.
     struct PendingCall {
         var continuation: CheckedContinuation<Data, any Error>
         /// Fails the call at its deadline; cancelled when the answer comes first.
-        var timer: Task<Void, Never>
+        var timer: DeadlineTimer
         /// `method`, or `snapshot(topic)`, for messages.
         var label: String
         /// The call it forwards, for the plugin's calls on that caller's behalf (`plugin.call`); `nil` for a snapshot.

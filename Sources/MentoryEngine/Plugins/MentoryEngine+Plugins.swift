@@ -234,9 +234,12 @@ extension MentoryEngine {
                 "methods": "\(info.methods.count)", "topics": "\(info.topics.count)",
             ]
         )
-        // Subscribers kept across the plugin's absence get a reset, after this reply is on its way.
+        // Subscribers kept across the plugin's absence get a reset, after this reply is on its way: a
+        // background job, which hops back to this executor once this request has been answered.
         let topics = info.topics.map(\.name)
-        Task { await self.resetSubscribers(of: topics) }
+        self.runInBackground("reset the subscribers of a registered plugin's topics") {
+            await self.resetSubscribers(of: topics)
+        }
         var reply = Mentory_V1_PluginRegisterReply()
         reply.plugin = plugin.declaration.name
         reply.epoch = self.epoch
@@ -247,13 +250,13 @@ extension MentoryEngine {
     /// Keeps `request` as `plugin`'s last registration, for the next start; a failure to write it
     /// is logged and costs only that: the namespace is unknown after a restart until it registers.
     ///
-    /// Written in a task of its own, never on the engine's executor (the event loop, which an
+    /// Written by a background job (``jobs``), never on the engine's executor (the event loop, which an
     /// `fsync` must not block), after the registration written before it.
     private func saveRegistration(_ request: Mentory_V1_PluginRegisterRequest, of plugin: HostedPlugin) {
         guard let files = self.configuration.pluginRegistrations else { return }
         let name = plugin.declaration.name
         let logger = self.logger
-        self.registry.plugins.saveRegistration {
+        let startsWriter = self.registry.plugins.queueRegistrationSave {
             do {
                 try files.save(request, for: name)
             } catch {
@@ -262,6 +265,26 @@ extension MentoryEngine {
                     metadata: ["plugin": "\(name)", "error": "\(error)"])
             }
         }
+        guard startsWriter else { return }
+        do throws(BackgroundJobs.Refusal) {
+            try self.jobs.submit { await self.writeRegistrations() }
+        } catch {
+            let dropped = self.registry.plugins.abandonRegistrationSaves()
+            self.logger.error(
+                "plugin registrations not saved: \(error)", metadata: ["plugin": "\(name)", "writes": "\(dropped)"])
+        }
+    }
+
+    /// Writes the queued registrations in turn, off the engine's executor; the one job that does so.
+    @concurrent
+    private nonisolated func writeRegistrations() async {
+        while let save = await self.nextRegistrationSave() {
+            save()
+        }
+    }
+
+    private func nextRegistrationSave() -> (@Sendable () -> Void)? {
+        self.registry.plugins.nextRegistrationSave()
     }
 
     /// Checks what a registration declares against this daemon: its plugin protocol version, its
@@ -502,7 +525,10 @@ extension MentoryEngine {
     ///
     /// Never waits synchronously: the engine serves other requests meanwhile. Fails at once with
     /// UNAVAILABLE when the plugin is not connected or its queue is full, with DEADLINE_EXCEEDED at
-    /// the deadline, and with UNAVAILABLE as soon as the plugin disconnects.
+    /// the deadline (a task scheduled on the event loop, or a timer of ``jobs``), and with UNAVAILABLE as
+    /// soon as the plugin disconnects. A call
+    /// whose deadline no timer can keep is not sent: SHUTTING_DOWN once the jobs stopped, INTERNAL
+    /// when nothing runs them (never in the daemon, which runs them before it serves).
     func forwardToPlugin(
         _ namespace: String,
         method: String,
@@ -551,7 +577,13 @@ extension MentoryEngine {
                 message.caller.gid = credentials.gid
             }
         }
+        // The deadline's timer, taken before the call goes out, so that no call is sent that nothing
+        // would fail at its deadline.
+        let timer = try self.deadlineTimer(at: deadline, plugin: plugin, label: label) {
+            engine in engine.expirePluginCall(namespace, callID: callID, milliseconds: Int(timeout))
+        }
         guard connection.sink.deliver(pluginCall: message) else {
+            timer.cancel()
             self.logger.warning(
                 "plugin queue full; call refused: '\(plugin.declaration.name)' is not taking \(label) (it may be hung)",
                 metadata: ["plugin": "\(plugin.declaration.name)", "method": "\(label)"])
@@ -560,13 +592,39 @@ extension MentoryEngine {
                     + " (its queue is full at limits.maxOutboundBytes); it may be hung")
         }
         return try await withCheckedThrowingContinuation { continuation in
-            let timer = Task {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                guard !Task.isCancelled else { return }
-                self.expirePluginCall(namespace, callID: callID, milliseconds: Int(timeout))
-            }
             plugin.pending[callID] = HostedPlugin.PendingCall(
                 continuation: continuation, timer: timer, label: label, caller: call)
+        }
+    }
+
+    /// A timer that runs `expire` on this engine at `deadline`: a task scheduled on the engine's event loop
+    /// when the engine runs on one (the daemon's: no task of its own, and cheap), else a timer of ``jobs``.
+    ///
+    /// Throws, and nothing is scheduled, when the jobs refuse the timer: SHUTTING_DOWN once they stopped,
+    /// INTERNAL when nothing runs them.
+    private func deadlineTimer(
+        at deadline: ContinuousClock.Instant,
+        plugin: HostedPlugin,
+        label: String,
+        _ expire: @escaping @Sendable (isolated MentoryEngine) -> Void
+    ) throws -> HostedPlugin.DeadlineTimer {
+        if let loop = self.eventLoop, loop.inEventLoop {
+            let remaining = deadline - .now
+            let nanoseconds =
+                remaining.components.seconds * 1_000_000_000 + remaining.components.attoseconds / 1_000_000_000
+            // Run on the loop, which is this engine's executor: isolated to it already.
+            let scheduled = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds))) {
+                self.assumeIsolated { expire($0) }
+            }
+            return .scheduled(scheduled)
+        }
+        do throws(BackgroundJobs.Refusal) {
+            return .job(try self.jobs.schedule(at: deadline) { await expire(self) })
+        } catch {
+            self.logger.error(
+                "a plugin call was not sent: its deadline cannot be kept: \(error)",
+                metadata: ["plugin": "\(plugin.declaration.name)", "method": "\(label)"])
+            throw error.reason == .stopped ? MentoryError.shuttingDown : MentoryError.internal("\(error)")
         }
     }
 

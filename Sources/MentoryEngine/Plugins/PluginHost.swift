@@ -14,7 +14,7 @@ import MentoryWire
 /// - a namespace is declared once, and ``declared`` lists the plugins in declaration order;
 /// - a connection serves at most one plugin, and a connection serving a plugin is the one that plugin's
 ///   state names as connected (``connect(_:on:since:)``, ``disconnect(_:since:)``);
-/// - each registration write starts after the one before it has ended (``saveRegistration(_:)``).
+/// - each registration write starts after the one before it has ended (``queueRegistrationSave(_:)``).
 struct PluginHost {
     /// The declared plugins, by namespace.
     private var plugins: [String: HostedPlugin] = [:]
@@ -22,9 +22,13 @@ struct PluginHost {
     private var order: [String] = []
     /// The namespace each registered plugin's connection serves.
     private var servedBy: [ConnectionID: String] = [:]
-    /// The newest write of a plugin's registration; each waits for the one before, so they land in order,
-    /// and shut-down waits for the last.
-    private(set) var lastRegistrationSave: Task<Void, Never>?
+    /// Writes of plugins' registrations asked for and not started yet, oldest first. One background job
+    /// at a time writes them, in turn, so they land in order (``queueRegistrationSave(_:)``).
+    private var unsavedRegistrations: [@Sendable () -> Void] = []
+    /// Whether a background job is writing registrations now.
+    private(set) var isSavingRegistrations = false
+    /// Who waits for every write asked for to have ended (shut-down, ``waitForRegistrationSaves()``).
+    private var registrationSaveWaiters: [CheckedContinuation<Void, Never>] = []
     /// Connections whose registration was refused because no plugin declared the namespace they asked for, with
     /// that namespace: each is closed once a reload declares it, so that its plugin registers again at once.
     private var awaitingDeclaration: [ConnectionID: String] = [:]
@@ -109,13 +113,43 @@ struct PluginHost {
         return plugin
     }
 
-    /// Writes a registration with `save` in a task of its own, after the write before it; shut-down waits
-    /// for the last one (``lastRegistrationSave``).
-    mutating func saveRegistration(_ save: @escaping @Sendable () -> Void) {
-        let previous = self.lastRegistrationSave
-        self.lastRegistrationSave = Task.detached {
-            await previous?.value
-            save()
+    /// Queues `save`, a write of a registration, after those asked for before it. Returns true when no
+    /// job writes registrations now: the caller then starts one, which takes the writes in turn with
+    /// ``nextRegistrationSave()``.
+    mutating func queueRegistrationSave(_ save: @escaping @Sendable () -> Void) -> Bool {
+        self.unsavedRegistrations.append(save)
+        guard !self.isSavingRegistrations else { return false }
+        self.isSavingRegistrations = true
+        return true
+    }
+
+    /// The next write for the writing job, oldest first; `nil` when there is none left, which ends the
+    /// job's turn (the next queued write starts another) and wakes who waits for the writes.
+    mutating func nextRegistrationSave() -> (@Sendable () -> Void)? {
+        if !self.unsavedRegistrations.isEmpty {
+            return self.unsavedRegistrations.removeFirst()
+        }
+        self.isSavingRegistrations = false
+        let waiters = self.registrationSaveWaiters
+        self.registrationSaveWaiters = []
+        for waiter in waiters { waiter.resume() }
+        return nil
+    }
+
+    /// Drops the writes not started: no job could be started to write them. Wakes who waits for them.
+    mutating func abandonRegistrationSaves() -> Int {
+        let dropped = self.unsavedRegistrations.count
+        self.unsavedRegistrations = []
+        _ = self.nextRegistrationSave()
+        return dropped
+    }
+
+    /// Records a wait for every write asked for to end; resumed at once when none is under way.
+    mutating func awaitRegistrationSaves(_ waiter: CheckedContinuation<Void, Never>) {
+        if self.isSavingRegistrations {
+            self.registrationSaveWaiters.append(waiter)
+        } else {
+            waiter.resume()
         }
     }
 
