@@ -26,23 +26,24 @@ import SwiftProtobuf
 /// find out why, and raise the budget (with the new measured figure in its comment) only if that is intended.
 /// Lower it when a change makes a path cheaper, so the guard keeps its grip.
 enum AllocationBudget {
-    /// `session.ping`, frame in to frame out through `ConnectionHandler`: measured 9.0 (10.0 while the end-of-tick
-    /// flush made its closure each tick, 13.0 while each flush took a promise and a callback to learn when the
-    /// kernel had taken its bytes).
-    static let ping = 10.0
+    /// `session.ping`, frame in to frame out through `ConnectionHandler`: measured 7.0 (9.0 while each read entered
+    /// the engine through `assumeIsolated`, 10.0 while the end-of-tick flush made its closure each tick, 13.0 while
+    /// each flush took a promise and a callback to learn when the kernel had taken its bytes).
+    static let ping = 8.0
     /// `session.ping` pipelined, 16 requests to a read: their replies share one buffer and one flush. Measured
-    /// 0.6875 (11 allocations a read; 0.75 while the end-of-tick flush made its closure each tick, 2.81 before
-    /// replies after a tick's first were written straight into the connection's coalescing buffer, each `Empty`
-    /// reply having cost a buffer of its own, and 0.94 with a promise per flush). The headroom is about two
-    /// allocations a read.
-    static let pipelinedPing = 0.8
-    /// `reachability.get` (a handler route answered without suspending, one peer known): measured 12.0 (13.0
-    /// while the end-of-tick flush made its closure each tick, 16.0 with a promise per flush).
-    static let reachabilityGet = 13.5
-    /// `tick.publish`, answered and its event delivered to one subscriber: measured 11.0 (12.0 while SwiftProtobuf
-    /// encoded the event's frame, through an array of its own; 13.0 while the end-of-tick flush made its closure
-    /// each tick, 19.0 with a promise per flush).
-    static let publishToOneSubscriber = 12.5
+    /// 0.5625 (9 allocations a read; 0.6875 with `assumeIsolated` per read, 0.75 while the end-of-tick flush made
+    /// its closure each tick, 2.81 before replies after a tick's first were written straight into the connection's
+    /// coalescing buffer, each `Empty` reply having cost a buffer of its own, and 0.94 with a promise per flush).
+    /// The headroom is about two allocations a read.
+    static let pipelinedPing = 0.7
+    /// `reachability.get` (a handler route answered without suspending, one peer known): measured 10.0 (12.0
+    /// with `assumeIsolated` per read, 13.0 while the end-of-tick flush made its closure each tick, 16.0 with a
+    /// promise per flush).
+    static let reachabilityGet = 11.5
+    /// `tick.publish`, answered and its event delivered to one subscriber: measured 9.0 (11.0 with `assumeIsolated`
+    /// per read, 12.0 while SwiftProtobuf encoded the event's frame, through an array of its own; 13.0 while the
+    /// end-of-tick flush made its closure each tick, 19.0 with a promise per flush).
+    static let publishToOneSubscriber = 10.5
     /// Each further subscriber of an event (the same encoded frame written to one more connection, flushed
     /// by the loop's shared end-of-tick flush): measured 0.0 (3.0 with a promise per flush). Half an
     /// allocation: one per subscriber would fail it.

@@ -26,6 +26,9 @@ import NIOCore
 /// (``MentoryEngine/settle(_:route:code:replyBytes:started:)``).
 /// `respond(to:from:received:queued:)`, `call(_:_:body:for:from:)` and `sendState(of:to:kind:generation:)` are
 /// thin callers; nothing else calls a route's answer, a handler's `respond` or `snapshot`, or forwards to a plugin.
+/// A client's request passes the gate's request case in its lean form,
+/// ``MentoryEngine/dispatch(_:from:received:answerNow:)``: the same checks, with no ``Dispatch/Work`` built for
+/// a request answered at once.
 enum Dispatch {
     /// What passes the gate.
     enum Work {
@@ -100,6 +103,17 @@ enum Dispatch {
         case admitted(Admitted)
     }
 
+    /// What became of a client's request at the gate (``MentoryEngine/dispatch(_:from:received:answerNow:)``): its
+    /// lean form, with no ``Work`` inside unless it was admitted.
+    enum RequestOutcome {
+        /// Answered: the reply, recorded already.
+        case answered(ProtobufBuffer)
+        /// Refused or failed, recorded already.
+        case failed(Failure)
+        /// Admitted, and to be completed with ``MentoryEngine/complete(_:)``.
+        case admitted(Admitted)
+    }
+
     /// An error, mapped once: what its client is told, and what a nested call or a snapshot throws.
     struct Failure {
         /// The error a nested call or a snapshot rethrows.
@@ -138,13 +152,11 @@ extension MentoryEngine {
         received: ContinuousClock.Instant,
         queued: Bool = false
     ) -> RequestOutcome {
-        switch self.dispatch(.request(request, from: id, received: received), answerNow: !queued) {
+        switch self.dispatch(request, from: id, received: received, answerNow: !queued) {
         case .answered(let body):
             return .answered(.success(id: request.id, body: body))
         case .failed(let failure):
             return .answered(.failure(id: request.id, error: failure.wire))
-        case .state, .withheld:
-            return .answered(.failure(id: request.id, error: MentoryError.internal("no reply").wireError))
         case .admitted(let admitted):
             let queuesSnapshots = admitted.route?.queuesSnapshots ?? false
             let task = Task {
@@ -216,35 +228,10 @@ extension MentoryEngine {
         let admitted: Dispatch.Admitted
         switch work {
         case .request(let request, let id, let received):
-            var route: MethodRoute?
-            do {
-                guard !self.registry.isShuttingDown else { throw MentoryError.shuttingDown }
-                guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
-                route = self.route(request.namespace, request.method, for: connection)
-                guard let route else { throw self.unrouted(request, connection: connection) }
-                guard self.gate.allows(connection.context.credentials, through: route) else {
-                    throw self.denied(request, connection: connection)
-                }
-                let call = RequestContext(
-                    requestID: request.id,
-                    method: route.method,
-                    connection: connection.context,
-                    deadline: received + self.timeout(of: request),
-                    logger: self.logger
-                )
-                if answerNow, case .immediate(let answer) = route.answer {
-                    // The hot path: answered here, building nothing more than the call's context.
-                    let reply = try answer(request.body, call)
-                    self.settle(request, from: id, route: route, code: 0, replyBytes: reply.count, started: received)
-                    return .answered(reply)
-                }
-                admitted = Dispatch.Admitted(
-                    work: work, target: .route(route), body: request.body, call: call, sink: connection.sink,
-                    started: received)
-            } catch {
-                let failure = self.failure(error, of: work)
-                self.settle(work, route: route, code: failure.wire.code, replyBytes: 0, started: received)
-                return .failed(failure)
+            switch self.dispatch(request, from: id, received: received, answerNow: answerNow) {
+            case .answered(let reply): return .answered(reply)
+            case .failed(let failure): return .failed(failure)
+            case .admitted(let request): return .admitted(request)
             }
         case .nested(let nested):
             do {
@@ -291,6 +278,59 @@ extension MentoryEngine {
             }
         }
         return .admitted(admitted)
+    }
+
+    /// The gate's entry for a client's request: ``dispatch(_:answerNow:)``'s checks, in the same order, without a
+    /// ``Dispatch/Work`` built for a request answered at once. The engine is not shutting down, the connection
+    /// completed its handshake, a route serves the name, the policy lets the connection through it; then, with
+    /// `answerNow`, a route that does not suspend is answered here, and anything else is handed back admitted, for
+    /// ``complete(_:)``. Errors are mapped by ``failure(_:of:)`` and every call ended here is recorded, as the
+    /// gate's other work is.
+    @inline(__always)
+    func dispatch(
+        _ request: InboundRequest, from id: ConnectionID, received: ContinuousClock.Instant, answerNow: Bool
+    ) -> Dispatch.RequestOutcome {
+        var route: MethodRoute?
+        do {
+            guard !self.registry.isShuttingDown else { throw MentoryError.shuttingDown }
+            guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
+            route = self.route(request.namespace, request.method, for: connection)
+            guard let route else { throw self.unrouted(request, connection: connection) }
+            guard self.gate.allows(connection.context.credentials, through: route) else {
+                throw self.denied(request, connection: connection)
+            }
+            let call = RequestContext(
+                requestID: request.id,
+                method: route.method,
+                connection: connection.context,
+                deadline: received + self.timeout(of: request),
+                logger: self.logger
+            )
+            if answerNow, case .immediate(let answer) = route.answer {
+                // The hot path: answered here, building nothing more than the call's context.
+                let reply = try answer(request.body, call)
+                self.settle(request, from: id, route: route, code: 0, replyBytes: reply.count, started: received)
+                return .answered(reply)
+            }
+            return .admitted(
+                Dispatch.Admitted(
+                    work: .request(request, from: id, received: received), target: .route(route), body: request.body,
+                    call: call, sink: connection.sink, started: received))
+        } catch {
+            return .failed(self.refused(request, from: id, received: received, route: route, error: error))
+        }
+    }
+
+    /// Maps and records the error a request ended with in ``dispatch(_:from:received:answerNow:)``; kept out of
+    /// line, so that the hot path it is inlined into stays small.
+    @inline(never)
+    private func refused(
+        _ request: InboundRequest, from id: ConnectionID, received: ContinuousClock.Instant, route: MethodRoute?,
+        error: any Error
+    ) -> Dispatch.Failure {
+        let failure = self.failure(error, of: .request(request, from: id, received: received))
+        self.settle(request, from: id, route: route, code: failure.wire.code, replyBytes: 0, started: received)
+        return failure
     }
 
     /// Makes the call `admitted` work stands for: its route's answer, its handler's snapshot, or a forward to its
@@ -531,7 +571,8 @@ extension MentoryEngine {
     }
 
     /// Counts a client's request in the request metrics (through `route`'s, when it has one) and shows it to
-    /// monitors.
+    /// monitors. Inlined into the request's hot path.
+    @inline(__always)
     private func settle(
         _ request: InboundRequest, from id: ConnectionID, route: MethodRoute?, code: UInt32, replyBytes: Int,
         started: ContinuousClock.Instant
