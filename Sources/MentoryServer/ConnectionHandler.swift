@@ -35,9 +35,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var outbound = OutboundFrameBuffer()
     private var context: ChannelHandlerContext?
 
-    /// Frames up to this size are coalesced; larger ones are written as they are.
-    static let maxCoalescedFrameBytes = OutboundFrameBuffer.maxFrameBytes
-
     init(
         engine: MentoryEngine,
         id: ConnectionID,
@@ -167,17 +164,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Handles the whole frames read, in order, while there is room, isolated to the engine.
-    ///
-    /// The engine's executor is this channel's event loop (``handlerAdded(context:)`` checks it once), so being on
-    /// the loop is being isolated to the engine. This asserts the first (a thread-local read) and enters the
-    /// engine as `Actor.assumeIsolated` does, by calling an isolated function as a non-isolated one, but with a
-    /// function of no captures: `assumeIsolated` costs two allocations and an executor check on every read.
+    /// Handles the whole frames read, in order, while there is room, isolated to the engine: entered as
+    /// `Actor.assumeIsolated` does, minus its two allocations and executor check per read.
     private func handlePendingFrames() {
         guard let context = self.context else { return }
         context.eventLoop.preconditionInEventLoop()
         self.inbound.startBatch()
         defer { self.inbound.startBatch() }
+        // SAFETY: the daemon's one unchecked isolation. Calling the engine-isolated function as a non-isolated one is
+        // sound on the engine's executor alone: handlerAdded's preconditionIsolated proved it is this channel's loop
+        // (a channel keeps its loop), and preconditionInEventLoop, in release too, that we are on it; nothing escapes.
         let isolated: (isolated MentoryEngine, ConnectionHandler) -> Void = { $1.handlePendingFrames($0) }
         unsafeBitCast(isolated, to: ((MentoryEngine, ConnectionHandler) -> Void).self)(self.engine, self)
     }
@@ -437,11 +433,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
         context.channel.close(after: written.futureResult, drainSeconds: seconds, logger: self.logger)
         self.sendConnectionError(error, closing: true, promise: written)
         self.flushIfNeeded()
-    }
-
-    /// The server is stopping: a closing `SHUTTING_DOWN` error, then close within the drain deadline.
-    func shutDown() {
-        self.failConnection(.shuttingDown)
     }
 
     /// Tells the engine this connection is gone (the state machine says when: once, if it was attached).

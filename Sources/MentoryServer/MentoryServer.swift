@@ -233,7 +233,7 @@ public final class MentoryServer: Service {
         return eventLoop.flatSubmit {
             for channel in tracker.value.open.values {
                 if let handler = try? channel.pipeline.syncOperations.handler(type: ConnectionHandler.self) {
-                    handler.shutDown()
+                    handler.failConnection(.shuttingDown)
                 } else {
                     channel.close(promise: nil)
                 }

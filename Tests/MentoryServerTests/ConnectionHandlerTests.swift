@@ -465,7 +465,7 @@ struct ConnectionHandlerTests {
         let harness = try await Harness()
         try await harness.handshake()
         let writesBefore = try await harness.peer { $0.writes }
-        let large = ConnectionHandler.maxCoalescedFrameBytes * 2
+        let large = OutboundFrameBuffer.maxFrameBytes * 2
         try await harness.send([
             Harness.request(1, "session", "ping"), Harness.blob(2, bytes: large), Harness.request(3, "session", "ping"),
         ])
@@ -615,8 +615,8 @@ struct ConnectionHandlerTests {
         let channel = harness.channel
         try await harness.channel.testingEventLoop.executeInContext {
             let handler = try channel.pipeline.syncOperations.handler(type: ConnectionHandler.self)
-            handler.shutDown()
-            handler.shutDown()
+            handler.failConnection(.shuttingDown)
+            handler.failConnection(.shuttingDown)
         }
         await harness.channel.testingEventLoop.run()
         let closing = try await harness.received()
