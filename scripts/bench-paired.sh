@@ -75,19 +75,8 @@ workloads=(1x1 50x1 1x16 50x16)
 log() { echo "bench-paired: $*" >&2; }
 
 tmp=$(mktemp -d /tmp/mentory-paired.XXXXXX)
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    if [ "$keep" = 1 ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/lib/bench-cleanup.sh
+. "$root/scripts/lib/bench-cleanup.sh"
 
 cflags=(-O2 -Wall -Wextra)
 loadgen_src="$root/Benchmarks/loadgen"

@@ -130,19 +130,8 @@ done
 tmp=$(mktemp -d /tmp/mentory-bench.XXXXXX)
 bin="$tmp/bin"
 mkdir -p "$bin" "$tmp/results"
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    if [ "$keep" = 1 ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/lib/bench-cleanup.sh
+. "$root/scripts/lib/bench-cleanup.sh"
 
 # Every command that produces a figure is written here once, printed at the end.
 note() { printf '%s\n' "$*" >>"$tmp/commands.txt"; }

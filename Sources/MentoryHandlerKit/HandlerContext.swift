@@ -52,22 +52,6 @@ public struct HandlerContext<Handler: MentoryHandler> {
             caller: nil, jobs: .unavailable)
     }
 
-    /// Creates a context whose ``call(_:_:for:)`` goes through `caller`, with no background jobs
-    /// (``jobs`` refuses every job).
-    package init(
-        state: Handler.State,
-        config: ConfigReader,
-        logger: Logger,
-        clock: any SessionClock,
-        settings: GlobalSettings,
-        publisher: @escaping (_ topic: String, _ body: Data) -> Void,
-        caller: NamespaceCaller?
-    ) {
-        self.init(
-            state: state, config: config, logger: logger, clock: clock, settings: settings, publisher: publisher,
-            caller: caller, jobs: .unavailable)
-    }
-
     /// Creates a context whose ``call(_:_:for:)`` goes through `caller` and whose background jobs are `jobs`.
     package init(
         state: Handler.State,

@@ -73,12 +73,12 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package private(set) var settings: GlobalSettings
     private let publisher: (String, Data) -> Void
     private let caller: NamespaceCaller?
-    private var jobs: BackgroundJobs = .unavailable
+    private let jobs: BackgroundJobs
     private let routes: [String: HandlerRoutes<Handler>.Route]
     private let snapshots: [String: HandlerRoutes<Handler>.TakeSnapshot<Data>]
 
-    /// Hosts `handler`, already opened into `state`, with no background jobs (its context's
-    /// ``HandlerContext/jobs`` refuses every job).
+    /// Hosts `handler`, already opened into `state`; its calls' contexts submit background work to `jobs` (by
+    /// default none: ``HandlerContext/jobs`` refuses every job).
     ///
     /// Throws ``MentoryError/internal(_:)`` naming every method or topic of the namespace that the
     /// handler's routes leave unanswered.
@@ -90,7 +90,8 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         clock: any SessionClock,
         settings: GlobalSettings = GlobalSettings(),
         publisher: @escaping (String, Data) -> Void,
-        caller: NamespaceCaller? = nil
+        caller: NamespaceCaller? = nil,
+        jobs: BackgroundJobs = .unavailable
     ) throws(MentoryError) {
         var routes = HandlerRoutes<Handler>()
         handler.routes(&routes)
@@ -107,29 +108,9 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         self.settings = settings
         self.publisher = publisher
         self.caller = caller
+        self.jobs = jobs
         self.routes = routes.routes
         self.snapshots = routes.snapshots
-    }
-
-    /// Hosts `handler`, already opened into `state`; its calls' contexts submit background work to `jobs`.
-    ///
-    /// Throws ``MentoryError/internal(_:)`` naming every method or topic of the namespace that the
-    /// handler's routes leave unanswered.
-    package convenience init(
-        _ handler: Handler,
-        state: Handler.State,
-        config: ConfigReader,
-        logger: Logger,
-        clock: any SessionClock,
-        settings: GlobalSettings,
-        publisher: @escaping (String, Data) -> Void,
-        caller: NamespaceCaller?,
-        jobs: BackgroundJobs
-    ) throws(MentoryError) {
-        try self.init(
-            handler, state: state, config: config, logger: logger, clock: clock, settings: settings,
-            publisher: publisher, caller: caller)
-        self.jobs = jobs
     }
 
     package var namespace: String { Handler.Namespace.name }
