@@ -54,7 +54,13 @@ struct OutboundFrameBuffer {
             self.isOwned = false
             return
         }
-        self.appendOwned(reserving: frame.readableBytes) { $0.writeImmutableBuffer(frame) }
+        self.appendOwned(reserving: frame.readableBytes) { Self.copy(frame, into: &$0) }
+    }
+
+    /// Copies `frame`'s readable bytes to the end of `buffer` through its bytes: `writeImmutableBuffer` also
+    /// moves the reader index of a copy of `frame`, about 20 instructions more per event delivered.
+    private static func copy(_ frame: ByteBuffer, into buffer: inout ByteBuffer) {
+        _ = frame.withUnsafeReadableBytes { buffer.writeBytes($0) }
     }
 
     /// Has `write` add `bytes` bytes straight into the connection's own buffer; at least one frame must
@@ -69,7 +75,7 @@ struct OutboundFrameBuffer {
         if !self.isOwned {
             let first = buffer
             buffer = self.allocator.buffer(capacity: max(Self.initialCapacity, first.readableBytes + bytes))
-            buffer.writeImmutableBuffer(first)
+            Self.copy(first, into: &buffer)
             self.isOwned = true
         }
         write(&buffer)
