@@ -3,18 +3,18 @@ import Synchronization
 
 /// The daemon's background work: jobs that outlive the call that started them, and timers.
 ///
-/// Every job runs as a child task of one runner, ``run()``, so that none escapes the structure that runs
+/// Every job runs as a child task of one runner, `run()`, so that none escapes the structure that runs
 /// it: the daemon runs the runner as a service of its `ServiceGroup`, started before the services that
-/// submit jobs and stopped after them, so that shut-down waits for the jobs. On ``stop()`` the runner
+/// submit jobs and stopped after them, so that shut-down waits for the jobs. On `stop()` the runner
 /// takes no more jobs, lets those it took (and those still queued) finish within ``shutdownDeadline``,
 /// then cancels them and returns once they have ended.
 ///
 /// Jobs wait in a queue of at most ``capacity`` until the runner takes them. A job is refused at once,
 /// with a ``Refusal`` that says why, rather than left to wait for ever:
-/// - when no runner will run them (nobody called ``expectRunner()`` or ``run()``; for instance a
+/// - when no runner will run them (nobody called `expectRunner()` or `run()`; for instance a
 ///   ``HandlerContext`` made by a test);
 /// - when the queue is full;
-/// - after ``stop()``.
+/// - after `stop()`.
 ///
 /// A handler reaches its daemon's jobs through ``HandlerContext/jobs``.
 public final class BackgroundJobs: Sendable {
