@@ -272,9 +272,7 @@ extension MentoryEngine {
                 self.settle(admitted, code: 0, replyBytes: reply.count)
                 return .answered(reply)
             } catch {
-                let failure = self.failure(error, of: work)
-                self.settle(admitted, code: failure.wire.code, replyBytes: 0)
-                return .failed(failure)
+                return self.failed(admitted, with: error)
             }
         }
         return .admitted(admitted)
@@ -336,9 +334,9 @@ extension MentoryEngine {
     /// Makes the call `admitted` work stands for: its route's answer, its handler's snapshot, or a forward to its
     /// plugin; maps its errors (``failure(_:of:)``) and records it.
     func complete(_ admitted: Dispatch.Admitted) async -> Dispatch.Outcome {
-        switch admitted.target {
-        case .route(let route):
-            do {
+        do {
+            switch admitted.target {
+            case .route(let route):
                 let reply: ProtobufBuffer
                 switch route.answer {
                 case .immediate(let answer): reply = try answer(admitted.body, admitted.call!)
@@ -346,13 +344,7 @@ extension MentoryEngine {
                 }
                 self.settle(admitted, code: 0, replyBytes: reply.count)
                 return .answered(reply)
-            } catch {
-                let failure = self.failure(error, of: admitted.work)
-                self.settle(admitted, code: failure.wire.code, replyBytes: 0)
-                return .failed(failure)
-            }
-        case .handlerState(let handler, let topic):
-            do {
+            case .handlerState(let handler, let topic):
                 let state = try await handler.snapshot(of: topic)
                 // Taken on the engine's executor, as a route's answer is, and not interrupted: one that came after
                 // its deadline is not sent, as a late plugin's is not.
@@ -363,24 +355,23 @@ extension MentoryEngine {
                 }
                 self.settle(admitted, code: 0, replyBytes: state.count)
                 return .state(state)
-            } catch {
-                let failure = self.failure(error, of: admitted.work)
-                self.settle(admitted, code: failure.wire.code, replyBytes: 0)
-                return .failed(failure)
-            }
-        case .pluginState(let namespace, let topic):
-            do {
+            case .pluginState(let namespace, let topic):
                 let state = try await self.forwardToPlugin(
                     namespace, method: "", snapshotTopic: topic, body: Data(), call: nil,
                     deadline: self.snapshotDeadline(of: admitted))
                 self.settle(admitted, code: 0, replyBytes: state.count)
                 return .state(state)
-            } catch {
-                let failure = self.failure(error, of: admitted.work)
-                self.settle(admitted, code: failure.wire.code, replyBytes: 0)
-                return .failed(failure)
             }
+        } catch {
+            return self.failed(admitted, with: error)
         }
+    }
+
+    /// Maps the error `admitted` work ended with (``failure(_:of:)``) and records it.
+    private func failed(_ admitted: Dispatch.Admitted, with error: any Error) -> Dispatch.Outcome {
+        let failure = self.failure(error, of: admitted.work)
+        self.settle(admitted, code: failure.wire.code, replyBytes: 0)
+        return .failed(failure)
     }
 
     /// When the state `admitted` work takes must be ready: `limits.requestTimeoutMilliseconds` after it was asked
@@ -493,9 +484,7 @@ extension MentoryEngine {
         case HandlerFailure.deadlineExceeded:
             var milliseconds = 0
             if case .request(let request, _, _) = work {
-                let timeout = self.timeout(of: request)
-                milliseconds = Int(
-                    timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+                milliseconds = Int(Self.milliseconds(self.timeout(of: request)))
             }
             wire =
                 MentoryError.deadlineExceeded(namespace: namespace, method: method, milliseconds: milliseconds)

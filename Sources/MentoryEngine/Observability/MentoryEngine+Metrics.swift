@@ -237,7 +237,7 @@ extension MentoryEngine {
 
 extension Duration {
     /// The duration in whole nanoseconds, saturating.
-    fileprivate var nanoseconds: Int64 {
+    var nanoseconds: Int64 {
         let (seconds, attoseconds) = self.components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         guard !overflow else { return seconds < 0 ? .min : .max }

@@ -609,11 +609,8 @@ extension MentoryEngine {
         _ expire: @escaping @Sendable (isolated MentoryEngine) -> Void
     ) throws -> HostedPlugin.DeadlineTimer {
         if let loop = self.eventLoop, loop.inEventLoop {
-            let remaining = deadline - .now
-            let nanoseconds =
-                remaining.components.seconds * 1_000_000_000 + remaining.components.attoseconds / 1_000_000_000
             // Run on the loop, which is this engine's executor: isolated to it already.
-            let scheduled = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds))) {
+            let scheduled = loop.scheduleTask(in: .nanoseconds(max(0, (deadline - .now).nanoseconds))) {
                 self.assumeIsolated { expire($0) }
             }
             return .scheduled(scheduled)
