@@ -17,8 +17,9 @@ struct Monitor: AsyncParsableCommand {
         abstract: "Show every request, reply and event the daemon handles, live (root only by default).",
         discussion: """
             One line per answered request (the caller's connection, uid, pid and client name, the \
-            method, the result code, the latency and the request and reply sizes) and per published \
-            event (topic, sequence number, size). A monitor that falls behind never slows the daemon: \
+            method, the result code, the latency and the request and reply sizes), per topic state \
+            taken for a subscriber's snapshot or reset (the subscriber, the topic, its publisher, the \
+            result code and the size) and per published event (topic, sequence number, size). A monitor that falls behind never slows the daemon: \
             it loses records and is told how many (a "missed" line). --namespace and --topic narrow \
             what is shown; --json prints one JSON object per line. Runs until interrupted.
             """
