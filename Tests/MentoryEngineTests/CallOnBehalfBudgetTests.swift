@@ -195,19 +195,20 @@ struct CallOnBehalfBudgetTests {
 
     @Test("a plugin's plugin.call runs with its caller's deadline, whatever the plugin's own request says")
     func pluginDeadlineInherited() async throws {
-        let fixture = try await PluginTests.fixture()
+        // The caller's 20 s is room enough however slow the machine (ThreadSanitizer); the plugin's own request
+        // would get the daemon's default of ten minutes, as would a fresh deadline.
+        let fixture = try await PluginTests.fixture(pluginCallTimeout: .seconds(600), requestTimeout: .seconds(600))
         try await fixture.engine.register(InnerProbeHandler())
-        let plugin = try await PluginTests.connectPlugin(fixture)
+        let plugin = try await PluginTests.connectPlugin(fixture, expectedCallTimeoutMs: 600_000)
         let client = await self.attach(fixture, id: 1, sink: BudgetedSink(room: 10))
-        // Long enough to be forwarded however slow the machine (ThreadSanitizer), short of the plugin's 30 s.
-        async let suggested = PluginTests.suggest(fixture, from: client, timeoutMs: 3000)
+        async let suggested = PluginTests.suggest(fixture, from: client, timeoutMs: 20_000)
         let forwarded = try #require(await plugin.sink.nextCall())
-        #expect(forwarded.timeoutMs <= 3000)
+        #expect(forwarded.timeoutMs <= 20_000)
         var request = Mentory_V1_PluginCallRequest()
         request.callID = forwarded.callID
         request.namespace = "inner"
         request.method = "remaining"
-        // The plugin's own request has the default deadline (30 s); the nested call gets the caller's.
+        // The plugin's own request has the default deadline; the nested call gets the caller's.
         let response = try await fixture.send(WireNames.plugin, "call", request, from: plugin.id, id: 2)
         await fixture.engine.pluginReply(try PluginTests.reply(forwarded, content: "done"), from: plugin.id)
         _ = try await suggested
@@ -217,14 +218,15 @@ struct CallOnBehalfBudgetTests {
         }
         let reply = try Mentory_V1_PluginCallReply(serializedBytes: body)
         let left = try Google_Protobuf_Int64Value(serializedBytes: reply.body).value
-        #expect(left > 0 && left <= 3000, "the nested call saw \(left) ms left, of the caller's 3000")
+        #expect(left > 0 && left <= 20_000, "the nested call saw \(left) ms left, of the caller's 20,000")
     }
 
     @Test("a handler's nested call into a plugin is cut at the caller's deadline, not the plugin call timeout")
     func pluginTargetBoundedByCallerDeadline() async throws {
-        let fixture = try await PluginTests.fixture()
+        // Only the caller's deadline may end the call: the plugin call timeout is far off.
+        let fixture = try await PluginTests.fixture(pluginCallTimeout: .seconds(600))
         try await fixture.engine.register(ForwardingHandler())
-        let plugin = try await PluginTests.connectPlugin(fixture)
+        let plugin = try await PluginTests.connectPlugin(fixture, expectedCallTimeoutMs: 600_000)
         let client = await self.attach(fixture, id: 1, sink: BudgetedSink(room: 10))
         async let answered = fixture.engine.respond(
             to: self.request("forward", "suggest", timeoutMs: 3000), from: client)

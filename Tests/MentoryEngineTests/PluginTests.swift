@@ -97,10 +97,12 @@ struct PluginTests {
         plugins: [PluginDeclaration] = [declaration],
         accessPolicy: AccessPolicy = .default,
         pluginCallTimeout: Duration = .seconds(5),
+        requestTimeout: Duration = .seconds(30),
         onEventLoop: Bool = false
     ) async throws -> EngineFixture {
         let fixture = try await EngineFixture(
-            accessPolicy: accessPolicy, pluginCallTimeout: pluginCallTimeout, onEventLoop: onEventLoop)
+            accessPolicy: accessPolicy, pluginCallTimeout: pluginCallTimeout, requestTimeout: requestTimeout,
+            onEventLoop: onEventLoop)
         for plugin in plugins {
             try await fixture.engine.declarePlugin(plugin)
         }
