@@ -180,8 +180,11 @@ struct Daemon {
                 verify: { await stores.verify?() ?? .pending }, logger: logger)
 
             // The engine's background jobs, queued from here on; run by the first service, which
-            // outlives every service that submits them.
-            let jobs = BackgroundJobsService(engine.jobs)
+            // outlives every service that submits them. On shut-down it waits for the requests and
+            // resets still running on the engine first (they may submit jobs), then stops the jobs.
+            let jobs = BackgroundJobsService(engine.jobs) {
+                _ = await engine.finishTasks(within: engine.jobs.shutdownDeadline)
+            }
 
             // Started in this order, stopped last to first: STOPPING=1 goes out first, the watchdog
             // keeps proving liveness until the server has closed every connection, a background
@@ -414,11 +417,12 @@ struct Daemon {
     static let closeDeadline = Duration.seconds(10)
 
     /// How long the group's graceful shutdown may take before it cancels its services: the server's
-    /// drain (`limits.shutdownDrainSeconds`) and its one-second backstop, the background jobs' deadline,
-    /// closing the handlers and the store, stopping the event loop, and a second to spare. systemd's
-    /// `TimeoutStopSec=` (30 s in the shipped units) stays the outer bound.
+    /// drain (`limits.shutdownDrainSeconds`) and its one-second backstop, the engine's tasks (their deadline
+    /// before and after their cancellation), the background jobs' deadline, closing the handlers and the
+    /// store, stopping the event loop, and a second to spare. systemd's `TimeoutStopSec=` (30 s in the
+    /// shipped units) stays the outer bound.
     static func gracefulShutdownDeadline(drainSeconds: Int) -> Duration {
-        .seconds(drainSeconds + 1) + BackgroundJobs.defaultShutdownDeadline + closeDeadline * 2 + .seconds(5)
+        .seconds(drainSeconds + 1) + BackgroundJobs.defaultShutdownDeadline * 3 + closeDeadline * 2 + .seconds(5)
             + .seconds(1)
     }
 

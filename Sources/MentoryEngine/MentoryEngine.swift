@@ -140,6 +140,8 @@ public actor MentoryEngine {
     var observers = EngineObservers()
     /// The access policy in force, and the rate limit of the denials logged.
     private(set) var gate: AccessGate
+    /// The tasks running requests and resets that suspend, waited for on shut-down.
+    var tasks = EngineTasks()
 
     /// The daemon-wide settings handlers see now: ``Configuration/handlerSettings`` until a reload replaces them.
     package var handlerSettings: GlobalSettings { self.registry.handlerSettings }

@@ -196,7 +196,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             switch ClientMessage(frame: next.frame) {
             case .request(let request): self.handleRequest(request, engine)
             case .hello(let hello): self.handleHello(hello)
-            case .pluginReply(let reply): self.handlePluginReply(reply)
+            case .pluginReply(let reply): self.handlePluginReply(reply, engine)
             case .malformed(let error): self.sendConnectionError(error, closing: false)
             }
         }
@@ -255,12 +255,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func handlePluginReply(_ reply: Mentory_V1_PluginReply) {
+    private func handlePluginReply(_ reply: Mentory_V1_PluginReply, _ engine: isolated MentoryEngine) {
         if case .refuse(let error) = self.state.pluginReplyReceived() {
             return self.sendConnectionError(error, closing: false)
         }
-        let id = self.id
-        self.onEngine { engine in engine.pluginReply(reply, from: id) }
+        engine.pluginReply(reply, from: self.id)
     }
 
     /// The response to a request, from the engine: sent, and the request's reservations settled.
@@ -380,9 +379,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         let id = self.id
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        self.onEngine { engine in
-            await engine.sinkDrained(id)
-            handler.value.account.release(handler.value.state.resetsTaken(reserved: reserved))
+        self.engine.assumeIsolated { engine in
+            engine.startDrain(id) { handler.value.account.release(handler.value.state.resetsTaken(reserved: reserved)) }
         }
     }
 
@@ -435,14 +433,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.flushIfNeeded()
     }
 
-    /// Tells the engine this connection is gone (the state machine says when: once, if it was attached).
+    /// Tells the engine this connection is gone (the state machine says when: once, if it was attached), once
+    /// what runs now has returned: the engine may be calling this connection's sink.
     private func detach() {
-        let id = self.id
-        self.onEngine { engine in engine.detach(id) }
-    }
-
-    /// Runs `operation` isolated to the engine; its executor is this event loop, so the task starts on it directly.
-    private func onEngine(_ operation: @escaping @Sendable (isolated MentoryEngine) async -> Void) {
-        _ = self.engine.assumeIsolated { engine in Task { await operation(engine) } }
+        let (id, engine) = (self.id, self.engine)
+        guard let loop = self.context?.eventLoop else {
+            return engine.assumeIsolated { engine in engine.detach(id) }
+        }
+        loop.execute { engine.assumeIsolated { engine in engine.detach(id) } }
     }
 }

@@ -72,6 +72,38 @@ struct BackgroundJobsServiceTests {
         #expect(refusal?.reason == .stopped)
     }
 
+    @Test("on shut-down it waits for what must finish first (the engine's tasks), which may still submit jobs")
+    func finishesFirst() async throws {
+        let jobs = BackgroundJobs()
+        let events = Events()
+        let service = BackgroundJobsService(jobs) {
+            events.append("finishing first")
+            // What a request finishing at shut-down does: the jobs have not stopped, so this runs.
+            do {
+                try jobs.submit { events.append("job ran") }
+            } catch {
+                events.append("refused: \(error)")
+            }
+        }
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: service),
+                    .init(service: SubmittingService(jobs: jobs, events: events)),
+                ],
+                logger: Logger(label: "test")))
+        try await withThrowingDiscardingTaskGroup { tasks in
+            tasks.addTask { try await group.run() }
+            for await _ in events.started {}
+            await group.triggerGracefulShutdown()
+        }
+        let list = events.list.withLock { $0 }
+        #expect(list.filter { $0.hasPrefix("refused") }.isEmpty, "\(list)")
+        #expect(list.firstIndex(of: "submitter stopped")! < list.firstIndex(of: "finishing first")!, "\(list)")
+        #expect(list.filter { $0 == "job ran" }.count == 2, "\(list)")
+        #expect(jobs.isStopped)
+    }
+
     @Test("a job submitted before the group runs the service waits in the queue, rather than being refused")
     func queuedBeforeStart() async throws {
         let jobs = BackgroundJobs()

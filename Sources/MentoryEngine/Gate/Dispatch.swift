@@ -141,8 +141,9 @@ extension MentoryEngine {
     /// the engine for every request, whatever namespace it names.
     ///
     /// A route that does not suspend is answered here, with no task, unless the request is `queued` behind
-    /// others still in flight, which it must not overtake; any other runs as a task. Every failure becomes an
-    /// error response. Nothing here closes the connection.
+    /// others still in flight, which it must not overtake; any other runs as one of the engine's tasks
+    /// (``EngineTasks``, waited for on shut-down). Every failure becomes an error response. Nothing here closes
+    /// the connection.
     ///
     /// The server calls this on the event loop, which is the engine's executor: a request answered at
     /// once costs no task and no hop, and a suspended one's task cannot start before the caller returns.
@@ -159,7 +160,9 @@ extension MentoryEngine {
             return .answered(.failure(id: request.id, error: failure.wire))
         case .admitted(let admitted):
             let queuesSnapshots = admitted.route?.queuesSnapshots ?? false
+            let taskID = self.tasks.reserve()
             let task = Task {
+                defer { self.tasks.ended(taskID) }
                 let response: OutboundResponse =
                     switch await self.complete(admitted) {
                     case .answered(let body): .success(id: request.id, body: body)
@@ -171,6 +174,7 @@ extension MentoryEngine {
                 admitted.sink?.answer(response)
                 return response
             }
+            self.tasks.started(taskID, task)
             return .suspended(task, queuesSnapshots: queuesSnapshots)
         }
     }
