@@ -50,22 +50,24 @@ private struct SubmittingService: Service {
 
 @Suite("The background jobs' service", .timeLimit(.minutes(1)))
 struct BackgroundJobsServiceTests {
+    /// Runs the jobs' service and then the submitter in a group, which shuts down gracefully once the submitter
+    /// started.
+    private static func runThenShutDown(_ service: BackgroundJobsService, _ submitter: SubmittingService) async throws {
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: service), .init(service: submitter)], logger: Logger(label: "test")))
+        try await withThrowingDiscardingTaskGroup { tasks in
+            tasks.addTask { try await group.run() }
+            for await _ in submitter.events.started {}
+            await group.triggerGracefulShutdown()
+        }
+    }
+
     @Test("started first, it outlives the services that submit jobs: a job submitted as they stop still runs")
     func outlivesSubmitters() async throws {
         let jobs = BackgroundJobs()
         let events = Events()
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [
-                    .init(service: BackgroundJobsService(jobs)),
-                    .init(service: SubmittingService(jobs: jobs, events: events)),
-                ],
-                logger: Logger(label: "test")))
-        try await withThrowingDiscardingTaskGroup { tasks in
-            tasks.addTask { try await group.run() }
-            for await _ in events.started {}
-            await group.triggerGracefulShutdown()
-        }
+        try await Self.runThenShutDown(BackgroundJobsService(jobs), SubmittingService(jobs: jobs, events: events))
         #expect(events.list.withLock { $0 } == ["submitter started", "submitter stopped", "job ran"])
         #expect(jobs.isStopped)
         let refusal = #expect(throws: BackgroundJobs.Refusal.self) { try jobs.submit {} }
@@ -85,18 +87,7 @@ struct BackgroundJobsServiceTests {
                 events.append("refused: \(error)")
             }
         }
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [
-                    .init(service: service),
-                    .init(service: SubmittingService(jobs: jobs, events: events)),
-                ],
-                logger: Logger(label: "test")))
-        try await withThrowingDiscardingTaskGroup { tasks in
-            tasks.addTask { try await group.run() }
-            for await _ in events.started {}
-            await group.triggerGracefulShutdown()
-        }
+        try await Self.runThenShutDown(service, SubmittingService(jobs: jobs, events: events))
         let list = events.list.withLock { $0 }
         #expect(list.filter { $0.hasPrefix("refused") }.isEmpty, "\(list)")
         #expect(list.firstIndex(of: "submitter stopped")! < list.firstIndex(of: "finishing first")!, "\(list)")

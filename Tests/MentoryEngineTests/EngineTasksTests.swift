@@ -66,18 +66,27 @@ struct EngineTasksTests {
         return InboundRequest(request)
     }
 
-    @Test("finishTasks waits for a request still running, which then answers")
-    func waitsForRequests() async throws {
-        let holds = Holds()
+    /// Starts `hold.<method>` on a new engine and returns once its handler runs.
+    private static func held(
+        _ method: String, _ holds: Holds
+    ) async throws -> (EngineFixture, Task<OutboundResponse, Never>) {
         let fixture = try await EngineFixture()
         try await fixture.engine.register(HoldHandler(holds: holds))
         let (client, _) = await fixture.connect()
-        let outcome = await fixture.engine.respond(to: Self.request("release"), from: client, received: .now)
+        let outcome = await fixture.engine.respond(to: Self.request(method), from: client, received: .now)
         guard case .suspended(let task, _) = outcome else {
-            Issue.record("hold.release did not suspend: \(outcome)")
-            return
+            throw HeldCallError(message: "hold.\(method) did not suspend: \(outcome)")
         }
         for await _ in holds.started { break }
+        return (fixture, task)
+    }
+
+    private struct HeldCallError: Error { var message: String }
+
+    @Test("finishTasks waits for a request still running, which then answers")
+    func waitsForRequests() async throws {
+        let holds = Holds()
+        let (fixture, task) = try await Self.held("release", holds)
         async let left = fixture.engine.finishTasks(within: .seconds(600))
         holds.release()
         #expect(await left == 0, "every task ended before the deadline")
@@ -88,15 +97,7 @@ struct EngineTasksTests {
     @Test("a request that outlives the deadline is cancelled, and waited for")
     func cancelsStragglers() async throws {
         let holds = Holds()
-        let fixture = try await EngineFixture()
-        try await fixture.engine.register(HoldHandler(holds: holds))
-        let (client, _) = await fixture.connect()
-        let outcome = await fixture.engine.respond(to: Self.request("forever"), from: client, received: .now)
-        guard case .suspended(let task, _) = outcome else {
-            Issue.record("hold.forever did not suspend: \(outcome)")
-            return
-        }
-        for await _ in holds.started { break }
+        let (fixture, task) = try await Self.held("forever", holds)
         // The first wait runs out (nothing releases the call); its cancellation ends it within the second.
         #expect(await fixture.engine.finishTasks(within: .milliseconds(50)) == 0)
         #expect(holds.cancelled.load(ordering: .relaxed) == 1)
