@@ -419,8 +419,8 @@ struct Daemon {
     /// How long the group's graceful shutdown may take before it cancels its services: the server's
     /// drain (`limits.shutdownDrainSeconds`) and its one-second backstop, the engine's tasks (their deadline
     /// before and after their cancellation), the background jobs' deadline, closing the handlers and the
-    /// store, stopping the event loop, and a second to spare. systemd's `TimeoutStopSec=` (30 s in the
-    /// shipped units) stays the outer bound.
+    /// store, stopping the event loop, and a second to spare. systemd's `TimeoutStopSec=` (90 s in the
+    /// shipped units) is longer than this and ``cancellationDeadline`` together.
     static func gracefulShutdownDeadline(drainSeconds: Int) -> Duration {
         .seconds(drainSeconds + 1) + BackgroundJobs.defaultShutdownDeadline * 3 + closeDeadline * 2 + .seconds(5)
             + .seconds(1)
