@@ -27,7 +27,8 @@ struct ShutdownDeadlineTests {
     func unitWaits(for unit: String) throws {
         let defaults = ConfigReader(provider: InMemoryProvider(values: [:]))
         let settings = try DaemonSettings(config: defaults, environment: [:])
-        let longest = Daemon.gracefulShutdownDeadline(drainSeconds: settings.shutdownDrainSeconds)
+        let longest =
+            Daemon.gracefulShutdownDeadline(drainSeconds: settings.shutdownDrainSeconds)
             + Daemon.cancellationDeadline
         #expect(.seconds(try Self.timeoutStop(unit)) >= longest, "\(unit): mentoryd may take \(longest) to stop")
     }
