@@ -66,14 +66,14 @@ struct SubscriptionHub {
     /// Stamps a change of `body` on `topic` with the topic's next sequence number and `epoch`, keeps it in
     /// the topic's ring and returns it; `nil` (keeping nothing) when the topic has no ring.
     mutating func publish(_ body: Data, on topic: String, epoch: UInt64) -> Mentory_V1_Event? {
-        guard self.logs[topic] != nil else { return nil }
         var event = Mentory_V1_Event()
         event.topic = topic
         event.kind = .change
         event.body = body
         event.epoch = epoch
-        // Appended in place: taking the ring out of the dictionary would copy all of it (copy-on-write).
-        return self.logs[topic]!.append(event)
+        // Appended in place, in one look-up of the topic (a publish pays each one, hashing the topic's name):
+        // taking the ring out of the dictionary would copy all of it (copy-on-write).
+        return self.logs[topic]?.append(event)
     }
 
     /// The sequence number of the newest event on `topic`; 0 before its first, or for an unknown topic.
