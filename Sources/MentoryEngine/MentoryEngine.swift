@@ -431,13 +431,13 @@ public actor MentoryEngine {
     /// Handlers reach this only through their ``HandlerContext``, whose types let them name their
     /// own topics and no others.
     func publish(_ body: Data, on topic: String) {
-        guard let event = self.hub.publish(body, on: topic, epoch: self.epoch) else {
+        guard let (event, subscribers) = self.hub.publish(body, on: topic, epoch: self.epoch) else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
             return
         }
         self.metrics.recordPublished(topic)
         if !self.observers.monitors.isEmpty { self.monitorEvent(event) }
-        guard let subscribers = self.hub.deliveries(of: topic) else { return }
+        guard let subscribers else { return }
         // Encoded once, here, for every subscriber.
         let shared = SharedEvent(event)
         for (id, subscriber) in subscribers where subscriber.delivery == .live {

@@ -323,7 +323,7 @@ public struct HostedCallFailure: Error, Sendable, Equatable {
 }
 
 /// Where the harness's host sends what it would send a client: nothing of it is read.
-private struct DiscardingSink: EventSink {
+private final class DiscardingSink: EventSink {
     func answer(_ response: consuming OutboundResponse) {}
     func deliver(_ event: SharedEvent) -> Bool { true }
 }

@@ -278,10 +278,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Delivers an event to the peer, or refuses it (`false`; the engine sends a reset once the queue drains).
     func deliver(_ shared: SharedEvent) -> Bool {
-        let frame = shared.frame
-        let action = self.state.eventReady(frameBytes: frame.readableBytes, payloadLength: shared.payloadLength) {
-            self.account.hasRoom(for: frame.readableBytes, ownReserved: $0)
-        }
+        let (frame, context) = (shared.frame, self.context)
+        let (action, written) = self.state.eventWritten(
+            frameBytes: frame.readableBytes, payloadLength: shared.payloadLength, onChannel: context != nil
+        ) { self.account.hasRoom(for: frame.readableBytes, ownReserved: $0) }
         switch action {
         case .drop: return false
         case .refuseTooLarge:
@@ -296,7 +296,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if waitForBudget { self.waitForBudget() }
             return false
         case .write(let releaseReserved):
-            self.write(frame)
+            if let context, let written {
+                self.countWritten(frame.readableBytes, context: context, counted: written)
+                self.outbound.write(frame, promise: nil, context: context)
+            }
             self.account.release(releaseReserved)
             return true
         }
@@ -343,9 +346,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.outbound.write(frame, promise: promise, context: context)
     }
 
-    /// Counts `bytes` written (in the machine and the uid's account), then schedules the flush or pauses.
-    private func countWritten(_ bytes: Int, context: ChannelHandlerContext) {
-        let action = self.state.frameWritten(bytes: bytes)
+    /// Counts `bytes` written (in the machine, `counted`, and the uid's account), then schedules the flush or pauses.
+    private func countWritten(
+        _ bytes: Int, context: ChannelHandlerContext, counted: ConnectionStateMachine.FrameWrittenAction? = nil
+    ) {
+        let action = counted ?? self.state.frameWritten(bytes: bytes)
         self.account.charge(bytes)
         switch action {
         case .none: break
@@ -437,9 +442,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// what runs now has returned: the engine may be calling this connection's sink.
     private func detach() {
         let (id, engine) = (self.id, self.engine)
-        guard let loop = self.context?.eventLoop else {
-            return engine.assumeIsolated { engine in engine.detach(id) }
-        }
+        guard let loop = self.context?.eventLoop else { return engine.assumeIsolated { engine in engine.detach(id) } }
         loop.execute { engine.assumeIsolated { engine in engine.detach(id) } }
     }
 }

@@ -595,6 +595,18 @@ struct ConnectionStateMachine {
         return action
     }
 
+    /// An event the engine hands over, decided as ``eventReady(frameBytes:payloadLength:uidHasRoom:)`` decides it
+    /// and, when it is written on a channel (`onChannel`), its frame counted as ``frameWritten(bytes:)`` counts it
+    /// (`written`, else `nil`): in one step, so that a delivered event costs its handler one access to the machine
+    /// (every access to a class's stored property is an exclusivity check), not two.
+    mutating func eventWritten(
+        frameBytes: Int, payloadLength: Int, onChannel: Bool, uidHasRoom: (_ ownReserved: Int) -> Bool
+    ) -> (action: EventAction, written: FrameWrittenAction?) {
+        let action = self.eventReady(frameBytes: frameBytes, payloadLength: payloadLength, uidHasRoom: uidHasRoom)
+        guard onChannel, case .write = action else { return (action, nil) }
+        return (action, self.frameWritten(bytes: frameBytes))
+    }
+
     /// Whether events were refused since the engine was last told there is room.
     var eventsRefused: Bool {
         if case .open(let open) = self.state { return open.eventsRefused }

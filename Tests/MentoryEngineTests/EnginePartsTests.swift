@@ -43,7 +43,7 @@ struct EnginePartsTests {
         var hub = self.hub(ringCapacity: 4)
         hub.declare("diary.changed", publishedBy: "diary")
         for index in 1...5 {
-            let event = hub.publish(Data("entry \(index)".utf8), on: "diary.changed", epoch: 7)
+            let event = hub.publish(Data("entry \(index)".utf8), on: "diary.changed", epoch: 7)?.event
             #expect(event?.sequence == UInt64(index))
             #expect(event?.epoch == 7)
             #expect(event?.kind == .change)
@@ -80,7 +80,7 @@ struct EnginePartsTests {
         #expect(hub.topicNames == ["diary.changed"])
         #expect(hub.lastSequence(of: "advisor.tips") == 2)
         hub.declare("advisor.tips", publishedBy: "advisor")
-        #expect(hub.publish(Data("c".utf8), on: "advisor.tips", epoch: 1)?.sequence == 3)
+        #expect(hub.publish(Data("c".utf8), on: "advisor.tips", epoch: 1)?.event.sequence == 3)
         #expect(hub.positions(of: hub.topicNames).map(\.sequence) == [3, 0])
         #expect(hub.checkInvariants(attached: []))
     }

@@ -394,6 +394,29 @@ struct ConnectionStateMachineTests {
         #expect(tooLarge.outboundBytes == 0)
     }
 
+    @Test("eventWritten decides and counts an event as eventReady then frameWritten do; off a channel it counts none")
+    func eventWrittenInOneStep() {
+        var machine = makeOpenMachine()
+        var separate = makeOpenMachine()
+        for bytes in [10, 12, 30] {
+            let step = machine.eventWritten(frameBytes: bytes, payloadLength: bytes - 4, onChannel: true) { _ in true }
+            let decided = event(&separate, bytes: bytes)
+            let counted: ConnectionStateMachine.FrameWrittenAction? =
+                decided == .write(releaseReserved: 0) ? separate.frameWritten(bytes: bytes) : nil
+            #expect(step.action == decided)
+            #expect(step.written == counted)
+            #expect(machine.outboundBytes == separate.outboundBytes)
+            #expect(machine.eventsRefused == separate.eventsRefused)
+        }
+        #expect(machine.outboundBytes == 22, "the 30-byte event was refused: 52 is over 40")
+
+        var offChannel = makeOpenMachine()
+        let step = offChannel.eventWritten(frameBytes: 10, payloadLength: 6, onChannel: false) { _ in true }
+        #expect(step.action == .write(releaseReserved: 0))
+        #expect(step.written == nil)
+        #expect(offChannel.outboundBytes == 0)
+    }
+
     @Test("refused events are reported to the engine once the queue is back to half and the uid has room")
     func eventsDrained() {
         var machine = makeOpenMachine()

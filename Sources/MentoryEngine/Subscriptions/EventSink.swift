@@ -5,7 +5,10 @@ import NIOCore
 /// Where a connection's answers and events go: the transport seam between the engine and a connection.
 ///
 /// The server implements it over a socket; tests implement it in memory.
-public protocol EventSink: Sendable {
+///
+/// Class-bound: the engine keeps one sink per subscription and calls it for every event delivered, and a class
+/// existential is copied with a retain, where any other costs a call through the value's witness table.
+public protocol EventSink: AnyObject, Sendable {
     /// Sends the response to a request that was answered by a task
     /// (``MentoryEngine/RequestOutcome/suspended(_:)``).
     ///

@@ -64,16 +64,25 @@ struct SubscriptionHub {
     // MARK: Events
 
     /// Stamps a change of `body` on `topic` with the topic's next sequence number and `epoch`, keeps it in
-    /// the topic's ring and returns it; `nil` (keeping nothing) when the topic has no ring.
-    mutating func publish(_ body: Data, on topic: String, epoch: UInt64) -> Mentory_V1_Event? {
-        guard self.logs[topic] != nil else { return nil }
+    /// the topic's ring and returns it with how it reaches each subscriber (``deliveries(of:)``); `nil`
+    /// (keeping nothing) when the topic has no ring.
+    ///
+    /// One call for the publish, in place: the engine reading ``deliveries(of:)`` from its stored hub
+    /// would copy the hub (a retain and release of each of its tables) for every publish.
+    mutating func publish(_ body: Data, on topic: String, epoch: UInt64)
+        -> (event: Mentory_V1_Event, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
+    {
+        // One look-up of the topic's name, then the ring appended to in place through its index: the
+        // dictionary's optional subscript would look it up again to write it back, and taking the ring out
+        // of the dictionary would copy all of it (copy-on-write).
+        guard let index = self.logs.index(forKey: topic) else { return nil }
         var event = Mentory_V1_Event()
         event.topic = topic
         event.kind = .change
         event.body = body
         event.epoch = epoch
-        // Appended in place: taking the ring out of the dictionary would copy all of it (copy-on-write).
-        return self.logs[topic]!.append(event)
+        event = self.logs.values[index].append(event)
+        return (event, self.subscriptions.deliveries(of: topic))
     }
 
     /// The sequence number of the newest event on `topic`; 0 before its first, or for an unknown topic.
