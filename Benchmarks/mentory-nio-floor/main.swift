@@ -5,7 +5,7 @@ import NIOPosix
 // mentory-nio-floor - the least a SwiftNIO server must do to serve mentoryd's protocol, for
 // scripts/bench.sh (issue 32's "floor of this design"). A benchmark, not a server.
 //
-//     mentory-nio-floor --socket PATH
+//     mentory-nio-floor --socket PATH [--flush read|tick]
 //
 // NIOPosix's ServerBootstrap on one event loop thread, with the options of mentoryd's
 // (MentoryServer.makeBootstrap): backlog 512, autoRead. One channel handler per connection finds
@@ -13,7 +13,9 @@ import NIOPosix
 // mentoryd would send, encoded once at start; only the request id is copied from each request.
 // No protobuf decoding, no engine, no metrics: what is left is NIO's channel machinery (read,
 // pipeline, write, flush, selector) and a memcpy per reply. The replies of one read go into one
-// buffer, written and flushed once at channelReadComplete, as Redis and NIOEchoServer do.
+// buffer, written and flushed once at channelReadComplete, as NIOEchoServer does (`--flush read`,
+// the default); `--flush tick` instead flushes every connection's buffer once at the end of the
+// event loop's tick (one task per tick, as mentoryd's TickFlusher and Redis's beforeSleep do).
 //
 // Frames (Sources/MentoryWire/Proto/mentory.proto, as captured from mentoryd):
 // - Hello (Envelope field 1): the Welcome mentoryd sends, 304 bytes.
@@ -65,6 +67,32 @@ enum Reply {
 final class Hub {
     var subscribers: [FloorHandler] = []
     var sequence: UInt64 = 0
+    /// `--flush tick`: flush at the end of the tick instead of at each channelReadComplete.
+    var flushAtTickEnd = false
+    /// The connections with replies waiting for the end of the tick.
+    var dirty: [FloorHandler] = []
+    var flushScheduled = false
+
+    /// Hands `handler`'s replies to the socket now, or at the end of the tick.
+    func flush(_ handler: FloorHandler, bound: NIOLoopBound<Hub>) {
+        guard self.flushAtTickEnd else {
+            handler.flushOut()
+            return
+        }
+        self.dirty.append(handler)
+        if !self.flushScheduled {
+            self.flushScheduled = true
+            bound.eventLoop.execute { bound.value.flushAll() }
+        }
+    }
+
+    private func flushAll() {
+        self.flushScheduled = false
+        for handler in self.dirty {
+            handler.flushOut()
+        }
+        self.dirty.removeAll(keepingCapacity: true)
+    }
 }
 
 /// Splits frames and answers them with the pre-encoded replies.
@@ -73,6 +101,7 @@ final class FloorHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let hub: Hub
+    private let bound: NIOLoopBound<Hub>
     /// A partial frame carried to the next read.
     private var cumulation: ByteBuffer?
     /// The replies of the current read (and the events of other connections' reads for a subscriber).
@@ -82,8 +111,9 @@ final class FloorHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var subscribed = false
 
-    init(hub: Hub, allocator: ByteBufferAllocator) {
-        self.hub = hub
+    init(hub: NIOLoopBound<Hub>, allocator: ByteBufferAllocator) {
+        self.hub = hub.value
+        self.bound = hub
         self.out = allocator.buffer(capacity: 4096)
     }
 
@@ -118,9 +148,9 @@ final class FloorHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        self.flushOut()
+        self.hub.flush(self, bound: self.bound)
         for subscriber in self.touched {
-            subscriber.flushOut()
+            self.hub.flush(subscriber, bound: self.bound)
         }
         self.touched.removeAll(keepingCapacity: true)
     }
@@ -206,6 +236,7 @@ final class FloorHandler: ChannelInboundHandler {
         event.writeBuffer(&body)
         event.writeBytes(Reply.eventEpoch)
         for subscriber in self.hub.subscribers {
+            // An empty `out` is not yet listed for a flush this tick (nor in Hub.dirty).
             if subscriber.out.readableBytes == 0, subscriber !== self {
                 self.touched.append(subscriber)
             }
@@ -237,10 +268,11 @@ final class FloorHandler: ChannelInboundHandler {
 
 let arguments = CommandLine.arguments
 guard let flag = arguments.firstIndex(of: "--socket"), arguments.indices.contains(flag + 1) else {
-    print("usage: mentory-nio-floor --socket PATH")
+    print("usage: mentory-nio-floor --socket PATH [--flush read|tick]")
     exit(2)
 }
 let path = arguments[flag + 1]
+let flushAtTickEnd = arguments.firstIndex(of: "--flush").map { arguments.dropFirst($0 + 1).first == "tick" } ?? false
 
 // Room for the fan-out row's 1,000 subscribers, as mentoryd raises its own limit.
 var limit = rlimit()
@@ -253,13 +285,17 @@ unlink(path)
 // One thread, as mentoryd's event loop (MentoryDaemonKit's Daemon).
 let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 let loop = group.next()
-let hub = try loop.submit { NIOLoopBound(Hub(), eventLoop: loop) }.wait()
+let hub = try loop.submit {
+    let hub = Hub()
+    hub.flushAtTickEnd = flushAtTickEnd
+    return NIOLoopBound(hub, eventLoop: loop)
+}.wait()
 let channel = try ServerBootstrap(group: loop)
     .serverChannelOption(.backlog, value: 512)
     .childChannelOption(.autoRead, value: true)
     .childChannelInitializer { channel in
         channel.eventLoop.makeCompletedFuture {
-            let handler = FloorHandler(hub: hub.value, allocator: channel.allocator)
+            let handler = FloorHandler(hub: hub, allocator: channel.allocator)
             try channel.pipeline.syncOperations.addHandler(handler)
         }
     }
