@@ -10,7 +10,7 @@
 #   fanout   events/s delivered to 10, 100, 1000 subscribers (Benchmarks/loadgen/fanout.c)
 #   The request and fan-out rows also time the "NIO floor" (.build/release/mentory-nio-floor):
 #   a SwiftNIO server that only splits frames and sends pre-encoded replies, the floor of a
-#   server built on NIO's channel pipeline; left out when that binary is missing.
+#   server built on NIO's channel pipeline; its cells show — when that binary is missing.
 #   storage  durable diary add/s at 1, 8, 64 writers vs one SQLite txn per entry
 #            (.build/release/mentory-storage-bench)
 #   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present)
