@@ -30,7 +30,7 @@
 # benchmark clients come from .build/release. --no-build uses both as they are; the table's
 # header says whether that mentoryd links the Swift runtime statically. --bin-dir DIR takes
 # mentoryd and mentoryctl from DIR instead and builds nothing, e.g. to compare two commits'
-# builds, each beside Redis, one run after the other.
+# builds, each beside Redis, one run after the other (the NIO floor still from .build/release).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,7 +54,7 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     -h | --help)
-        sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *)
