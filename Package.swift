@@ -418,6 +418,16 @@ let package = Package(
             path: "Benchmarks/mentory-fanout-bench",
             swiftSettings: strictSwift6
         ),
+        // The least a SwiftNIO server must do to serve the protocol, beside mentoryd in scripts/bench.sh.
+        .executableTarget(
+            name: "mentory-nio-floor",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/mentory-nio-floor",
+            swiftSettings: strictSwift6
+        ),
         .target(
             name: "MentoryWireFixtures",
             dependencies: ["MentoryDomain", "MentoryWire"],
