@@ -111,13 +111,19 @@ extension ProtobufBuffer {
     @discardableResult
     public func writeResponseFrame(id: UInt64, into frames: inout ByteBuffer) -> Int {
         let bodyLength = self.count
-        let headerLength = Self.responseHeaderLength(id: id, bodyLength: bodyLength)
-        frames.reserveCapacity(minimumWritableBytes: headerLength + bodyLength)
-        frames.writeWithUnsafeMutableBytes(minimumWritableBytes: headerLength) { storage in
-            Self.putResponseHeaders(into: storage, at: 0, id: id, bodyLength: bodyLength)
+        let frameLength = Self.responseHeaderLength(id: id, bodyLength: bodyLength) + bodyLength
+        // Headers and body through one access to the frames' storage: each of `reserveCapacity`,
+        // `writeWithUnsafeMutableBytes` and `writeImmutableBuffer` checks its uniqueness and capacity again.
+        frames.writeWithUnsafeMutableBytes(minimumWritableBytes: frameLength) { storage in
+            let headers = Self.putResponseHeaders(into: storage, at: 0, id: id, bodyLength: bodyLength)
+            if bodyLength > 0 {
+                self.buffer.withUnsafeReadableBytes { body in
+                    UnsafeMutableRawBufferPointer(rebasing: storage[headers...]).copyMemory(from: body)
+                }
+            }
+            return headers + bodyLength
         }
-        frames.writeImmutableBuffer(self.buffer)
-        return headerLength + bodyLength
+        return frameLength
     }
 
     /// The length prefix and the `Envelope.response`, `Response.id` and `Response.body` headers in front of a
