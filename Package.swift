@@ -12,7 +12,9 @@ let strictSources: [SwiftSetting] = strictSwift6 + [.treatAllWarnings(as: .error
 
 /// The link options of the binaries `scripts/install.sh` ships (and `scripts/bench.sh` times), with the
 /// `ShippedBinaries` trait in a release build on Linux: `swift build -c release --static-swift-stdlib
-/// --traits ShippedBinaries`. Debug, test and sanitizer builds never see them.
+/// --traits ShippedBinaries`. Debug, test and sanitizer builds never see them. The scripts that make that build
+/// also leave exclusivity's run-time checks to debug builds (`-enforce-exclusivity=unchecked` on every module's
+/// compile, on the command line: `scripts/lib/shipped-build.sh`).
 let shipped = BuildSettingCondition.when(platforms: [.linux], configuration: .release, traits: ["ShippedBinaries"])
 
 let package = Package(

@@ -105,13 +105,14 @@ release="$root/.build/release"
 # mentoryd and mentoryctl as scripts/install.sh ships them: the Swift runtime linked statically and
 # the ShippedBinaries link options (Package.swift), in their own scratch path so that switching
 # between the two link modes does not rebuild everything.
-static_build=(swift build -c release --static-swift-stdlib --traits ShippedBinaries
-    --scratch-path "$root/.build-static")
+# shellcheck source=scripts/lib/shipped-build.sh
+. "$root/scripts/lib/shipped-build.sh"
+static_build=("${shipped_build[@]}" --scratch-path "$root/.build-static")
 static_release="${bin_dir:-$root/.build-static/release}"
 if [ "$build" = 1 ]; then
     log "swift build -c release (the benchmark clients; several minutes the first time)"
-    (cd "$root" && swift build -c release --product mentory-storage-bench >&2)
-    (cd "$root" && swift build -c release --product mentory-nio-floor >&2)
+    (cd "$root" && swift build -c release "${shipped_swiftc_flags[@]}" --product mentory-storage-bench >&2)
+    (cd "$root" && swift build -c release "${shipped_swiftc_flags[@]}" --product mentory-nio-floor >&2)
     for product in mentoryd mentoryctl; do
         log "${static_build[*]} --product $product"
         (cd "$root" && "${static_build[@]}" --product "$product" >&2)
@@ -231,7 +232,7 @@ have_floor=0
 if [ -x "$release/mentory-nio-floor" ]; then
     have_floor=1
 else
-    log "$release/mentory-nio-floor missing (swift build -c release --product mentory-nio-floor); no NIO floor column"
+    log "$release/mentory-nio-floor missing (swift build -c release ${shipped_swiftc_flags[*]} --product mentory-nio-floor); no NIO floor column"
 fi
 systems=(raw)
 [ "$have_redis" = 1 ] && systems+=(redis)

@@ -55,7 +55,9 @@ if [ -z "$BIN_DIR" ]; then
   # neither rebuilds everything when the other changes link mode (scripts/bench.sh's cli row
   # measures this mentoryctl). The ShippedBinaries trait adds the shipped link options
   # (Package.swift): mentoryctl not position-independent, both without exported symbols.
-  static=(swift build -c release --static-swift-stdlib --traits ShippedBinaries --scratch-path .build-static)
+  # shellcheck source=scripts/lib/shipped-build.sh
+  . scripts/lib/shipped-build.sh
+  static=("${shipped_build[@]}" --scratch-path .build-static)
   "${static[@]}" --product mentoryd
   "${static[@]}" --product mentoryctl
   "${static[@]}" --product mentory-advisor

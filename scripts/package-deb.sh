@@ -61,7 +61,9 @@ fi
 
 if [ -z "$bin_dir" ]; then
   echo "building mentoryd, mentoryctl and mentory-advisor (static release, ShippedBinaries)"
-  static=(swift build -c release --static-swift-stdlib --traits ShippedBinaries --scratch-path .build-static)
+  # shellcheck source=scripts/lib/shipped-build.sh
+  . scripts/lib/shipped-build.sh
+  static=("${shipped_build[@]}" --scratch-path .build-static)
   "${static[@]}" --product mentoryd
   "${static[@]}" --product mentoryctl
   "${static[@]}" --product mentory-advisor

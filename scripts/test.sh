@@ -122,9 +122,12 @@ scripts/check-api.sh
 
 # The optimized build is what users run, and the optimizer is where a miscompile shows up (the
 # dispatch fuzzer once found `diary.list` crashing only there), so the Python suite uses it. It is built
-# once, as it ships: the Swift runtime linked statically, with the ShippedBinaries link options, as
+# once, as it ships (scripts/lib/shipped-build.sh): the Swift runtime linked statically, with the ShippedBinaries
+# link options and run-time exclusivity checks left to the debug build, as
 # scripts/install.sh installs it and the Debian packages contain it; every later step takes it from here.
-release=(swift build -c release --static-swift-stdlib --traits ShippedBinaries)
+# shellcheck source=scripts/lib/shipped-build.sh
+. scripts/lib/shipped-build.sh
+release=("${shipped_build[@]}")
 section "release build"
 "${release[@]}" --product mentoryd
 "${release[@]}" --product mentoryctl
