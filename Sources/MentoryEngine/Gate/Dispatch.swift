@@ -163,12 +163,11 @@ extension MentoryEngine {
             return .answered(.failure(id: request.id, error: failure.wire))
         case .admitted(let admitted):
             let queuesSnapshots = admitted.route?.queuesSnapshots ?? false
-            let taskID = self.tasks.reserve()
             // Started inline when nothing is to be reserved first: on the engine's executor, the task runs here
             // up to its first real suspension, and one that never suspends is answered like a route that does
             // not (no job, no hop). A queued request, and one that queues snapshots, start as before.
             let inline = !queued && !queuesSnapshots
-            if inline { self.tasks.startingInline(taskID) }
+            let taskID = inline ? self.tasks.reserveInline() : self.tasks.reserve()
             let task =
                 inline
                 ? Task.immediate { await self.answer(admitted, id: request.id, task: taskID) }

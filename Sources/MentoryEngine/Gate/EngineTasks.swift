@@ -21,7 +21,7 @@ struct EngineTasks {
     private var nextID: UInt64 = 0
     /// Who waits for ``running`` to empty.
     private var whenIdle: [CheckedContinuation<Void, Never>] = []
-    /// The task being started inline (``startingInline(_:)``), and its response once it ended before its start
+    /// The task being started inline (``reserveInline()``), and its response once it ended before its start
     /// returned.
     private var inline: (id: UInt64, response: OutboundResponse?)?
 
@@ -41,11 +41,13 @@ struct EngineTasks {
         self.running[id] = task
     }
 
-    /// Notes that task `id` is being started inline (`Task.immediate`, on the engine's executor): it runs up to
-    /// its first suspension before its creator goes on. Until ``endInline(_:)``, a task that ends keeps its
+    /// The identifier of a task about to be started inline (`Task.immediate`, on the engine's executor), which runs
+    /// up to its first suspension before its creator goes on. Until ``endInline(_:)``, a task that ends keeps its
     /// response there (``answeredInline(_:_:)``) instead of answering through its connection's sink.
-    mutating func startingInline(_ id: UInt64) {
-        self.inline = (id, nil)
+    mutating func reserveInline() -> UInt64 {
+        self.nextID &+= 1
+        self.inline = (self.nextID, nil)
+        return self.nextID
     }
 
     /// Whether task `id` ended while it was being started inline: then its `response` is kept for
