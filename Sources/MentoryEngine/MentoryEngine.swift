@@ -111,7 +111,7 @@ public actor MentoryEngine {
     }
 
     /// The executor the engine runs on: the one an actor must share to be reached from the engine without a
-    /// hop (the daemon's in-memory store). On an event loop it is the engine's own (``EventLoopExecutor``),
+    /// hop (the daemon's in-memory store). On an event loop it is the engine's own (`EventLoopExecutor`),
     /// not the loop's.
     package nonisolated var serialExecutor: any SerialExecutor { self.executor }
 
@@ -169,7 +169,7 @@ public actor MentoryEngine {
 
     /// Creates an engine that runs on `eventLoop`, as the daemon's does: a request costs no hop
     /// between threads, and the deadlines of calls forwarded to plugins are the loop's scheduled tasks.
-    /// Its executor (``serialExecutor``) knows when code runs on the loop, so a request whose route suspends
+    /// Its executor (`serialExecutor`) knows when code runs on the loop, so a request whose route suspends
     /// starts inline there and, if it never does suspend, is answered at once.
     public init(
         configuration: Configuration,
