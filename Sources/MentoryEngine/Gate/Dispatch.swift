@@ -168,10 +168,12 @@ extension MentoryEngine {
             // not (no job, no hop). A queued request, and one that queues snapshots, start as before.
             let inline = !queued && !queuesSnapshots
             let taskID = inline ? self.tasks.reserveInline() : self.tasks.reserve()
+            // The task takes the request's id, not the request (which `admitted` holds already).
+            let id = request.id
             let task =
                 inline
-                ? Task.immediate { await self.answer(admitted, id: request.id, task: taskID) }
-                : Task { await self.answer(admitted, id: request.id, task: taskID) }
+                ? Task.immediate { await self.answer(admitted, id: id, task: taskID) }
+                : Task { await self.answer(admitted, id: id, task: taskID) }
             if inline, let response = self.tasks.endInline(taskID) { return .answered(response) }
             self.tasks.started(taskID, task)
             return .suspended(task, queuesSnapshots: queuesSnapshots)
