@@ -170,10 +170,17 @@ extension MentoryEngine {
             let taskID = inline ? self.tasks.reserveInline() : self.tasks.reserve()
             // The task takes the request's id, not the request (which `admitted` holds already).
             let id = request.id
-            let task =
-                inline
-                ? Task.immediate { await self.answer(admitted, id: id, task: taskID) }
-                : Task { await self.answer(admitted, id: id, task: taskID) }
+            // The admitted work is moved into the task, not copied into it and destroyed here.
+            let task: Task<OutboundResponse, Never>
+            if inline {
+                task = Task.immediate { [admitted = consume admitted] in
+                    await self.answer(admitted, id: id, task: taskID)
+                }
+            } else {
+                task = Task { [admitted = consume admitted] in
+                    await self.answer(admitted, id: id, task: taskID)
+                }
+            }
             if inline, let response = self.tasks.endInline(taskID) { return .answered(response) }
             self.tasks.started(taskID, task)
             return .suspended(task, queuesSnapshots: queuesSnapshots)
