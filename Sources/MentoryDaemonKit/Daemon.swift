@@ -97,7 +97,8 @@ struct Daemon {
             let stores = try await prelude.open("store", closeDeadline: Self.closeDeadline) {
                 let stores: OpenedStores
                 do {
-                    stores = try await StoreBootstrap.open(settings: settings, eventLoop: eventLoop, logger: logger)
+                    stores = try await StoreBootstrap.open(
+                        settings: settings, eventLoop: eventLoop, executor: engine.serialExecutor, logger: logger)
                 } catch {
                     throw StartupFailure(cause: "\(error)")
                 }

@@ -49,15 +49,17 @@ enum StoreBootstrap {
     /// With the SQLite backend, creates the state directory (mode 0700) when missing and opens
     /// `mentoryd.sqlite` in it; a database that cannot be used safely stops the start-up with a
     /// message saying why and what to do.
-    /// Both stores serve requests on `eventLoop`, the engine's: the in-memory store runs on it, so
-    /// that requests reach it without a hop; the SQLite store starts its batches and resumes its
-    /// writers there (``EventLoopCallerLoop``).
-    static func open(settings: DaemonSettings, eventLoop: any EventLoop, logger: Logger) async throws
+    /// Both stores serve requests on `eventLoop`, the engine's: the in-memory store runs on it, on the
+    /// engine's own `executor`, so that requests reach it without a hop; the SQLite store starts its
+    /// batches and resumes its writers there (``EventLoopCallerLoop``).
+    static func open(
+        settings: DaemonSettings, eventLoop: any EventLoop, executor: any SerialExecutor, logger: Logger
+    ) async throws
         -> OpenedStores
     {
         switch settings.storageBackend {
         case .memory:
-            let store = InMemorySessionStore(executor: eventLoop.executor)
+            let store = InMemorySessionStore(executor: executor)
             logger.warning(
                 "store opened in memory: diary entries and the mentor state are lost when mentoryd stops",
                 metadata: ["backend": "memory"]

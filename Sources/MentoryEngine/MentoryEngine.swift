@@ -110,6 +110,11 @@ public actor MentoryEngine {
         self.executor.asUnownedSerialExecutor()
     }
 
+    /// The executor the engine runs on: the one an actor must share to be reached from the engine without a
+    /// hop (the daemon's in-memory store). On an event loop it is the engine's own (`EventLoopExecutor`),
+    /// not the loop's.
+    package nonisolated var serialExecutor: any SerialExecutor { self.executor }
+
     /// The engine's settings.
     public nonisolated let configuration: Configuration
     /// The source of wall-clock time for handlers.
@@ -164,6 +169,8 @@ public actor MentoryEngine {
 
     /// Creates an engine that runs on `eventLoop`, as the daemon's does: a request costs no hop
     /// between threads, and the deadlines of calls forwarded to plugins are the loop's scheduled tasks.
+    /// Its executor (`serialExecutor`) knows when code runs on the loop, so a request whose route suspends
+    /// starts inline there and, if it never does suspend, is answered at once.
     public init(
         configuration: Configuration,
         eventLoop: any EventLoop,
@@ -172,7 +179,7 @@ public actor MentoryEngine {
         metrics: MentoryMetricsFactory = MentoryMetricsFactory()
     ) {
         self.init(
-            configuration: configuration, executor: eventLoop.executor, eventLoop: eventLoop, clock: clock,
+            configuration: configuration, executor: EventLoopExecutor(eventLoop), eventLoop: eventLoop, clock: clock,
             logger: logger, metrics: metrics)
     }
 

@@ -76,6 +76,9 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     private let jobs: BackgroundJobs
     private let routes: [String: HandlerRoutes<Handler>.Route]
     private let snapshots: [String: HandlerRoutes<Handler>.TakeSnapshot<Data>]
+    /// The method called last and its route: calls mostly repeat a method, whose route is then found without
+    /// hashing its name (``routes`` is a dictionary of a generic type: its look-up is not specialized).
+    private var lastRoute: (method: String, route: HandlerRoutes<Handler>.Route)?
 
     /// Hosts `handler`, already opened into `state`; its calls' contexts submit background work to `jobs` (by
     /// default none: ``HandlerContext/jobs`` refuses every job).
@@ -139,7 +142,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws
         -> ProtobufBuffer
     {
-        switch self.routes[method] {
+        switch self.route(method) {
         case .immediate(let respond):
             return try respond(body, call, self.context)
         case .suspending(let respond):
@@ -147,6 +150,14 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         case nil:
             throw MentoryError.unknownMethod(namespace: self.namespace, method: method)
         }
+    }
+
+    /// The route of `method`, if the handler has one.
+    private func route(_ method: String) -> HandlerRoutes<Handler>.Route? {
+        if let last = self.lastRoute, last.method == method { return last.route }
+        guard let route = self.routes[method] else { return nil }
+        self.lastRoute = (method, route)
+        return route
     }
 
     package nonisolated(nonsending) func snapshot(of topic: String) async throws -> Data {

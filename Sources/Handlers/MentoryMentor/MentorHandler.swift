@@ -126,13 +126,30 @@ public struct MentorHandler: MentoryHandler {
     /// Checks a set request's content and character against the rules and ``FieldLimits`` (its action
     /// items are checked as ``message(from:at:)`` normalizes them).
     static func validate(_ request: Mentory_V1_MentorSetRequest) throws(MentoryError) {
-        guard !request.content.allSatisfy(\.isWhitespace) else {
+        guard !Self.isBlank(request.content) else {
             throw .invalidArgument("the mentor message's content is empty")
         }
         try FieldLimits.mentorContent.check(request.content)
         guard request.character == .cool || request.character == .warm else {
             throw .invalidArgument("the mentor character must be cool or warm")
         }
+    }
+
+    /// Whether `text` is empty or only whitespace: whether every character is whitespace, as
+    /// `Character.isWhitespace` says (its first scalar has the Unicode White_Space property).
+    ///
+    /// Read a scalar at a time while the text is ASCII, with no Unicode property looked up: an ASCII scalar
+    /// that is not whitespace, coming after ASCII whitespace only, starts a character of its own, so the text is
+    /// not blank. At the first scalar beyond ASCII, the characters decide.
+    package static func isBlank(_ text: String) -> Bool {
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x09...0x0D, 0x20: continue
+            case 0..<0x80: return false
+            default: return text.allSatisfy(\.isWhitespace)
+            }
+        }
+        return true
     }
 
     /// Whether `request` asks for the message `current` already holds: the same content,

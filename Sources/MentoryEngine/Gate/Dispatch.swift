@@ -128,7 +128,8 @@ extension MentoryEngine {
 
     /// What ``respond(to:from:received:queued:)`` did with a request.
     package enum RequestOutcome {
-        /// Answered already, without suspending: the response to send.
+        /// Answered already, without suspending (by a route that does not, or by a task started inline that did
+        /// not): the response to send.
         case answered(OutboundResponse)
         /// Being answered by a task on the engine's executor. Its response goes to the connection's sink
         /// (``EventSink/answer(_:)``) when it is done, and is the task's value too. `queuesSnapshots` says
@@ -142,11 +143,13 @@ extension MentoryEngine {
     ///
     /// A route that does not suspend is answered here, with no task, unless the request is `queued` behind
     /// others still in flight, which it must not overtake; any other runs as one of the engine's tasks
-    /// (``EngineTasks``, waited for on shut-down). Every failure becomes an error response. Nothing here closes
-    /// the connection.
+    /// (``EngineTasks``, waited for on shut-down). A request that is not queued, and whose method queues no
+    /// snapshots, starts its task inline (`Task.immediate`): on the engine's executor it runs here up to its first
+    /// real suspension, and if it never suspends (a change to the in-memory store) it is answered here too, with
+    /// no task left running. Every failure becomes an error response. Nothing here closes the connection.
     ///
     /// The server calls this on the event loop, which is the engine's executor: a request answered at
-    /// once costs no task and no hop, and a suspended one's task cannot start before the caller returns.
+    /// once costs no hop, and a suspended one's task cannot resume before the caller returns.
     package func respond(
         to request: InboundRequest,
         from id: ConnectionID,
@@ -160,23 +163,47 @@ extension MentoryEngine {
             return .answered(.failure(id: request.id, error: failure.wire))
         case .admitted(let admitted):
             let queuesSnapshots = admitted.route?.queuesSnapshots ?? false
-            let taskID = self.tasks.reserve()
-            let task = Task {
-                defer { self.tasks.ended(taskID) }
-                let response: OutboundResponse =
-                    switch await self.complete(admitted) {
-                    case .answered(let body): .success(id: request.id, body: body)
-                    case .failed(let failure): .failure(id: request.id, error: failure.wire)
-                    default: .failure(id: request.id, error: MentoryError.internal("no reply").wireError)
-                    }
-                // Always answered, even to a connection that detached meanwhile: its budget holds the
-                // request's reservation until then.
-                admitted.sink?.answer(response)
-                return response
+            // Started inline when nothing is to be reserved first: on the engine's executor, the task runs here
+            // up to its first real suspension, and one that never suspends is answered like a route that does
+            // not (no job, no hop). A queued request, and one that queues snapshots, start as before.
+            let inline = !queued && !queuesSnapshots
+            let taskID = inline ? self.tasks.reserveInline() : self.tasks.reserve()
+            // The task takes the request's id, not the request (which `admitted` holds already).
+            let id = request.id
+            // The admitted work is moved into the task, not copied into it and destroyed here.
+            let task: Task<OutboundResponse, Never>
+            if inline {
+                task = Task.immediate { [admitted = consume admitted] in
+                    await self.answer(admitted, id: id, task: taskID)
+                }
+            } else {
+                task = Task { [admitted = consume admitted] in
+                    await self.answer(admitted, id: id, task: taskID)
+                }
             }
+            if inline, let response = self.tasks.endInline(taskID) { return .answered(response) }
             self.tasks.started(taskID, task)
             return .suspended(task, queuesSnapshots: queuesSnapshots)
         }
+    }
+
+    /// Completes a client's request admitted at the gate, as the engine's task `taskID`, and returns its response
+    /// (for request `id`). One that ends while ``respond(to:from:received:queued:)`` still starts it inline is
+    /// left for that to return (``EngineTasks/answeredInline(_:_:)``); any other goes to the connection's sink.
+    private func answer(_ admitted: Dispatch.Admitted, id: UInt64, task taskID: UInt64) async -> OutboundResponse {
+        let response: OutboundResponse =
+            switch await self.complete(admitted) {
+            case .answered(let body): .success(id: id, body: body)
+            case .failed(let failure): .failure(id: id, error: failure.wire)
+            default: .failure(id: id, error: MentoryError.internal("no reply").wireError)
+            }
+        // Ended before its start returned: `respond` answers it, and the task was never recorded as running.
+        if self.tasks.answeredInline(taskID, response) { return response }
+        // Always answered, even to a connection that detached meanwhile: its budget holds the request's
+        // reservation until then.
+        admitted.sink?.answer(response)
+        self.tasks.ended(taskID)
+        return response
     }
 
     /// Calls `namespace.method` for handler or plugin `caller`, on behalf of the client whose call `call` is

@@ -1,4 +1,5 @@
 import MentoryHandlerKit
+import MentoryWire
 
 /// A task the engine can cancel, whatever it returns.
 protocol CancellableTask: Sendable {
@@ -10,7 +11,8 @@ extension Task: CancellableTask {}
 /// The tasks the engine starts for work that suspends: a request that waits for its store or a plugin, a
 /// reset sent to a subscriber whose queue drained.
 ///
-/// Each starts on the engine's executor, the connection's event loop, so that it costs no thread hop; a child
+/// Each starts on the engine's executor, the connection's event loop, so that it costs no thread hop (a request's
+/// starts inline there, and one that never suspends is answered without being recorded here); a child
 /// task of a group would start elsewhere and hop. None outlives the daemon's service group even so: the engine
 /// counts them here, and the service that runs its background jobs waits for them on shut-down, before the
 /// jobs stop and the handlers close (``MentoryEngine/finishTasks(within:)``).
@@ -19,6 +21,9 @@ struct EngineTasks {
     private var nextID: UInt64 = 0
     /// Who waits for ``running`` to empty.
     private var whenIdle: [CheckedContinuation<Void, Never>] = []
+    /// The task being started inline (``reserveInline()``), and its response once it ended before its start
+    /// returned.
+    private var inline: (id: UInt64, response: OutboundResponse?)?
 
     /// How many tasks run.
     var count: Int { self.running.count }
@@ -29,10 +34,36 @@ struct EngineTasks {
         return self.nextID
     }
 
-    /// Records task `id`. A task on the engine's executor cannot start, let alone end, before its creator
-    /// returns, so it is recorded before ``ended(_:)`` can run.
+    /// Records task `id`. A task on the engine's executor cannot resume, let alone end, before its creator
+    /// returns (one started inline runs only up to its first suspension before that), so it is recorded before
+    /// ``ended(_:)`` can run.
     mutating func started(_ id: UInt64, _ task: some CancellableTask) {
         self.running[id] = task
+    }
+
+    /// The identifier of a task about to be started inline (`Task.immediate`, on the engine's executor), which runs
+    /// up to its first suspension before its creator goes on. Until ``endInline(_:)``, a task that ends keeps its
+    /// response there (``answeredInline(_:_:)``) instead of answering through its connection's sink.
+    mutating func reserveInline() -> UInt64 {
+        self.nextID &+= 1
+        self.inline = (self.nextID, nil)
+        return self.nextID
+    }
+
+    /// Whether task `id` ended while it was being started inline: then its `response` is kept for
+    /// ``endInline(_:)``, and the task, never recorded as running, is not to end (``ended(_:)``).
+    mutating func answeredInline(_ id: UInt64, _ response: OutboundResponse) -> Bool {
+        guard self.inline?.id == id else { return false }
+        self.inline = (id, response)
+        return true
+    }
+
+    /// Ends task `id`'s inline start: its response if it ended meanwhile; `nil` if it suspended, and is then to be
+    /// recorded (``started(_:_:)``) before it can resume.
+    mutating func endInline(_ id: UInt64) -> OutboundResponse? {
+        defer { self.inline = nil }
+        guard let inline = self.inline, inline.id == id else { return nil }
+        return inline.response
     }
 
     /// Forgets task `id`; when none runs any more, resumes whoever waited for that.
