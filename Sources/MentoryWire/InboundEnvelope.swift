@@ -95,14 +95,14 @@ package struct RequestName: Sendable, Hashable {
     /// The name `string`.
     package init(_ string: String) {
         var string = string
-        if let packed = string.withUTF8({ Self.packed(UnsafeRawBufferPointer($0)) }) {
+        if let packed = string.withUTF8({ Self.packed(UnsafeRawBufferPointer($0), 0..<$0.count) }) {
             (self.low, self.high, self.long) = (packed.low, packed.high, nil)
         } else {
             (self.low, self.high, self.long) = (0, 0, LongName(string))
         }
     }
 
-    /// The packed name of these words (``packed(_:)``).
+    /// The packed name of these words (``packed(_:_:)``).
     init(packedLow low: UInt64, high: UInt64) {
         (self.low, self.high, self.long) = (low, high, nil)
     }
@@ -128,27 +128,33 @@ package struct RequestName: Sendable, Hashable {
         hasher.combine(self.long?.string)
     }
 
-    /// `bytes` packed, if they are at most 15 ASCII bytes: a non-zero `high` unless `bytes` are empty.
+    /// The bytes of `bytes` in `range` packed, if they are at most 15 ASCII bytes: a non-zero `high` unless the
+    /// range is empty. Bytes past the range may be read (never past `bytes`), and are not kept.
     @inline(__always)
-    static func packed(_ bytes: UnsafeRawBufferPointer) -> (low: UInt64, high: UInt64)? {
-        let count = bytes.count
+    static func packed(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> (low: UInt64, high: UInt64)? {
+        let count = range.count
         guard count <= 15 else { return nil }
-        var low: UInt64 = 0
-        var high: UInt64 = 0
-        var ascii: UInt8 = 0
+        let low = Self.word(bytes, at: range.lowerBound, count: min(count, 8))
+        let high = count > 8 ? Self.word(bytes, at: range.lowerBound &+ 8, count: count &- 8) : 0
+        guard (low | high) & 0x8080_8080_8080_8080 == 0 else { return nil }
+        return (low, high | UInt64(count) &<< 56)
+    }
+
+    /// The `count` (at most 8) bytes at `offset` in `bytes`, least significant first, the rest zero: one load
+    /// where 8 bytes are there to read, else byte by byte.
+    @inline(__always)
+    private static func word(_ bytes: UnsafeRawBufferPointer, at offset: Int, count: Int) -> UInt64 {
+        if offset &+ 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            return count == 8 ? word : word & ((1 &<< UInt64(count &* 8)) &- 1)
+        }
+        var word: UInt64 = 0
         var index = 0
         while index < count {
-            let byte = bytes[index]
-            ascii |= byte
-            if index < 8 {
-                low |= UInt64(byte) &<< UInt64(index &* 8)
-            } else {
-                high |= UInt64(byte) &<< UInt64((index &- 8) &* 8)
-            }
+            word |= UInt64(bytes[offset &+ index]) &<< UInt64(index &* 8)
             index &+= 1
         }
-        guard ascii < 0x80 else { return nil }
-        return (low, high | UInt64(count) &<< 56)
+        return word
     }
 
     /// The name as a `String`.
@@ -290,9 +296,10 @@ enum RequestFrameReader {
     /// The name in `range`, or `nil` if it is not valid UTF-8. A short ASCII name (namespaces and methods are)
     /// is packed from its bytes, with no `String` made (it is on every request's path).
     private static func name(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> NameField? {
-        let field = UnsafeRawBufferPointer(rebasing: bytes[range])
-        if let packed = RequestName.packed(field) { return NameField(low: packed.low, high: packed.high) }
-        guard String(validating: field, as: UTF8.self) != nil else { return nil }
+        if let packed = RequestName.packed(bytes, range) { return NameField(low: packed.low, high: packed.high) }
+        guard String(validating: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self) != nil else {
+            return nil
+        }
         return NameField(unpacked: range)
     }
 }
