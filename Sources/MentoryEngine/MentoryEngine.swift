@@ -138,7 +138,12 @@ public actor MentoryEngine {
     /// What the engine serves: its own namespaces, every handler and plugin namespace (the declared plugins and
     /// the connections that serve them in its ``HandlerRegistry/plugins``), with their routes.
     var registry: HandlerRegistry
-    var connections: [ConnectionID: Connection] = [:]
+    var connections: [ConnectionID: Connection] = [:] {
+        // Any change forgets the connection the last request came from; it is looked up again.
+        didSet { self.lastConnection = nil }
+    }
+    /// The attached connection the last request came from (``attachedConnection(_:)``), or `nil`.
+    private var lastConnection: Connection?
     /// The topics, their publishers and event rings, and every subscription to them.
     var hub: SubscriptionHub
     /// Who watches the engine from outside: traffic monitors and the metrics refreshers.
@@ -147,6 +152,22 @@ public actor MentoryEngine {
     private(set) var gate: AccessGate
     /// The tasks running requests and resets that suspend, waited for on shut-down.
     var tasks = EngineTasks()
+
+    /// The attached connection `id`: a request's, found without hashing when it comes from the same connection as
+    /// the one before (pipelined requests do), else looked up.
+    @inline(__always)
+    func attachedConnection(_ id: ConnectionID) -> Connection? {
+        if let last = self.lastConnection, last.context.id == id { return last }
+        return self.lookUpConnection(id)
+    }
+
+    /// The attached connection `id`, looked up and kept as the last one; kept out of line.
+    @inline(never)
+    private func lookUpConnection(_ id: ConnectionID) -> Connection? {
+        guard let connection = self.connections[id] else { return nil }
+        self.lastConnection = connection
+        return connection
+    }
 
     /// The daemon-wide settings handlers see now: ``Configuration/handlerSettings`` until a reload replaces them.
     package var handlerSettings: GlobalSettings { self.registry.handlerSettings }

@@ -10,20 +10,40 @@ import SwiftProtobuf
 public struct InboundRequest: Sendable {
     /// The request's id, echoed in its response.
     public var id: UInt64
-    /// The namespace called, e.g. `session`.
-    public var namespace: String
-    /// The method called, e.g. `ping`.
-    public var method: String
+    /// The namespace called, as read: compared by its bytes on the way to its route, made a `String` only when
+    /// asked for.
+    package var namespaceName: RequestName
+    /// The method called, as read (see ``namespaceName``).
+    package var methodName: RequestName
     /// The caller's deadline in milliseconds; 0 means the daemon's default.
     public var timeoutMs: UInt32
     /// The method's serialized request message: a slice of the frame it arrived in, not a copy.
     public var body: ByteBuffer
 
+    /// The namespace called, e.g. `session`.
+    public var namespace: String {
+        get { self.namespaceName.string }
+        set { self.namespaceName = RequestName(newValue) }
+    }
+
+    /// The method called, e.g. `ping`.
+    public var method: String {
+        get { self.methodName.string }
+        set { self.methodName = RequestName(newValue) }
+    }
+
     /// A request with these fields.
     public init(id: UInt64, namespace: String, method: String, timeoutMs: UInt32 = 0, body: ByteBuffer) {
+        self.init(
+            id: id, namespaceName: RequestName(namespace), methodName: RequestName(method), timeoutMs: timeoutMs,
+            body: body)
+    }
+
+    /// A request with these fields, its names as read.
+    init(id: UInt64, namespaceName: RequestName, methodName: RequestName, timeoutMs: UInt32, body: ByteBuffer) {
         self.id = id
-        self.namespace = namespace
-        self.method = method
+        self.namespaceName = namespaceName
+        self.methodName = methodName
         self.timeoutMs = timeoutMs
         self.body = body
     }
@@ -44,6 +64,110 @@ public struct InboundRequest: Sendable {
         request.timeoutMs = self.timeoutMs
         request.body = Data(self.body.readableBytesView)
         return request
+    }
+}
+
+/// A namespace or method name, kept so that comparing two costs a few machine words rather than a `String`
+/// comparison, and reading one from a frame makes no `String`.
+///
+/// A name of at most 15 ASCII bytes (every name mentoryd declares so far) is packed into two words, its bytes
+/// in order and its length in the last byte; any other is kept as a `String`. Which form a name takes depends
+/// only on its bytes, so two names are equal exactly when their forms are.
+package struct RequestName: Sendable, Hashable {
+    /// A packed name's bytes 0-7, least significant first; 0 for a name kept as a `String`.
+    package let low: UInt64
+    /// A packed name's bytes 8-14, least significant first, and its length in the top byte; 0 for a name kept
+    /// as a `String`.
+    package let high: UInt64
+    /// A name that is not packed: longer than 15 bytes, or not ASCII. A class, so that a name copies as three
+    /// words, whatever its form (an optional `String` here made every copy of a request an outlined one).
+    package let long: LongName?
+
+    /// A name that is not packed.
+    package final class LongName: Sendable {
+        package let string: String
+
+        init(_ string: String) {
+            self.string = string
+        }
+    }
+
+    /// The name `string`.
+    package init(_ string: String) {
+        var string = string
+        if let packed = string.withUTF8({ Self.packed(UnsafeRawBufferPointer($0), 0..<$0.count) }) {
+            (self.low, self.high, self.long) = (packed.low, packed.high, nil)
+        } else {
+            (self.low, self.high, self.long) = (0, 0, LongName(string))
+        }
+    }
+
+    /// The packed name of these words (``packed(_:_:)``).
+    init(packedLow low: UInt64, high: UInt64) {
+        (self.low, self.high, self.long) = (low, high, nil)
+    }
+
+    /// The name `string`, which is not packed: longer than 15 bytes, or not ASCII.
+    init(unpacked string: String) {
+        (self.low, self.high, self.long) = (0, 0, LongName(string))
+    }
+
+    /// The empty name.
+    package static var empty: RequestName { RequestName(packedLow: 0, high: 0) }
+
+    /// Whether the two names are the same: two words compared for a packed name.
+    @inlinable
+    package static func == (lhs: RequestName, rhs: RequestName) -> Bool {
+        lhs.low == rhs.low && lhs.high == rhs.high && lhs.long?.string == rhs.long?.string
+    }
+
+    /// Hashes the name as ``==`` compares it.
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(self.low)
+        hasher.combine(self.high)
+        hasher.combine(self.long?.string)
+    }
+
+    /// The bytes of `bytes` in `range` packed, if they are at most 15 ASCII bytes: a non-zero `high` unless the
+    /// range is empty. Bytes past the range may be read (never past `bytes`), and are not kept.
+    @inline(__always)
+    static func packed(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> (low: UInt64, high: UInt64)? {
+        let count = range.count
+        guard count <= 15 else { return nil }
+        let low = Self.word(bytes, at: range.lowerBound, count: min(count, 8))
+        let high = count > 8 ? Self.word(bytes, at: range.lowerBound &+ 8, count: count &- 8) : 0
+        guard (low | high) & 0x8080_8080_8080_8080 == 0 else { return nil }
+        return (low, high | UInt64(count) &<< 56)
+    }
+
+    /// The `count` (at most 8) bytes at `offset` in `bytes`, least significant first, the rest zero: one load
+    /// where 8 bytes are there to read, else byte by byte.
+    @inline(__always)
+    private static func word(_ bytes: UnsafeRawBufferPointer, at offset: Int, count: Int) -> UInt64 {
+        if offset &+ 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            return count == 8 ? word : word & ((1 &<< UInt64(count &* 8)) &- 1)
+        }
+        var word: UInt64 = 0
+        var index = 0
+        while index < count {
+            word |= UInt64(bytes[offset &+ index]) &<< UInt64(index &* 8)
+            index &+= 1
+        }
+        return word
+    }
+
+    /// The name as a `String`.
+    package var string: String {
+        if let long = self.long { return long.string }
+        let count = Int(self.high &>> 56)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { buffer in
+            for index in 0..<count {
+                let word = index < 8 ? self.low : self.high
+                buffer[index] = UInt8(truncatingIfNeeded: word &>> UInt64((index & 7) &* 8))
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<count]), as: UTF8.self)
+        }
     }
 }
 
@@ -85,16 +209,33 @@ public enum InboundEnvelope: Sendable {
 /// SwiftProtobuf: any other `Envelope` kind anywhere in the frame, groups, and everything malformed
 /// (varints of more than ten bytes, tags SwiftProtobuf refuses, lengths past the end, invalid UTF-8).
 enum RequestFrameReader {
+    /// The request's fields as read: plain values, so that reading them retains and releases nothing.
     private struct Fields {
         var id: UInt64 = 0
-        var namespace = ""
-        var method = ""
+        var namespace = NameField()
+        var method = NameField()
         var timeoutMs: UInt32 = 0
         /// The body's offset and length within the frame's readable bytes.
         var body: (offset: Int, length: Int) = (0, 0)
     }
 
+    /// A name as read: packed (``RequestName``), or where its bytes are, for a name that is not (validated).
+    private struct NameField {
+        var low: UInt64 = 0
+        var high: UInt64 = 0
+        var unpacked: Range<Int>?
+
+        /// The name, whose bytes are in `frame`'s readable bytes if it is not packed.
+        func name(in frame: ByteBuffer) -> RequestName {
+            guard let unpacked = self.unpacked else { return RequestName(packedLow: self.low, high: self.high) }
+            let string = frame.getString(at: frame.readerIndex + unpacked.lowerBound, length: unpacked.count)
+            return RequestName(unpacked: string ?? "")
+        }
+    }
+
     static func read(_ frame: ByteBuffer) -> InboundRequest? {
+        // Only plain values come out of the frame's bytes: anything else here was copied and destroyed several
+        // times over.
         let fields: Fields? = frame.withUnsafeReadableBytes { bytes in
             var cursor = Cursor(bytes: bytes, index: 0, end: bytes.count)
             var fields: Fields?
@@ -119,7 +260,8 @@ enum RequestFrameReader {
             let body = frame.getSlice(at: frame.readerIndex + fields.body.offset, length: fields.body.length)
         else { return nil }
         return InboundRequest(
-            id: fields.id, namespace: fields.namespace, method: fields.method, timeoutMs: fields.timeoutMs, body: body)
+            id: fields.id, namespaceName: fields.namespace.name(in: frame), methodName: fields.method.name(in: frame),
+            timeoutMs: fields.timeoutMs, body: body)
     }
 
     private static func readRequest(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, into fields: inout Fields)
@@ -133,10 +275,10 @@ enum RequestFrameReader {
                 guard let id = cursor.varint() else { return false }
                 fields.id = id
             case (2, WireType.lengthDelimited):
-                guard let range = cursor.fieldBody(), let namespace = Self.string(bytes, range) else { return false }
+                guard let range = cursor.fieldBody(), let namespace = Self.name(bytes, range) else { return false }
                 fields.namespace = namespace
             case (3, WireType.lengthDelimited):
-                guard let range = cursor.fieldBody(), let method = Self.string(bytes, range) else { return false }
+                guard let range = cursor.fieldBody(), let method = Self.name(bytes, range) else { return false }
                 fields.method = method
             case (4, WireType.lengthDelimited):
                 guard let range = cursor.fieldBody() else { return false }
@@ -151,15 +293,14 @@ enum RequestFrameReader {
         return true
     }
 
-    /// The UTF-8 string in `range`, or `nil` if it is not valid UTF-8.
-    private static func string(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String? {
-        let field = UnsafeRawBufferPointer(rebasing: bytes[range])
-        // Namespaces and methods are ASCII, which is valid UTF-8: made without the generic validator,
-        // which looks up type metadata on every call (it is on every request's path).
-        if field.allSatisfy({ $0 < 0x80 }) {
-            return String(decoding: field.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+    /// The name in `range`, or `nil` if it is not valid UTF-8. A short ASCII name (namespaces and methods are)
+    /// is packed from its bytes, with no `String` made (it is on every request's path).
+    private static func name(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> NameField? {
+        if let packed = RequestName.packed(bytes, range) { return NameField(low: packed.low, high: packed.high) }
+        guard String(validating: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self) != nil else {
+            return nil
         }
-        return String(validating: field, as: UTF8.self)
+        return NameField(unpacked: range)
     }
 }
 

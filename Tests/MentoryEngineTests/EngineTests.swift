@@ -30,6 +30,27 @@ struct EngineTests {
                 == .handshakeRequired)
     }
 
+    @Test("a connection's requests are answered until it detaches, and none after, whichever connection asked last")
+    func detachedConnection() async throws {
+        let fixture = try await EngineFixture()
+        let (first, _) = await fixture.connect()
+        let (second, _) = await fixture.connect()
+        for client in [first, second, first] {
+            _ = try await fixture.call(
+                WireNames.session, "ping", Mentory_V1_Empty(), from: client, as: Mentory_V1_Empty.self)
+        }
+        // `first` asked last: it is the connection the engine finds first.
+        await fixture.engine.detach(first)
+        #expect(
+            try await fixture.failure(WireNames.session, "ping", Mentory_V1_Empty(), from: first) == .handshakeRequired)
+        _ = try await fixture.call(
+            WireNames.session, "ping", Mentory_V1_Empty(), from: second, as: Mentory_V1_Empty.self)
+        await fixture.engine.detach(second)
+        #expect(
+            try await fixture.failure(WireNames.session, "ping", Mentory_V1_Empty(), from: second)
+                == .handshakeRequired)
+    }
+
     @Test("a body that is not the method's message is an invalid argument")
     func undecodableBody() async throws {
         let fixture = try await EngineFixture()

@@ -322,8 +322,8 @@ extension MentoryEngine {
         var route: MethodRoute?
         do {
             guard !self.registry.isShuttingDown else { throw MentoryError.shuttingDown }
-            guard let connection = self.connections[id] else { throw MentoryError.handshakeRequired }
-            route = self.route(request.namespace, request.method, for: connection)
+            guard let connection = self.attachedConnection(id) else { throw MentoryError.handshakeRequired }
+            route = self.route(of: request, for: connection)
             guard let route else { throw self.unrouted(request, connection: connection) }
             guard self.gate.allows(connection.context.credentials, through: route) else {
                 throw self.denied(request, connection: connection)

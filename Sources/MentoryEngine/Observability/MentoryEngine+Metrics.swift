@@ -238,7 +238,11 @@ extension MentoryEngine {
 extension Duration {
     /// The duration in whole nanoseconds, saturating.
     var nanoseconds: Int64 {
-        // One 128-bit division: `components` makes two (its seconds and the attoseconds left), on every request.
-        Int64(clamping: self.attoseconds / 1_000_000_000)
+        // One division: `components` makes two (its seconds and the attoseconds left), on every request. A
+        // duration under about nine seconds (a request's, nearly always) fits 64 bits, whose division is a
+        // multiplication; a longer one takes the 128-bit division, a call.
+        let attoseconds = self.attoseconds
+        if let short = Int64(exactly: attoseconds) { return short / 1_000_000_000 }
+        return Int64(clamping: attoseconds / 1_000_000_000)
     }
 }

@@ -31,6 +31,9 @@ final class MethodRoute {
 
     let namespace: String
     let method: String
+    /// ``namespace`` and ``method`` as a request's reader gives them, compared by ``RouteCache``.
+    let namespaceName: RequestName
+    let methodName: RequestName
     let answer: Answer
     /// Whether a handler or plugin may call the method on a client's behalf: not the engine's own namespaces'
     /// methods (``HandlerRegistry/connectionBound``), which act on the connection calling them.
@@ -53,6 +56,8 @@ final class MethodRoute {
     ) {
         self.namespace = namespace
         self.method = method
+        self.namespaceName = RequestName(namespace)
+        self.methodName = RequestName(method)
         self.answer = answer
         self.callableOnBehalf = callableOnBehalf
         self.queuesSnapshots = queuesSnapshots
@@ -81,8 +86,12 @@ final class MethodRoute {
     }
 }
 
-/// The routes a connection used last, so that its next request finds its route by comparing names
-/// (two small strings compare as two words) rather than hashing them.
+/// The routes a connection used last, so that its next request finds its route by comparing names as they
+/// were read (a short name compares as two words, ``RequestName``) rather than hashing them, and no `String`
+/// is made for a request whose route is cached.
+///
+/// Every route kept is current: ``MentoryEngine/invalidateRoutes()`` empties every connection's cache when it
+/// starts a new route generation, so that a request needs no generation check.
 ///
 /// Four slots rather than an array: an unspecialized array read allocates (a debug build's coroutine
 /// frame), which would put allocations on every request's path in the allocation guard's build.
@@ -94,13 +103,26 @@ struct RouteCache {
     /// The slot the next route replaces once all are taken.
     private var next = 0
 
-    /// The cached route of `namespace.method`, if any.
-    func route(_ namespace: String, _ method: String) -> MethodRoute? {
-        if let route = self.first, route.method == method, route.namespace == namespace { return route }
-        if let route = self.second, route.method == method, route.namespace == namespace { return route }
-        if let route = self.third, route.method == method, route.namespace == namespace { return route }
-        if let route = self.fourth, route.method == method, route.namespace == namespace { return route }
+    /// The cached route of `namespace.method`, if any. Mutating though it changes nothing, so that a cache in a
+    /// class's property is read in place rather than copied (four retains and releases) to be read.
+    @inline(__always)
+    mutating func route(_ namespace: RequestName, _ method: RequestName) -> MethodRoute? {
+        if let route = self.first, Self.matches(route, namespace, method) { return route }
+        if let route = self.second, Self.matches(route, namespace, method) { return route }
+        if let route = self.third, Self.matches(route, namespace, method) { return route }
+        if let route = self.fourth, Self.matches(route, namespace, method) { return route }
         return nil
+    }
+
+    /// Whether `route` is the route of `namespace.method`: for two packed names (a non-zero `high`), four words
+    /// compared, with no name copied; any other pair as names.
+    @inline(__always)
+    private static func matches(_ route: MethodRoute, _ namespace: RequestName, _ method: RequestName) -> Bool {
+        if namespace.high != 0, method.high != 0 {
+            return route.methodName.low == method.low && route.methodName.high == method.high
+                && route.namespaceName.low == namespace.low && route.namespaceName.high == namespace.high
+        }
+        return route.methodName == method && route.namespaceName == namespace
     }
 
     /// Keeps `route`, replacing the oldest once full.
@@ -116,13 +138,20 @@ struct RouteCache {
 }
 
 extension MentoryEngine {
-    /// The route of `namespace.method` for `connection`: from the connection's cache, else resolved in the
+    /// The route of `request`'s method for `connection`: from the connection's cache, else resolved in the
     /// engine's table (and cached). `nil` for a method nobody declares (or a plugin has not registered).
-    func route(_ namespace: String, _ method: String, for connection: Connection) -> MethodRoute? {
-        if let route = connection.routes.route(namespace, method), self.registry.routes.isCurrent(route) {
-            return route
-        }
-        guard let route = self.resolveRoute(namespace, method) else { return nil }
+    /// Kept out of line: inlined into the request's path, the connection's cache was copied to be read.
+    @inline(never)
+    func route(of request: InboundRequest, for connection: Connection) -> MethodRoute? {
+        if let route = connection.routes.route(request.namespaceName, request.methodName) { return route }
+        return self.cacheRoute(of: request, for: connection)
+    }
+
+    /// Resolves `request`'s route and caches it for `connection`; kept out of line, so that the hot path it is
+    /// called from stays small.
+    @inline(never)
+    private func cacheRoute(of request: InboundRequest, for connection: Connection) -> MethodRoute? {
+        guard let route = self.resolveRoute(request.namespace, request.method) else { return nil }
         connection.routes.insert(route)
         return route
     }
@@ -149,6 +178,8 @@ extension MentoryEngine {
     /// Forgets every route, after a registration changed what is served; each is made again on its next use.
     func invalidateRoutes() {
         self.registry.routes.invalidate()
+        // A connection's cache holds only current routes (``RouteCache``).
+        for connection in self.connections.values { connection.routes = RouteCache() }
         self.registry.describedDescriptorsCache = nil
     }
 

@@ -5,8 +5,8 @@
 /// the routes itself, from what it serves. Invariants:
 /// - every route kept was made in the current ``generation``;
 /// - ``invalidate()`` (a registration changed what is served) forgets every route and starts a newer
-///   generation, so that a route a connection cached (``RouteCache``) is known to be stale
-///   (``isCurrent(_:)``) and made again on its next use.
+///   generation, so that a route of an older one is known to be stale (``isCurrent(_:)``) and made again on its
+///   next use. (The engine empties its connections' caches, ``RouteCache``, at the same time.)
 struct RouteTable {
     /// The routes, by namespace and method.
     private var routes: [String: [String: MethodRoute]] = [:]
