@@ -405,13 +405,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Flushes what was written; writability says whether the kernel took it all (see ``channelWritabilityChanged``).
     private func flushIfNeeded() {
         guard let context = self.context, self.state.flushRequested() != nil else { return }
-        // Taken out before the channel runs: a flush may read, and a request read then may append its reply
-        // to the buffer (a route answered at once, or a task started inline that did not suspend).
-        if let frames = self.outbound.take() {
-            context.writeAndFlush(NIOAny(frames), promise: nil)
-        } else {
-            context.flush()
-        }
+        OutboundFrameBuffer.flush(self.outbound.take(), context: context)
         if self.context != nil, context.channel.isWritable { self.flushedBytesTaken() }
     }
 

@@ -128,10 +128,15 @@ struct OutboundFrameBuffer {
         context.write(NIOAny(frame), promise: promise)
     }
 
-    /// Flushes the channel, the frames coalesced written and flushed in one pass through the pipeline.
-    mutating func flush(context: ChannelHandlerContext) {
-        if let last = self.take() {
-            context.writeAndFlush(NIOAny(last), promise: nil)
+    /// Flushes the channel, `frames` (the coalesced ones, taken out with ``take()``) written and flushed in one
+    /// pass through the pipeline.
+    ///
+    /// Static, and given the frames already taken out, so that no access to the buffer is held while the channel
+    /// runs: a flush may read, and a request read then may append its reply to the buffer (a route answered at once,
+    /// or a task started inline that did not suspend).
+    static func flush(_ frames: ByteBuffer?, context: ChannelHandlerContext) {
+        if let frames {
+            context.writeAndFlush(NIOAny(frames), promise: nil)
         } else {
             context.flush()
         }
