@@ -45,9 +45,9 @@ struct EngineTasks {
     /// up to its first suspension before its creator goes on. Until ``endInline(_:)``, a task that ends keeps its
     /// response there (``answeredInline(_:_:)``) instead of answering through its connection's sink.
     mutating func reserveInline() -> UInt64 {
-        self.nextID &+= 1
-        self.inline = (self.nextID, nil)
-        return self.nextID
+        let id = self.reserve()
+        self.inline = (id, nil)
+        return id
     }
 
     /// Whether task `id` ended while it was being started inline: then its `response` is kept for

@@ -5,8 +5,8 @@
 /// the routes itself, from what it serves. Invariants:
 /// - every route kept was made in the current ``generation``;
 /// - ``invalidate()`` (a registration changed what is served) forgets every route and starts a newer
-///   generation, so that a route of an older one is known to be stale (``isCurrent(_:)``) and made again on its
-///   next use. (The engine empties its connections' caches, ``RouteCache``, at the same time.)
+///   generation; each route is made again on its next use. The engine empties its connections' caches
+///   (``RouteCache``) at the same time, so that no route of an older generation is used again.
 struct RouteTable {
     /// The routes, by namespace and method.
     private var routes: [String: [String: MethodRoute]] = [:]
@@ -16,11 +16,6 @@ struct RouteTable {
     /// The route of `namespace.method`, if it was resolved in this generation.
     func route(_ namespace: String, _ method: String) -> MethodRoute? {
         self.routes[namespace]?[method]
-    }
-
-    /// Whether `route` belongs to the current generation.
-    func isCurrent(_ route: MethodRoute) -> Bool {
-        route.generation == self.generation
     }
 
     /// Keeps `route`, made in the current generation, for its namespace and method.
