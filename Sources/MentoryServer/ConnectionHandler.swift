@@ -298,7 +298,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .write(let releaseReserved):
             if let context, let written {
                 self.countWritten(frame.readableBytes, context: context, counted: written)
-                self.outbound.write(frame, promise: nil, context: context)
+                self.outbound.write(event: shared, sharing: self.flusher?.eventRuns, context: context)
             }
             self.account.release(releaseReserved)
             return true

@@ -1,4 +1,5 @@
 import Logging
+import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
 import NIOCore
@@ -7,9 +8,11 @@ import NIOCore
 ///
 /// As Redis does with its reply buffer, a tick's small replies and events are copied into one buffer, so that
 /// they cost the pipeline one write and the kernel one `writev`, not one each. A tick's only frame is kept as
-/// it is (an event's frame is shared by every subscriber); the second one starts a buffer of the connection's
-/// own, holding copies. Frames over ``maxFrameBytes``, and frames whose write is waited for, go to the channel
-/// on their own, after what was coalesced before them (``write(_:promise:context:)``).
+/// it is (an event's frame is shared by every subscriber). A subscriber's later events of the same topic continue
+/// the tick's ``EventRun`` of that topic when it holds the run's beginning: a range of bytes shared by every such
+/// subscriber, not a copy. Anything else starts a buffer of the connection's own, holding copies. Frames over
+/// ``maxFrameBytes``, and frames whose write is waited for, go to the channel on their own, after what was
+/// coalesced before them (``write(_:promise:context:)``).
 ///
 /// A value, stored in its handler and mutated in place. It writes and flushes through the handler's context,
 /// and counts no bytes (the ``ConnectionStateMachine`` does).
@@ -25,10 +28,17 @@ struct OutboundFrameBuffer {
     /// writability says whether the kernel took everything flushed.
     static let everythingTaken = ChannelOptions.Types.WriteBufferWaterMark(low: 1, high: 1)
 
-    /// The frames coalesced, if any.
+    /// The frames coalesced, if any: the tick's only frame as it is, or (``isOwned``) a buffer of the connection's
+    /// own.
     private var frames: ByteBuffer?
     /// Whether ``frames`` is this connection's own buffer rather than the one frame it holds.
     private(set) var isOwned = false
+    /// Instead of ``frames``: events back to back in a run shared with other subscribers, its bytes up to
+    /// ``runEnd``. Fields rather than an enum's payload, so that extending the range stores one integer.
+    private var run: EventRun?
+    private var runEnd = 0
+    /// ``run``'s identity, compared without retaining it.
+    private var runID: ObjectIdentifier?
     /// The channel's allocator, taken once: asking the channel for it on every write costs more than the write.
     var allocator: ByteBufferAllocator
 
@@ -37,10 +47,13 @@ struct OutboundFrameBuffer {
     }
 
     /// Whether no frame waits.
-    var isEmpty: Bool { self.frames == nil }
+    var isEmpty: Bool { self.frames == nil && self.run == nil }
+
+    /// Whether the frames waiting are a range of a run shared with other subscribers.
+    var isSharedRun: Bool { self.run != nil }
 
     /// The bytes waiting.
-    var readableBytes: Int { self.frames?.readableBytes ?? 0 }
+    var readableBytes: Int { self.run == nil ? self.frames?.readableBytes ?? 0 : self.runEnd }
 
     /// Whether a frame of `bytes` is coalesced rather than written on its own.
     static func coalesces(_ bytes: Int) -> Bool {
@@ -49,18 +62,37 @@ struct OutboundFrameBuffer {
 
     /// Adds `frame`: kept as it is when it is the first, copied into the connection's own buffer otherwise.
     mutating func append(_ frame: ByteBuffer) {
-        guard self.frames != nil else {
+        guard !self.isEmpty else {
             self.frames = frame
             self.isOwned = false
             return
         }
-        self.appendOwned(reserving: frame.readableBytes) { Self.copy(frame, into: &$0) }
+        self.appendOwned(reserving: frame.readableBytes) { $0.writeBytesOf(frame) }
     }
 
-    /// Copies `frame`'s readable bytes to the end of `buffer` through its bytes: `writeImmutableBuffer` also
-    /// moves the reader index of a copy of `frame`, about 20 instructions more per event delivered.
-    private static func copy(_ frame: ByteBuffer, into buffer: inout ByteBuffer) {
-        _ = frame.withUnsafeReadableBytes { buffer.writeBytes($0) }
+    /// Adds a subscriber's event, `shared`: kept as it is when it is the first; as the next range of its topic's run
+    /// of this tick (the loop's ``EventRuns``) when what waits is that run's beginning; else copied.
+    mutating func append(event shared: SharedEvent, sharing runs: SharedEventRuns?) {
+        if let runs {
+            if let runID = self.runID {
+                if let end = runs.runs.end(of: runID, from: self.runEnd, extendedBy: shared) {
+                    self.runEnd = end
+                    return
+                }
+            } else if let held = self.frames {
+                if !self.isOwned, let run = runs.runs.run(startedBy: shared, after: held) {
+                    self.frames = nil
+                    self.run = run
+                    self.runID = ObjectIdentifier(run)
+                    self.runEnd = run.readableBytes
+                    return
+                }
+            } else {
+                // Noted, so that the topic's next event can start a run from it.
+                runs.runs.note(shared)
+            }
+        }
+        self.append(shared.frame)
     }
 
     /// Has `write` add `bytes` bytes straight into the connection's own buffer; at least one frame must
@@ -69,13 +101,22 @@ struct OutboundFrameBuffer {
     /// The buffer is taken out while it is written to, so that it has one owner and grows in place: a copy of it
     /// still held (as the first frame once was, for the whole function) would make every write copy all of it.
     mutating func appendOwned(reserving bytes: Int, _ write: (inout ByteBuffer) -> Void) {
-        guard var buffer = self.frames.take() else {
-            preconditionFailure("only a tick's second and later frames go into a buffer of the connection's own")
+        var buffer: ByteBuffer
+        if let run = self.run.take() {
+            self.runID = nil
+            buffer = self.allocator.buffer(capacity: max(Self.initialCapacity, 2 * (self.runEnd + bytes)))
+            buffer.writeBytesOf(run.slice(0..<self.runEnd))
+            self.isOwned = true
+        } else {
+            guard let frames = self.frames.take() else {
+                preconditionFailure("only a tick's second and later frames go into a buffer of the connection's own")
+            }
+            buffer = frames
         }
         if !self.isOwned {
             let first = buffer
             buffer = self.allocator.buffer(capacity: max(Self.initialCapacity, first.readableBytes + bytes))
-            Self.copy(first, into: &buffer)
+            buffer.writeBytesOf(first)
             self.isOwned = true
         }
         write(&buffer)
@@ -112,7 +153,7 @@ struct OutboundFrameBuffer {
     /// sent the usual way: the tick's first frame (kept as it is), an error, or a frame too large to coalesce or
     /// over the frame limit.
     mutating func append(_ response: OutboundResponse, maxFrameLength: Int) -> Int? {
-        guard self.frames != nil, let body = response.body else { return nil }
+        guard !self.isEmpty, let body = response.body else { return nil }
         let payload = body.responsePayloadLength(id: response.id)
         let bytes = WireProtocol.lengthPrefixSize + payload
         guard Self.coalesces(bytes), payload <= maxFrameLength else { return nil }
@@ -142,14 +183,36 @@ struct OutboundFrameBuffer {
         }
     }
 
+    /// Writes a subscriber's event without flushing: as ``write(_:promise:context:)`` does, a small one through
+    /// ``append(event:sharing:)``.
+    mutating func write(event shared: SharedEvent, sharing runs: SharedEventRuns?, context: ChannelHandlerContext) {
+        guard Self.coalesces(shared.frame.readableBytes) else {
+            return self.write(shared.frame, promise: nil, context: context)
+        }
+        self.append(event: shared, sharing: runs)
+    }
+
     /// Takes every frame waiting, to hand to the channel; `nil` when none does.
+    ///
+    /// A run's range is handed over as a slice of the run when it is the whole run so far, so that the storage it
+    /// keeps alive holds no byte not counted to this connection; a part of a run is copied out.
     mutating func take() -> ByteBuffer? {
-        self.frames.take()
+        guard let run = self.run.take() else {
+            self.isOwned = false
+            return self.frames.take()
+        }
+        self.runID = nil
+        if self.runEnd == run.readableBytes { return run.slice(0..<self.runEnd) }
+        var copy = self.allocator.buffer(capacity: self.runEnd)
+        copy.writeBytesOf(run.slice(0..<self.runEnd))
+        return copy
     }
 
     /// Drops every frame waiting (the connection is gone).
     mutating func discard() {
         self.frames = nil
         self.isOwned = false
+        self.run = nil
+        self.runID = nil
     }
 }

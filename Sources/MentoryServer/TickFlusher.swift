@@ -5,7 +5,8 @@ import NIOCore
 /// A published event reaches every subscriber's connection in the same tick. Each connection asking the
 /// loop for its own end-of-tick flush would cost one task per subscriber per tick; the connections of one
 /// loop share this flusher instead, which queues a single task that flushes them all, in the order they
-/// first wrote. Confined to its event loop.
+/// first wrote. It also keeps the tick's ``EventRuns``, so that the subscribers of a topic share one copy of
+/// the tick's events. Confined to its event loop.
 package final class TickFlusher {
     private let eventLoop: any EventLoop
     /// The connections to flush at the end of this tick. Each appears once: a connection asks only when it
@@ -13,6 +14,8 @@ package final class TickFlusher {
     private var pending: [ConnectionHandler] = []
     private var flushing: [ConnectionHandler] = []
     private var scheduled = false
+    /// The tick's event runs, shared by this loop's subscribers (``EventRun``); ended as the tick's flush starts.
+    let eventRuns = SharedEventRuns()
     /// The task queued once per tick: made on the loop the first time, so that queueing it allocates
     /// nothing after that. It holds the flusher weakly, so that the two do not keep each other alive.
     private var flushTask: (@Sendable () -> Void)?
@@ -42,6 +45,7 @@ package final class TickFlusher {
 
     private func flushAll() {
         self.scheduled = false
+        self.eventRuns.runs.endTick()
         // Swapped rather than copied, so that a connection asking again while being flushed (a write from
         // a writability callback) lands in the next tick's list, and neither array is reallocated per tick.
         swap(&self.pending, &self.flushing)

@@ -1,5 +1,12 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import MentoryEngine
 import MentoryWire
 import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import MentoryServer
@@ -121,5 +128,128 @@ struct InboundFramesTests {
         let first = inbound.received()
         let second = inbound.received()
         #expect(first == second)
+    }
+}
+
+/// A change (or `kind`) event of `topic`, numbered `sequence`, with a body of `bytes` bytes, as the engine shares it.
+private func event(
+    _ sequence: UInt64, topic: String = "mentor", kind: Mentory_V1_EventKind = .change, bytes: Int = 20
+) -> SharedEvent {
+    var event = Mentory_V1_Event()
+    event.topic = topic
+    event.sequence = sequence
+    event.kind = kind
+    event.body = Data(repeating: UInt8(truncatingIfNeeded: sequence), count: bytes)
+    return SharedEvent(event)
+}
+
+/// The frames of `events`, back to back.
+private func concatenated(_ events: [SharedEvent]) -> ByteBuffer {
+    var bytes = ByteBuffer()
+    for event in events { bytes.writeImmutableBuffer(event.frame) }
+    return bytes
+}
+
+/// The address of `buffer`'s first readable byte.
+private func address(_ buffer: ByteBuffer) -> UnsafeRawPointer? {
+    buffer.withUnsafeReadableBytes { $0.baseAddress }
+}
+
+@Suite("EventRuns: a tick's events of a topic, copied once for all its subscribers")
+struct EventRunsTests {
+    /// What `buffer` hands over, which must be something.
+    private func taken(_ buffer: inout OutboundFrameBuffer) throws -> ByteBuffer {
+        let frames = buffer.take()
+        return try #require(frames)
+    }
+
+    @Test("subscribers holding the same first event share one run of the tick's events: the same bytes, one storage")
+    func subscribersShareOneRun() throws {
+        let flusher = TickFlusher(eventLoop: EmbeddedEventLoop())
+        let events = [event(1), event(2), event(3)]
+        var subscribers = Array(repeating: OutboundFrameBuffer(), count: 3)
+        for shared in events {
+            for index in subscribers.indices { subscribers[index].append(event: shared, sharing: flusher.eventRuns) }
+        }
+        var taken: [ByteBuffer] = []
+        for index in subscribers.indices {
+            #expect(subscribers[index].isSharedRun)
+            #expect(subscribers[index].readableBytes == concatenated(events).readableBytes)
+            taken.append(try self.taken(&subscribers[index]))
+            #expect(subscribers[index].isEmpty)
+        }
+        for buffer in taken {
+            #expect(buffer == concatenated(events))
+            #expect(address(buffer) == address(taken[0]), "one run, not a copy each")
+        }
+        #expect(address(taken[0]) != address(events[0].frame), "the run is its own storage, not the engine's frame")
+    }
+
+    @Test("a subscriber whose tick began otherwise (a reply first) copies, and the others still share the run")
+    func otherFirstFrameCopies() throws {
+        let flusher = TickFlusher(eventLoop: EmbeddedEventLoop())
+        var subscriber = OutboundFrameBuffer()
+        var publisher = OutboundFrameBuffer()
+        let reply = frame(6, fill: 9)
+        publisher.append(reply)
+        let events = [event(1), event(2)]
+        for shared in events {
+            subscriber.append(event: shared, sharing: flusher.eventRuns)
+            publisher.append(event: shared, sharing: flusher.eventRuns)
+        }
+        #expect(subscriber.isSharedRun)
+        #expect(publisher.isOwned)
+        #expect(try self.taken(&subscriber) == concatenated(events))
+        var expected = reply
+        expected.writeImmutableBuffer(concatenated(events))
+        #expect(try self.taken(&publisher) == expected)
+    }
+
+    @Test("a subscriber that missed an event of the run copies out what it holds; snapshots and resets are not shared")
+    func partsAndOtherKindsAreCopied() throws {
+        let flusher = TickFlusher(eventLoop: EmbeddedEventLoop())
+        var missed = OutboundFrameBuffer()
+        var all = OutboundFrameBuffer()
+        let events = [event(1), event(2), event(3)]
+        for (number, shared) in events.enumerated() {
+            all.append(event: shared, sharing: flusher.eventRuns)
+            if number < 2 { missed.append(event: shared, sharing: flusher.eventRuns) }
+        }
+        let whole = try self.taken(&all)
+        let part = try self.taken(&missed)
+        #expect(part == concatenated(Array(events[..<2])))
+        #expect(address(part) != address(whole), "a part of a run is copied out, not kept alive whole")
+        #expect(whole == concatenated(events))
+
+        var subscriber = OutboundFrameBuffer()
+        let snapshot = event(4, kind: .snapshot)
+        subscriber.append(event: event(5), sharing: flusher.eventRuns)
+        subscriber.append(event: snapshot, sharing: flusher.eventRuns)
+        #expect(subscriber.isOwned)
+        #expect(try self.taken(&subscriber) == concatenated([event(5), snapshot]))
+    }
+
+    @Test("the tick's end starts new runs; a run stops growing at its bound and later events are copied")
+    func tickEndAndBound() throws {
+        let flusher = TickFlusher(eventLoop: EmbeddedEventLoop())
+        var subscriber = OutboundFrameBuffer()
+        subscriber.append(event: event(1), sharing: flusher.eventRuns)
+        subscriber.append(event: event(2), sharing: flusher.eventRuns)
+        #expect(subscriber.isSharedRun)
+        _ = subscriber.take()
+        flusher.eventRuns.runs.endTick()
+        // A new tick: its first two events make a run of their own.
+        var next = OutboundFrameBuffer()
+        next.append(event: event(3), sharing: flusher.eventRuns)
+        next.append(event: event(4), sharing: flusher.eventRuns)
+        #expect(next.isSharedRun)
+        #expect(try self.taken(&next) == concatenated([event(3), event(4)]))
+        flusher.eventRuns.runs.endTick()
+
+        let large = (0..<9).map { event(10 + UInt64($0), bytes: 8_000) }
+        var bounded = OutboundFrameBuffer()
+        for shared in large { bounded.append(event: shared, sharing: flusher.eventRuns) }
+        #expect(bounded.isOwned, "past \(EventRun.maxBytes) bytes the run stops and the rest is copied")
+        #expect(try self.taken(&bounded) == concatenated(large))
     }
 }
