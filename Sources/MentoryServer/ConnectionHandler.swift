@@ -278,10 +278,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Delivers an event to the peer, or refuses it (`false`; the engine sends a reset once the queue drains).
     func deliver(_ shared: SharedEvent) -> Bool {
-        let (frame, context) = (shared.frame, self.context)
+        // Sizes and the account rather than the frame and the context: nothing is retained to decide.
+        let (bytes, account) = (shared.frame.readableBytes, self.account)
         let (action, written) = self.state.eventWritten(
-            frameBytes: frame.readableBytes, payloadLength: shared.payloadLength, onChannel: context != nil
-        ) { self.account.hasRoom(for: frame.readableBytes, ownReserved: $0) }
+            frameBytes: bytes, payloadLength: shared.payloadLength, onChannel: self.context != nil
+        ) { account.hasRoom(for: bytes, ownReserved: $0) }
         switch action {
         case .drop: return false
         case .refuseTooLarge:
@@ -296,11 +297,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if waitForBudget { self.waitForBudget() }
             return false
         case .write(let releaseReserved):
-            if let context, let written {
-                self.countWritten(frame.readableBytes, context: context, counted: written)
-                self.outbound.write(event: shared, sharing: self.flusher?.eventRuns, context: context)
+            if let written {
+                self.countWritten(bytes, counted: written)
+                self.outbound.write(event: shared, sharing: self.flusher?.eventRuns, context: self.context)
             }
-            self.account.release(releaseReserved)
+            if releaseReserved > 0 { account.release(releaseReserved) }
             return true
         }
     }
@@ -322,7 +323,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let maxFrameLength = self.configuration.maxFrameLength
         switch self.outbound.frame(&response, method: method, maxFrameLength: maxFrameLength, logger: self.logger) {
         case .appended(let bytes):
-            if let context = self.context { self.countWritten(bytes, context: context) }
+            if self.context != nil { self.countWritten(bytes) }
             return bytes
         case .frame(let frame, let size):
             self.write(frame)
@@ -342,23 +343,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
         }
-        self.countWritten(frame.readableBytes, context: context)
+        self.countWritten(frame.readableBytes)
         self.outbound.write(frame, promise: promise, context: context)
     }
 
     /// Counts `bytes` written (in the machine, `counted`, and the uid's account), then schedules the flush or pauses.
-    private func countWritten(
-        _ bytes: Int, context: ChannelHandlerContext, counted: ConnectionStateMachine.FrameWrittenAction? = nil
-    ) {
+    private func countWritten(_ bytes: Int, counted: ConnectionStateMachine.FrameWrittenAction? = nil) {
         let action = counted ?? self.state.frameWritten(bytes: bytes)
         self.account.charge(bytes)
         switch action {
         case .none: break
-        case .scheduleFlush: self.scheduleFlush(context: context)
+        case .scheduleFlush: self.scheduleFlush()
         case .pauseReading(let scheduleFlush):
             self.metrics.outboundBackpressure.increment()
             self.logger.outboundBoundReached(self.state.outboundBytes)
-            if scheduleFlush { self.scheduleFlush(context: context) }
+            if scheduleFlush { self.scheduleFlush() }
         }
     }
 
@@ -390,13 +389,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Flushes once at the end of this tick: with the loop's other connections (``TickFlusher``), or on its own.
-    private func scheduleFlush(context: ChannelHandlerContext) {
+    private func scheduleFlush() {
         if let flusher = self.flusher { return flusher.flushAtEndOfTick(self) }
+        guard let context = self.context else { return }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.execute { handler.value.flushScheduledWrites() }
     }
 
-    /// The end-of-tick flush ``scheduleFlush(context:)`` asked for.
+    /// The end-of-tick flush ``scheduleFlush()`` asked for.
     func flushScheduledWrites() {
         self.state.scheduledFlushRan()
         self.flushIfNeeded()

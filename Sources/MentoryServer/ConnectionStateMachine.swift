@@ -572,27 +572,34 @@ struct ConnectionStateMachine {
     mutating func eventReady(frameBytes: Int, payloadLength: Int, uidHasRoom: (_ ownReserved: Int) -> Bool)
         -> EventAction
     {
-        guard case .open(var open) = self.state else { return .drop }
+        // Only the reservation is read: the open state is not copied (its requests would be retained) unless it
+        // changes, which most events do not make it do.
+        guard case .open(let open) = self.state else { return .drop }
+        let reserved = open.requests.eventBytes
         let action: EventAction
         if payloadLength > self.maxFrameLength {
             action = .refuseTooLarge
         } else if self.outboundBytes > 0, self.outboundBytes + frameBytes > self.subscriberQueueBytes {
             action = .refuse(waitForBudget: false)
-        } else if !uidHasRoom(open.requests.eventBytes) {
+        } else if !uidHasRoom(reserved) {
             action = .refuse(waitForBudget: self.startWaitingForBudget())
         } else {
             // A snapshot or reset being taken had its room reserved: the event uses it up.
-            let used = min(open.requests.eventBytes, frameBytes)
+            let used = min(reserved, frameBytes)
             guard used > 0 else { return .write(releaseReserved: 0) }
-            self.state = .modifying
-            open.requests.eventBytes -= used
-            self.state = .open(open)
+            self.modifyOpen { $0.requests.eventBytes -= used }
             return .write(releaseReserved: used)
         }
-        self.state = .modifying
-        open.eventsRefused = true
-        self.state = .open(open)
+        self.modifyOpen { $0.eventsRefused = true }
         return action
+    }
+
+    /// Changes the open state in place; it must be open.
+    private mutating func modifyOpen(_ body: (inout OpenState) -> Void) {
+        guard case .open(var open) = self.state else { return }
+        self.state = .modifying
+        body(&open)
+        self.state = .open(open)
     }
 
     /// An event the engine hands over, decided as ``eventReady(frameBytes:payloadLength:uidHasRoom:)`` decides it

@@ -184,10 +184,14 @@ struct OutboundFrameBuffer {
     }
 
     /// Writes a subscriber's event without flushing: as ``write(_:promise:context:)`` does, a small one through
-    /// ``append(event:sharing:)``.
-    mutating func write(event shared: SharedEvent, sharing runs: SharedEventRuns?, context: ChannelHandlerContext) {
+    /// ``append(event:sharing:)``. `context` is asked for only for a frame written on its own, so that the many
+    /// small events of a fan-out do not retain it.
+    mutating func write(
+        event shared: SharedEvent, sharing runs: SharedEventRuns?, context: @autoclosure () -> ChannelHandlerContext?
+    ) {
         guard Self.coalesces(shared.frame.readableBytes) else {
-            return self.write(shared.frame, promise: nil, context: context)
+            if let context = context() { self.write(shared.frame, promise: nil, context: context) }
+            return
         }
         self.append(event: shared, sharing: runs)
     }
