@@ -13,10 +13,16 @@ import SwiftProtobuf
 /// A method answered by ``on(_:_:)`` runs synchronously on the engine's executor: the daemon answers
 /// it on the event loop with no task. One that needs to suspend (a store, another service) is
 /// declared with ``onAsync(_:_:)`` and runs on the engine's executor between its suspension points.
+/// One that suspends only sometimes (a store that may be in memory, on the engine's executor) is declared
+/// with ``onAsync(_:attempt:_:)``: its attempt answers without a task when it can, and the route that may
+/// suspend answers when it cannot.
 public struct HandlerRoutes<Handler: MentoryHandler> {
     /// Answers a request without suspending.
     public typealias Respond<Request, Reply> =
         @Sendable (Request, RequestContext, HandlerContext<Handler>) throws -> Reply
+    /// Answers a request without suspending if it can; `nil` when it cannot (it must then have changed nothing).
+    public typealias Attempt<Request, Reply> =
+        @Sendable (Request, RequestContext, HandlerContext<Handler>) throws -> Reply?
     /// Answers a request, suspending as it needs to.
     public typealias RespondAsync<Request, Reply> =
         nonisolated(nonsending) @Sendable (Request, RequestContext, HandlerContext<Handler>) async throws -> Reply
@@ -27,6 +33,9 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     /// Decodes a request body (a slice of its frame), answers it, and returns the reply serialized once.
     package typealias ErasedRespond =
         @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) throws -> ProtobufBuffer
+    /// ``ErasedRespond`` for an ``Attempt``: `nil` when the attempt cannot answer without suspending.
+    package typealias ErasedAttempt =
+        @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) throws -> ProtobufBuffer?
     package typealias ErasedRespondAsync =
         nonisolated(nonsending) @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) async throws
         -> ProtobufBuffer
@@ -34,6 +43,8 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     package enum Route {
         case immediate(ErasedRespond)
         case suspending(ErasedRespondAsync)
+        /// Attempted without suspending first; answered by the route that may suspend when the attempt cannot.
+        case attempted(ErasedAttempt, otherwise: ErasedRespondAsync)
     }
 
     package private(set) var routes: [String: Route] = [:]
@@ -64,6 +75,31 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
                 let request = try method.decodeRequest(body)
                 return try await respond(request, call, context).replyBody()
             }
+        }
+    }
+
+    /// Answers `method` with `attempt` where it can answer without suspending, and with `respond`, which may
+    /// suspend, where it cannot.
+    ///
+    /// The host calls `attempt` first, where the request arrives, when nothing needs to be reserved before it
+    /// runs; a reply from it answers the request with no task. `nil` says it would have to suspend (a store not
+    /// in memory, a change that must wait for its turn), and must leave everything as it found it: `respond` then
+    /// answers the same request as a task, as it would have without the attempt. The request is decoded again for
+    /// `respond`. Errors `attempt` throws answer the request, as `respond`'s do.
+    public mutating func onAsync<Request, Reply>(
+        _ method: MethodSchema<Handler.Namespace, Request, Reply>,
+        attempt: @escaping Attempt<Request, Reply>,
+        _ respond: @escaping RespondAsync<Request, Reply>
+    ) {
+        self.add(method.name) {
+            .attempted(
+                { body, call, context in
+                    try attempt(try method.decodeRequest(body), call, context)?.replyBody()
+                },
+                otherwise: { body, call, context in
+                    let request = try method.decodeRequest(body)
+                    return try await respond(request, call, context).replyBody()
+                })
         }
     }
 

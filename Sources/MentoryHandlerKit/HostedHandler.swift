@@ -54,8 +54,10 @@ package protocol HostedHandler: AnyObject {
 package enum ResolvedRoute {
     /// Answers without suspending.
     case immediate((ByteBuffer, RequestContext) throws -> ProtobufBuffer)
-    /// May suspend: the host answers it as a task, through ``HostedHandler/respond(method:body:call:)``.
-    case suspending
+    /// May suspend: the host answers it as a task, through ``HostedHandler/respond(method:body:call:)``. An
+    /// `attempt`, when there is one, is called first, where the request arrives: a reply from it answers the
+    /// request with no task; `nil` says the task must answer it.
+    case suspending(attempt: ((ByteBuffer, RequestContext) throws -> ProtobufBuffer?)?)
 }
 
 extension HostedHandler {
@@ -133,7 +135,9 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         case .immediate(let respond):
             return .immediate { body, call in try respond(body, call, self.context) }
         case .suspending:
-            return .suspending
+            return .suspending(attempt: nil)
+        case .attempted(let attempt, _):
+            return .suspending(attempt: { body, call in try attempt(body, call, self.context) })
         case nil:
             return nil
         }
@@ -145,7 +149,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         switch self.route(method) {
         case .immediate(let respond):
             return try respond(body, call, self.context)
-        case .suspending(let respond):
+        case .suspending(let respond), .attempted(_, otherwise: let respond):
             return try await respond(body, call, self.context)
         case nil:
             throw MentoryError.unknownMethod(namespace: self.namespace, method: method)

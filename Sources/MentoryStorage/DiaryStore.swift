@@ -63,4 +63,19 @@ public protocol MentorStateStore: Sendable {
 
     /// Replaces the saved state; returns once it is stored.
     nonisolated(nonsending) func saveMentorState(_ state: Mentory_V1_MentorState) async throws(StorageError)
+
+    /// Replaces the saved state without suspending, if this store can from where it is called: `true` once it is
+    /// stored, `false` (storing nothing) when the caller must call ``saveMentorState(_:)`` instead. Throws what
+    /// ``saveMentorState(_:)`` would.
+    ///
+    /// A store in memory running on the caller's executor can; a store on disk cannot, and keeps the default,
+    /// which always answers `false`.
+    func saveMentorStateWithoutSuspending(_ state: Mentory_V1_MentorState) throws(StorageError) -> Bool
+}
+
+extension MentorStateStore {
+    /// Never without suspending: ``saveMentorState(_:)`` stores the state.
+    public func saveMentorStateWithoutSuspending(_ state: Mentory_V1_MentorState) throws(StorageError) -> Bool {
+        false
+    }
 }

@@ -120,6 +120,23 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         self.mentorState = state
     }
 
+    /// Saves `state` at once when the caller runs on the executor this store was given (``init(executor:)``), as the
+    /// engine's handlers do in the daemon: no suspension, no task. A store on an executor of its own, or a caller
+    /// elsewhere, gets `false`, and saves through ``saveMentorState(_:)``.
+    public nonisolated func saveMentorStateWithoutSuspending(
+        _ state: Mentory_V1_MentorState
+    ) throws(StorageError) -> Bool {
+        guard case .shared(let executor) = self.isolation, executor.isIsolatingCurrentContext() == true else {
+            return false
+        }
+        // Isolated already, as the executor said: this checks it again rather than assuming it.
+        let saved = self.assumeIsolated { store in
+            Result { () throws(StorageError) in try store.saveMentorState(state) }
+        }
+        try saved.get()
+        return true
+    }
+
     /// The index of the first record date that is not before `date` (binary search).
     private func firstIndex(notBefore date: String) -> Int {
         var low = self.recordDates.startIndex

@@ -30,3 +30,15 @@ public nonisolated(nonsending) func reportingStorageErrors<Result>(
         throw MentoryError(error)
     }
 }
+
+/// The result of `operation`, a call to a store that does not suspend; a ``StorageError`` it throws is thrown as the
+/// ``MentoryError`` of the same meaning (`MentoryError.init(_:)`).
+public func reportingStorageErrors<Result>(
+    _ operation: () throws(StorageError) -> Result
+) throws(MentoryError) -> Result {
+    do {
+        return try operation()
+    } catch {
+        throw MentoryError(error)
+    }
+}

@@ -68,21 +68,61 @@ public struct MentorHandler: MentoryHandler {
         routes.on(Namespace.get) { _, _, context in
             context.state.current
         }
-        routes.onAsync(Namespace.set) { request, _, context in
+        // A change is attempted without a task first: on a store in memory, when no other change holds the turn,
+        // nothing suspends.
+        routes.onAsync(
+            Namespace.set,
+            attempt: { request, _, context in
+                try self.changeWithoutSuspending(context, Change.set(request, at: context.clock.nowUnixMilliseconds()))
+            }
+        ) { request, _, context in
             // Checked and built before the request waits for its turn.
-            let message = try Self.message(from: request, at: context.clock.nowUnixMilliseconds())
-            return try await self.change(context) { current throws(MentoryError) in
-                guard !Self.isSame(request, as: current) else { return nil }
+            try await self.change(context, Change.set(request, at: context.clock.nowUnixMilliseconds()))
+        }
+        routes.onAsync(
+            Namespace.completeTodo,
+            attempt: { request, _, context in
+                try self.changeWithoutSuspending(
+                    context, Change.completeTodo(request, at: context.clock.nowUnixMilliseconds()))
+            }
+        ) { request, _, context in
+            try await self.change(context, Change.completeTodo(request, at: context.clock.nowUnixMilliseconds()))
+        }
+        routes.snapshot(Namespace.mentorTopic) { context in
+            context.state.current
+        }
+    }
+
+    /// A change a request asks for: checked and built before it waits for its turn, and applied to the state
+    /// current when its turn comes.
+    enum Change {
+        /// `set`: the message `request` asks for, built.
+        case set(Mentory_V1_MentorSetRequest, message: Mentory_V1_MentorMessage)
+        /// `complete_todo`: the action item `id` is done, at `timestamp`.
+        case completeTodo(id: String, timestamp: Int64)
+
+        /// Checks and builds a set request's change, made at `timestamp`.
+        static func set(_ request: Mentory_V1_MentorSetRequest, at timestamp: Int64) throws(MentoryError) -> Change {
+            .set(request, message: try MentorHandler.message(from: request, at: timestamp))
+        }
+
+        /// Checks a complete-todo request's change, made at `timestamp`.
+        static func completeTodo(
+            _ request: Mentory_V1_MentorCompleteTodoRequest, at timestamp: Int64
+        ) throws(MentoryError) -> Change {
+            try FieldLimits.id.check(request.id, field: "id")
+            return .completeTodo(id: EntityID.normalized(request.id), timestamp: timestamp)
+        }
+
+        /// The state after this change, from `current`; `nil` when nothing changes.
+        func applied(to current: Mentory_V1_MentorState) throws(MentoryError) -> Mentory_V1_MentorState? {
+            switch self {
+            case .set(let request, let message):
+                guard !MentorHandler.isSame(request, as: current) else { return nil }
                 var updated = Mentory_V1_MentorState()
                 updated.message = message
                 return updated
-            }
-        }
-        routes.onAsync(Namespace.completeTodo) { request, _, context in
-            try FieldLimits.id.check(request.id, field: "id")
-            let id = EntityID.normalized(request.id)
-            let timestamp = context.clock.nowUnixMilliseconds()
-            return try await self.change(context) { current throws(MentoryError) in
+            case .completeTodo(let id, let timestamp):
                 guard current.hasMessage, let index = current.message.actionItems.firstIndex(where: { $0.id == id })
                 else {
                     throw .notFound("mentor action item \(FieldLimits.quoted(id))")
@@ -94,30 +134,45 @@ public struct MentorHandler: MentoryHandler {
                 return updated
             }
         }
-        routes.snapshot(Namespace.mentorTopic) { context in
-            context.state.current
-        }
     }
 
-    /// Runs one change after every change started before it has finished: `makeChange` derives
-    /// the new state from the current one (`nil`: nothing changes), which is saved, then made
-    /// current and published. Returns the state the reply carries.
+    /// Runs `change` after every change started before it has finished: the new state it makes of the current
+    /// one (if any) is saved, then made current and published. Returns the state the reply carries.
     ///
     /// Changes wait for each other because each is computed from the saved state: a change built
     /// on one whose save then fails would otherwise save what the failed one had.
     private nonisolated(nonsending) func change(
-        _ context: HandlerContext<Self>,
-        _ makeChange: (Mentory_V1_MentorState) throws(MentoryError) -> Mentory_V1_MentorState?
+        _ context: HandlerContext<Self>, _ change: Change
     ) async throws(MentoryError) -> Mentory_V1_MentorState {
         let state = context.state
         await state.takeTurn()
         defer { state.endTurn() }
-        guard let updated = try makeChange(state.current) else {
+        guard let updated = try change.applied(to: state.current) else {
             return state.current
         }
         try await reportingStorageErrors { () async throws(StorageError) in
             try await self.store.saveMentorState(updated)
         }
+        state.current = updated
+        context.publish(updated, on: Namespace.mentorTopic)
+        return updated
+    }
+
+    /// Runs `change` as ``change(_:_:)`` does, if it can without suspending: no other change holds the turn (it
+    /// would wait for it) and the store saves without suspending. Returns `nil`, having changed nothing, when it
+    /// cannot.
+    private func changeWithoutSuspending(
+        _ context: HandlerContext<Self>, _ change: Change
+    ) throws(MentoryError) -> Mentory_V1_MentorState? {
+        let state = context.state
+        guard !state.changing else { return nil }
+        guard let updated = try change.applied(to: state.current) else {
+            return state.current
+        }
+        let saved = try reportingStorageErrors { () throws(StorageError) in
+            try self.store.saveMentorStateWithoutSuspending(updated)
+        }
+        guard saved else { return nil }
         state.current = updated
         context.publish(updated, on: Namespace.mentorTopic)
         return updated

@@ -335,11 +335,18 @@ extension MentoryEngine {
                 deadline: received + self.timeout(of: request),
                 logger: self.logger
             )
-            if answerNow, case .immediate(let answer) = route.answer {
+            if answerNow {
                 // The hot path: answered here, building nothing more than the call's context.
-                let reply = try answer(request.body, call)
-                self.settle(request, from: id, route: route, code: 0, replyBytes: reply.count, started: received)
-                return .answered(reply)
+                let reply: ProtobufBuffer?
+                switch route.answer {
+                case .immediate(let answer): reply = try answer(request.body, call)
+                case .attempted(let attempt, _): reply = try attempt(request.body, call)
+                case .suspending: reply = nil
+                }
+                if let reply {
+                    self.settle(request, from: id, route: route, code: 0, replyBytes: reply.count, started: received)
+                    return .answered(reply)
+                }
             }
             return .admitted(
                 Dispatch.Admitted(
@@ -371,7 +378,8 @@ extension MentoryEngine {
                 let reply: ProtobufBuffer
                 switch route.answer {
                 case .immediate(let answer): reply = try answer(admitted.body, admitted.call!)
-                case .suspending(let answer): reply = try await answer(self, admitted.body, admitted.call!)
+                case .suspending(let answer), .attempted(_, otherwise: let answer):
+                    reply = try await answer(self, admitted.body, admitted.call!)
                 }
                 self.settle(admitted, code: 0, replyBytes: reply.count)
                 return .answered(reply)

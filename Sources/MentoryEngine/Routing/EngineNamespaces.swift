@@ -56,7 +56,7 @@ final class EngineHostedNamespace: HostedHandler {
 
     func resolve(method: String) -> ResolvedRoute? {
         if let route = self.immediate[method] { return route }
-        return self.suspending[method] != nil ? .suspending : nil
+        return self.suspending[method] != nil ? .suspending(attempt: nil) : nil
     }
 
     nonisolated(nonsending) func respond(method: String, body: ByteBuffer, call: RequestContext) async throws

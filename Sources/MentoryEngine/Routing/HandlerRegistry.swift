@@ -54,15 +54,16 @@ struct HandlerRegistry {
             switch handler.resolve(method: method) {
             case .immediate(let respond):
                 return (handler.info, .immediate(respond), false)
-            case .suspending:
+            case .suspending(let attempt):
                 let queuesSnapshots = (handler as? EngineHostedNamespace)?.snapshotMethods.contains(method) ?? false
-                let answer = MethodRoute.Answer.suspending { engine, body, call in
+                let respond: MethodRoute.Suspending = { engine, body, call in
                     guard let handler = engine.registry.handlers[namespace] else {
                         throw engine.routeFailure(namespace, call.method)
                     }
                     return try await handler.respond(method: call.method, body: body, call: call)
                 }
-                return (handler.info, answer, queuesSnapshots)
+                guard let attempt else { return (handler.info, .suspending(respond), queuesSnapshots) }
+                return (handler.info, .attempted(attempt, otherwise: respond), queuesSnapshots)
             case nil:
                 return nil
             }

@@ -26,8 +26,14 @@ final class MethodRoute {
         /// Possibly suspending: the request is answered from a task. The closure is isolated to the engine it
         /// is passed, so it runs on the engine's executor however it was made, and it can capture nothing
         /// that is not `Sendable`: what it needs of the engine's state it looks up in the engine.
-        case suspending((isolated MentoryEngine, ByteBuffer, RequestContext) async throws -> ProtobufBuffer)
+        case suspending(Suspending)
+        /// Attempted without suspending first, where the request arrives (as ``immediate(_:)``); when the attempt
+        /// answers `nil`, it cannot, and `otherwise` answers the request from a task (as ``suspending(_:)``).
+        case attempted((ByteBuffer, RequestContext) throws -> ProtobufBuffer?, otherwise: Suspending)
     }
+
+    /// An answer that may suspend, isolated to the engine it is passed.
+    typealias Suspending = (isolated MentoryEngine, ByteBuffer, RequestContext) async throws -> ProtobufBuffer
 
     let namespace: String
     let method: String
