@@ -17,22 +17,55 @@ package typealias NamespaceCaller =
 /// it cannot leak into another task. Publishing is typed by the handler's ``MentoryHandler/Namespace``:
 /// a handler cannot even name another namespace's topic.
 public struct HandlerContext<Handler: MentoryHandler> {
+    /// What the contexts of one handler's calls share, until a reload or a settings change replaces it: held by
+    /// reference, so that a call's context costs one retain rather than one per field.
+    package final class Storage {
+        let state: Handler.State
+        let config: ConfigReader
+        let logger: Logger
+        let clock: any SessionClock
+        let settings: GlobalSettings
+        let jobs: BackgroundJobs
+        let publisher: (_ topic: String, _ body: Data) -> Void
+        let caller: NamespaceCaller?
+
+        package init(
+            state: Handler.State,
+            config: ConfigReader,
+            logger: Logger,
+            clock: any SessionClock,
+            settings: GlobalSettings,
+            publisher: @escaping (_ topic: String, _ body: Data) -> Void,
+            caller: NamespaceCaller?,
+            jobs: BackgroundJobs
+        ) {
+            self.state = state
+            self.config = config
+            self.logger = logger
+            self.clock = clock
+            self.settings = settings
+            self.publisher = publisher
+            self.caller = caller
+            self.jobs = jobs
+        }
+    }
+
+    private let storage: Storage
+
     /// The handler's state, as ``MentoryHandler/open(_:)`` returned it.
-    public let state: Handler.State
+    public var state: Handler.State { self.storage.state }
     /// The handler's configuration section, `handlers.<namespace>`; a reload replaces it.
-    public let config: ConfigReader
+    public var config: ConfigReader { self.storage.config }
     /// A logger labelled with the namespace.
-    public let logger: Logger
+    public var logger: Logger { self.storage.logger }
     /// The source of wall-clock time.
-    public let clock: any SessionClock
+    public var clock: any SessionClock { self.storage.clock }
     /// The daemon-wide settings a handler may read; a reload refreshes those that reload live.
-    public let settings: GlobalSettings
+    public var settings: GlobalSettings { self.storage.settings }
     /// The daemon's background jobs: work that outlives this call (e.g. a cleanup after a connection
     /// closed) and timers. Shut-down waits for them, within a deadline; see ``BackgroundJobs``. A
     /// context made with the public initializer has none: every submit is refused.
-    public let jobs: BackgroundJobs
-    private let publisher: (_ topic: String, _ body: Data) -> Void
-    private let caller: NamespaceCaller?
+    public var jobs: BackgroundJobs { self.storage.jobs }
 
     /// Creates a context; the host does this, and so does the SDK's test support.
     ///
@@ -63,14 +96,14 @@ public struct HandlerContext<Handler: MentoryHandler> {
         caller: NamespaceCaller?,
         jobs: BackgroundJobs
     ) {
-        self.state = state
-        self.config = config
-        self.logger = logger
-        self.clock = clock
-        self.settings = settings
-        self.publisher = publisher
-        self.caller = caller
-        self.jobs = jobs
+        self.storage = Storage(
+            state: state, config: config, logger: logger, clock: clock, settings: settings, publisher: publisher,
+            caller: caller, jobs: jobs)
+    }
+
+    /// A context over `storage`, which the host keeps between calls.
+    package init(storage: Storage) {
+        self.storage = storage
     }
 
     /// Calls `method` of another namespace on behalf of the client whose call `call` is, and returns its reply.
@@ -88,7 +121,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         _ request: Request,
         for call: RequestContext
     ) async throws -> Reply {
-        guard let caller = self.caller else {
+        guard let caller = self.storage.caller else {
             throw MentoryError.internal(
                 "\(Handler.Namespace.name) cannot call \(method.namespace).\(method.name): this context has no host"
                     + " to call through (a test context; use the daemon or the engine)")
@@ -107,7 +140,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
     /// subscribers that resume.
     public func publish<Change, Snapshot>(_ change: Change, on topic: TopicSchema<Handler.Namespace, Change, Snapshot>)
     {
-        self.publisher(topic.name, change.wireBody())
+        self.storage.publisher(topic.name, change.wireBody())
     }
 }
 

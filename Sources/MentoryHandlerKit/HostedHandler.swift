@@ -69,10 +69,14 @@ extension HostedHandler {
 package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package let handler: Handler
     package let state: Handler.State
-    package private(set) var config: ConfigReader
+    package private(set) var config: ConfigReader {
+        didSet { self.contextStorage = self.makeContextStorage() }
+    }
     private let logger: Logger
     private let clock: any SessionClock
-    package private(set) var settings: GlobalSettings
+    package private(set) var settings: GlobalSettings {
+        didSet { self.contextStorage = self.makeContextStorage() }
+    }
     private let publisher: (String, Data) -> Void
     private let caller: NamespaceCaller?
     private let jobs: BackgroundJobs
@@ -81,6 +85,8 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     /// The method called last and its route: calls mostly repeat a method, whose route is then found without
     /// hashing its name (``routes`` is a dictionary of a generic type: its look-up is not specialized).
     private var lastRoute: (method: String, route: HandlerRoutes<Handler>.Route)?
+    /// What every call's context holds (``context``); made again when ``config`` or ``settings`` changes.
+    private var contextStorage: HandlerContext<Handler>.Storage
 
     /// Hosts `handler`, already opened into `state`; its calls' contexts submit background work to `jobs` (by
     /// default none: ``HandlerContext/jobs`` refuses every job).
@@ -116,15 +122,23 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         self.jobs = jobs
         self.routes = routes.routes
         self.snapshots = routes.snapshots
+        self.contextStorage = HandlerContext<Handler>.Storage(
+            state: state, config: config, logger: logger, clock: clock, settings: settings, publisher: publisher,
+            caller: caller, jobs: jobs)
     }
 
     package var namespace: String { Handler.Namespace.name }
     package var info: NamespaceInfo { Handler.Namespace.info }
     package var descriptors: SchemaDescriptors { Handler.Namespace.fileDescriptors }
 
-    /// The context calls get now.
+    /// The context calls get now: over storage made again only when the configuration or the settings change.
     package var context: HandlerContext<Handler> {
-        HandlerContext(
+        HandlerContext(storage: self.contextStorage)
+    }
+
+    /// What ``context`` holds, as of the current configuration and settings.
+    private func makeContextStorage() -> HandlerContext<Handler>.Storage {
+        HandlerContext<Handler>.Storage(
             state: self.state, config: self.config, logger: self.logger, clock: self.clock,
             settings: self.settings, publisher: self.publisher, caller: self.caller, jobs: self.jobs)
     }
