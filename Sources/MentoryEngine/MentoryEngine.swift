@@ -93,12 +93,15 @@ public actor MentoryEngine {
     final class Connection {
         let context: ConnectionContext
         let sink: any EventSink
+        /// The connection and the engine's logger, as every request's context of this connection shares them.
+        let caller: RequestContext.Caller
         /// The routes of the methods this connection called last.
         var routes = RouteCache()
 
-        init(context: ConnectionContext, sink: any EventSink) {
+        init(context: ConnectionContext, sink: any EventSink, logger: Logger) {
             self.context = context
             self.sink = sink
+            self.caller = RequestContext.Caller(connection: context, logger: logger)
         }
     }
 
@@ -410,7 +413,7 @@ public actor MentoryEngine {
 
     /// Introduces a connection that completed its handshake and returns the server's greeting.
     package func attach(_ context: ConnectionContext, sink: any EventSink) -> Mentory_V1_Welcome {
-        self.connections[context.id] = Connection(context: context, sink: sink)
+        self.connections[context.id] = Connection(context: context, sink: sink, logger: self.logger)
         var welcome = Mentory_V1_Welcome()
         welcome.protocolVersion = WireProtocol.version
         welcome.serverVersion = self.configuration.serverVersion

@@ -3,18 +3,32 @@ import Logging
 /// What a handler knows about one call: who is calling, which request it is, and until when
 /// an answer is useful.
 public struct RequestContext: Sendable {
+    /// Who makes a connection's calls, and the logger their contexts start from: shared by every call of the
+    /// connection and held by reference, so that a call's context costs one retain for them, not one per field.
+    package final class Caller: Sendable {
+        package let connection: ConnectionContext
+        package let logger: Logger
+
+        package init(connection: ConnectionContext, logger: Logger) {
+            self.connection = connection
+            self.logger = logger
+        }
+    }
+
     /// The id the client gave the request; unique among its requests in flight.
     public let requestID: UInt64
     /// The method being called, e.g. `add`.
     public let method: String
-    /// The calling connection.
-    public let connection: ConnectionContext
     /// When the client stops waiting; work past it is wasted.
     public let deadline: ContinuousClock.Instant
     /// The namespaces this call passed through on the caller's behalf, outermost first, ending with
     /// the one answering it; empty for a call straight from a client (``HandlerContext/call(_:_:for:)``).
     package let chain: [String]
-    private let baseLogger: Logger
+    /// The calling connection and the logger, as the connection's every call shares them.
+    package let caller: Caller
+
+    /// The calling connection.
+    public var connection: ConnectionContext { self.caller.connection }
 
     /// Creates a request context; the host does this, and so does the SDK's test support.
     public init(
@@ -25,8 +39,8 @@ public struct RequestContext: Sendable {
         logger: Logger
     ) {
         self.init(
-            requestID: requestID, method: method, connection: connection, deadline: deadline, logger: logger,
-            chain: [])
+            requestID: requestID, method: method, caller: Caller(connection: connection, logger: logger),
+            deadline: deadline, chain: [])
     }
 
     /// A context for a call made on the caller's behalf through `chain` (see ``chain``).
@@ -38,12 +52,24 @@ public struct RequestContext: Sendable {
         logger: Logger,
         chain: [String]
     ) {
+        self.init(
+            requestID: requestID, method: method, caller: Caller(connection: connection, logger: logger),
+            deadline: deadline, chain: chain)
+    }
+
+    /// A context for a call of `caller`'s connection, which the host keeps for all of them.
+    package init(
+        requestID: UInt64,
+        method: String,
+        caller: Caller,
+        deadline: ContinuousClock.Instant,
+        chain: [String] = []
+    ) {
         self.requestID = requestID
         self.method = method
-        self.connection = connection
+        self.caller = caller
         self.deadline = deadline
         self.chain = chain
-        self.baseLogger = logger
     }
 
     /// The caller's credentials as the kernel reported them; `nil` only when they could not be read.
@@ -53,7 +79,7 @@ public struct RequestContext: Sendable {
     ///
     /// Built when asked for, so a call that logs nothing pays nothing for it.
     public var logger: Logger {
-        var logger = self.baseLogger
+        var logger = self.caller.logger
         logger[metadataKey: "request"] = "\(self.requestID)"
         logger[metadataKey: "method"] = "\(self.method)"
         logger[metadataKey: "connection"] = "\(self.connection.id)"

@@ -331,9 +331,8 @@ extension MentoryEngine {
             let call = RequestContext(
                 requestID: request.id,
                 method: route.method,
-                connection: connection.context,
-                deadline: received + self.timeout(of: request),
-                logger: self.logger
+                caller: connection.caller,
+                deadline: received + self.timeout(of: request)
             )
             if answerNow {
                 // The hot path: answered here, building nothing more than the call's context.
