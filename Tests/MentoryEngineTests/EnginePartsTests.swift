@@ -91,22 +91,51 @@ struct EnginePartsTests {
         let sink = RecordingSink()
         let (first, second, other) = (ConnectionID(1), ConnectionID(2), ConnectionID(3))
         for topic in ["t1", "t2", "t3", "t4"] { hub.declare(topic, publishedBy: "ns") }
-        _ = hub.subscribe(first, to: "t1", delivery: .live, sink: sink)
-        _ = hub.subscribe(first, to: "t2", delivery: .live, sink: sink)
-        // Another uid's subscriptions are not counted: only the connections passed are.
-        _ = hub.subscribe(other, to: "t3", delivery: .live, sink: sink)
-        _ = hub.subscribe(other, to: "t4", delivery: .live, sink: sink)
+        _ = hub.subscribe(first, uid: 1000, to: "t1", delivery: .live, sink: sink)
+        _ = hub.subscribe(first, uid: 1000, to: "t2", delivery: .live, sink: sink)
+        // Subscribing again to a topic held already counts nothing more.
+        _ = hub.subscribe(first, uid: 1000, to: "t2", delivery: .resetting, sink: sink)
+        // Another uid's subscriptions are not counted toward this one's.
+        _ = hub.subscribe(other, uid: 2000, to: "t3", delivery: .live, sink: sink)
+        _ = hub.subscribe(other, uid: 2000, to: "t4", delivery: .live, sink: sink)
+        #expect(hub.subscriptionCount(of: 1000) == 2)
+        #expect(hub.subscriptionCount(of: 2000) == 2)
 
-        try hub.checkBudget(of: 1000, adding: ["t3"], on: second, heldOn: [first, second])
-        try hub.checkBudget(of: 1000, adding: ["t1", "t2", "t1"], on: first, heldOn: [first, second])
+        try hub.checkBudget(of: 1000, adding: ["t3"], on: second)
+        try hub.checkBudget(of: 1000, adding: ["t1", "t2", "t1"], on: first)
         let error = #expect(throws: MentoryError.self) {
-            try hub.checkBudget(of: 1000, adding: ["t3", "t4"], on: second, heldOn: [first, second])
+            try hub.checkBudget(of: 1000, adding: ["t3", "t4"], on: second)
         }
         #expect(error?.code == .unavailable)
         #expect(error?.message.contains("uid 1000 holds 2 subscriptions and may hold 3") == true)
         // The refusal subscribed nothing.
         #expect(hub.count(of: second) == 0)
         #expect(hub.subscriberCount == 2)
+        #expect(hub.checkInvariants(attached: [first, second, other]))
+    }
+
+    @Test("a uid's count follows its connections' subscriptions as they end, one or all at a time")
+    func hubCountsSubscriptionsPerUID() throws {
+        var hub = self.hub(maxSubscriptionsPerUID: 2)
+        let sink = RecordingSink()
+        let (first, second, anonymous) = (ConnectionID(1), ConnectionID(2), ConnectionID(3))
+        for topic in ["t1", "t2"] { hub.declare(topic, publishedBy: "ns") }
+        _ = hub.subscribe(first, uid: 1000, to: "t1", delivery: .live, sink: sink)
+        _ = hub.subscribe(second, uid: 1000, to: "t1", delivery: .live, sink: sink)
+        _ = hub.subscribe(anonymous, uid: nil, to: "t2", delivery: .live, sink: sink)
+        #expect(throws: MentoryError.self) { try hub.checkBudget(of: 1000, adding: ["t2"], on: first) }
+        // Ending one frees room for one.
+        hub.unsubscribe(second, from: "t1")
+        hub.unsubscribe(second, from: "t1")
+        #expect(hub.subscriptionCount(of: 1000) == 1)
+        try hub.checkBudget(of: 1000, adding: ["t2"], on: first)
+        _ = hub.subscribe(first, uid: 1000, to: "t2", delivery: .live, sink: sink)
+        #expect(hub.checkInvariants(attached: [first, second, anonymous]))
+        // A connection going away takes all of its subscriptions out of its uid's count.
+        hub.unsubscribeAll(first)
+        #expect(hub.subscriptionCount(of: 1000) == 0)
+        #expect(hub.checkInvariants(attached: [second, anonymous]))
+        try hub.checkBudget(of: 1000, adding: ["t1", "t2"], on: second)
     }
 
     @Test("unsubscribing ends one subscription or all of a connection's, in both indexes")
@@ -115,9 +144,9 @@ struct EnginePartsTests {
         let sink = RecordingSink()
         let (first, second) = (ConnectionID(1), ConnectionID(2))
         for topic in ["t1", "t2"] { hub.declare(topic, publishedBy: "ns") }
-        _ = hub.subscribe(first, to: "t1", delivery: .live, sink: sink)
-        _ = hub.subscribe(first, to: "t2", delivery: .live, sink: sink)
-        _ = hub.subscribe(second, to: "t1", delivery: .live, sink: sink)
+        _ = hub.subscribe(first, uid: 1000, to: "t1", delivery: .live, sink: sink)
+        _ = hub.subscribe(first, uid: 1000, to: "t2", delivery: .live, sink: sink)
+        _ = hub.subscribe(second, uid: 1000, to: "t1", delivery: .live, sink: sink)
         #expect(hub.subscribers(of: "t1") == [first, second])
 
         hub.unsubscribe(first, from: "t1")
@@ -141,9 +170,9 @@ struct EnginePartsTests {
         let sink = RecordingSink()
         let (live, overflowed, resetting) = (ConnectionID(1), ConnectionID(2), ConnectionID(3))
         hub.declare("advisor.tips", publishedBy: "advisor")
-        let first = hub.subscribe(live, to: "advisor.tips", delivery: .live, sink: sink)
-        _ = hub.subscribe(overflowed, to: "advisor.tips", delivery: .overflowed, sink: sink)
-        let inFlight = hub.subscribe(resetting, to: "advisor.tips", delivery: .resetting, sink: sink)
+        let first = hub.subscribe(live, uid: nil, to: "advisor.tips", delivery: .live, sink: sink)
+        _ = hub.subscribe(overflowed, uid: nil, to: "advisor.tips", delivery: .overflowed, sink: sink)
+        let inFlight = hub.subscribe(resetting, uid: nil, to: "advisor.tips", delivery: .resetting, sink: sink)
 
         hub.holdSubscribers(of: "advisor.tips")
         #expect(hub.entry(live, "advisor.tips")?.delivery == .held)

@@ -50,10 +50,9 @@ extension MentoryEngine {
                     namespace: WireNames.session, method: "subscribe(\(subscription.topic)): \(refusal)")
             }
         }
-        if let uid = connection.context.credentials?.uid {
-            try self.hub.checkBudget(
-                of: uid, adding: request.topics.map(\.topic), on: id,
-                heldOn: self.connections.lazy.filter { $0.value.context.credentials?.uid == uid }.map(\.key))
+        let uid = connection.context.credentials?.uid
+        if let uid {
+            try self.hub.checkBudget(of: uid, adding: request.topics.map(\.topic), on: id)
         }
         for subscription in request.topics {
             // Re-checked for every topic: the previous one's snapshot may have suspended while
@@ -62,14 +61,14 @@ extension MentoryEngine {
             let topic = subscription.topic
             if self.absentPlugin(publishing: topic) != nil {
                 // Held until the plugin registers; its registration resets every subscriber of its topics.
-                _ = self.hub.subscribe(id, to: topic, delivery: .held, sink: sink)
+                _ = self.hub.subscribe(id, uid: uid, to: topic, delivery: .held, sink: sink)
                 continue
             }
             if self.hub.canResume(subscription, epoch: self.epoch) {
-                _ = self.hub.subscribe(id, to: topic, delivery: .live, sink: sink)
+                _ = self.hub.subscribe(id, uid: uid, to: topic, delivery: .live, sink: sink)
                 self.replay(topic, after: subscription.resumeAfter, to: id)
             } else {
-                let generation = self.hub.subscribe(id, to: topic, delivery: .resetting, sink: sink)
+                let generation = self.hub.subscribe(id, uid: uid, to: topic, delivery: .resetting, sink: sink)
                 do throws(MentoryError) {
                     try await self.sendState(
                         of: topic, to: id, kind: subscription.hasResumeAfter ? .reset : .snapshot,

@@ -17,7 +17,9 @@ import MentoryWire
 ///   its ring, so that sequence numbers carry on where they were when it is published on again;
 /// - the subscriptions' two indexes agree (``Subscriptions``);
 /// - a subscription is added past ``maxSubscriptionsPerUID`` for no uid that
-///   ``checkBudget(of:adding:on:heldOn:)`` was asked about.
+///   ``checkBudget(of:adding:on:)`` was asked about;
+/// - each uid's count of subscriptions (``subscriptionCount(of:)``) is what its connections hold: kept as they
+///   subscribe and unsubscribe, so that checking a uid's budget costs one look-up, not one per connection.
 struct SubscriptionHub {
     /// How many recent events each topic's ring keeps (`events.ringCapacity`).
     let ringCapacity: Int
@@ -31,6 +33,10 @@ struct SubscriptionHub {
     /// Each topic's recent events; also kept for a topic whose publisher gave it up.
     private var logs: [String: EventLog] = [:]
     private var subscriptions = Subscriptions()
+    /// The uid of each connection holding a subscription, as it subscribed (none for a peer without credentials).
+    private var uids: [ConnectionID: UInt32] = [:]
+    /// The subscriptions each uid's connections hold together.
+    private var countsByUID: [UInt32: Int] = [:]
 
     init(ringCapacity: Int, ringBytes: Int, maxSubscriptionsPerUID: Int) {
         self.ringCapacity = ringCapacity
@@ -148,18 +154,17 @@ struct SubscriptionHub {
     /// How many connections hold at least one subscription.
     var subscriberCount: Int { self.subscriptions.connectionCount }
 
-    /// Throws UNAVAILABLE when subscribing `id` to `topics` would take `uid`'s connections, `connections`
-    /// (every attached one of that uid, `id` among them), past ``maxSubscriptionsPerUID`` subscriptions
-    /// together. Topics `id` is subscribed to already count nothing more.
-    func checkBudget(
-        of uid: UInt32, adding topics: [String], on id: ConnectionID, heldOn connections: some Sequence<ConnectionID>
-    ) throws(MentoryError) {
+    /// The subscriptions `uid`'s connections hold together.
+    func subscriptionCount(of uid: UInt32) -> Int {
+        self.countsByUID[uid] ?? 0
+    }
+
+    /// Throws UNAVAILABLE when subscribing `id` to `topics` would take `uid`'s connections past
+    /// ``maxSubscriptionsPerUID`` subscriptions together. Topics `id` is subscribed to already count nothing more.
+    func checkBudget(of uid: UInt32, adding topics: [String], on id: ConnectionID) throws(MentoryError) {
         let new = Set(topics).filter { self.subscriptions.entry(id, $0) == nil }.count
         guard new > 0 else { return }
-        var held = 0
-        for other in connections {
-            held += self.subscriptions.count(of: other)
-        }
+        let held = self.subscriptionCount(of: uid)
         let limit = self.maxSubscriptionsPerUID
         guard held + new <= limit else {
             throw .unavailable(
@@ -169,11 +174,15 @@ struct SubscriptionHub {
     }
 
     /// Subscribes `id`, whose events go to `sink`, to `topic` (again, if it already was) with a fresh
-    /// generation, and returns that generation.
-    mutating func subscribe(_ id: ConnectionID, to topic: String, delivery: Subscriptions.Delivery, sink: any EventSink)
-        -> UInt64
-    {
-        self.subscriptions.insert(id, topic, delivery: delivery, sink: sink)
+    /// generation, and returns that generation; a new subscription counts toward `uid`'s.
+    mutating func subscribe(
+        _ id: ConnectionID, uid: UInt32?, to topic: String, delivery: Subscriptions.Delivery, sink: any EventSink
+    ) -> UInt64 {
+        if let uid, self.subscriptions.entry(id, topic) == nil {
+            self.uids[id] = uid
+            self.countsByUID[uid, default: 0] += 1
+        }
+        return self.subscriptions.insert(id, topic, delivery: delivery, sink: sink)
     }
 
     /// Changes how events reach `id` on `topic`; does nothing when it is not subscribed.
@@ -211,18 +220,33 @@ struct SubscriptionHub {
 
     /// Ends the subscription of `id` to `topic`.
     mutating func unsubscribe(_ id: ConnectionID, from topic: String) {
+        guard self.subscriptions.entry(id, topic) != nil else { return }
         self.subscriptions.remove(id, topic)
+        self.uncount(1, of: id)
     }
 
     /// Ends every subscription of `id`.
     mutating func unsubscribeAll(_ id: ConnectionID) {
+        let held = self.subscriptions.count(of: id)
         self.subscriptions.removeAll(id)
+        self.uncount(held, of: id)
+    }
+
+    /// Counts `ended` subscriptions of `id` out of its uid's; forgets its uid once it holds none.
+    private mutating func uncount(_ ended: Int, of id: ConnectionID) {
+        guard ended > 0, let uid = self.uids[id] else { return }
+        let left = (self.countsByUID[uid] ?? 0) - ended
+        self.countsByUID[uid] = left > 0 ? left : nil
+        if self.subscriptions.count(of: id) == 0 { self.uids[id] = nil }
     }
 
     /// Whether every published topic has a ring and the subscription indexes agree, naming only
     /// `connections`, the attached ones.
     func checkInvariants(attached connections: Set<ConnectionID>) -> Bool {
-        self.owners.keys.allSatisfy { self.logs[$0] != nil }
+        var counts: [UInt32: Int] = [:]
+        for (id, uid) in self.uids { counts[uid, default: 0] += self.subscriptions.count(of: id) }
+        return self.owners.keys.allSatisfy { self.logs[$0] != nil }
             && self.subscriptions.checkInvariants(attached: connections)
+            && counts == self.countsByUID && self.uids.keys.allSatisfy { self.subscriptions.count(of: $0) > 0 }
     }
 }
