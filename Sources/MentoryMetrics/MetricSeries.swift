@@ -8,7 +8,7 @@ import Synchronization
 
 /// A counter: only goes up.
 ///
-/// The engine records into it directly (``MentoryMetricsFactory/counterSeries(label:dimensions:)``), not through
+/// The engine records into it directly (`MentoryMetricsFactory.counterSeries(label:dimensions:)`), not through
 /// swift-metrics' `Counter`, so that counting a request costs no existential call and no retain.
 package final class CounterSeries: CounterHandler, Sendable {
     private let total = Atomic<Int64>(0)
@@ -48,7 +48,7 @@ final class GaugeSeries: RecorderHandler, MeterHandler, Sendable {
 /// taken while values are recorded may have the sum of a few more or fewer observations than the
 /// buckets; the count is always the buckets' total.
 ///
-/// The engine records request durations into it directly (``MentoryMetricsFactory/timerSeries(label:dimensions:)``),
+/// The engine records request durations into it directly (`MentoryMetricsFactory.timerSeries(label:dimensions:)`),
 /// not through swift-metrics' `Timer`.
 package final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
     /// One bucket's observations, alone (not cumulative).
