@@ -80,6 +80,24 @@ public final class MentoryMetricsFactory: MetricsFactory, Sendable {
         return series
     }
 
+    /// The counter series `makeCounter(label:dimensions:)` makes, as its concrete type: for a caller that records
+    /// into it directly, with no `Counter` around it (the engine's request counters).
+    package func counterSeries(label: String, dimensions: [(String, String)]) -> CounterSeries {
+        guard case .counter(let series) = self.series(label, dimensions, kind: .counter) else {
+            preconditionFailure("a counter family holds only counters")
+        }
+        return series
+    }
+
+    /// The histogram `makeTimer(label:dimensions:)` makes, as its concrete type: for a caller that records into it
+    /// directly, with no `Timer` around it (the engine's request durations).
+    package func timerSeries(label: String, dimensions: [(String, String)]) -> HistogramSeries {
+        guard case .histogram(let series) = self.series(label, dimensions, kind: .timer) else {
+            preconditionFailure("a timer family holds only histograms")
+        }
+        return series
+    }
+
     public func destroyCounter(_ handler: any CounterHandler) { self.remove(handler) }
     public func destroyMeter(_ handler: any MeterHandler) { self.remove(handler) }
     public func destroyRecorder(_ handler: any RecorderHandler) { self.remove(handler) }

@@ -7,20 +7,25 @@ import Synchronization
 // plumbing, not domain state: the engine's state stays in the engine actor, lock-free.
 
 /// A counter: only goes up.
-final class CounterSeries: CounterHandler, Sendable {
+///
+/// The engine records into it directly (`MentoryMetricsFactory.counterSeries(label:dimensions:)`), not through
+/// swift-metrics' `Counter`, so that counting a request costs no existential call and no retain.
+package final class CounterSeries: CounterHandler, Sendable {
     private let total = Atomic<Int64>(0)
 
-    func increment(by amount: Int64) {
+    /// Adds `amount`, when it is positive.
+    package func increment(by amount: Int64) {
         // A counter never goes down; swift-metrics' Counter only passes non-negative amounts.
         guard amount > 0 else { return }
         self.total.wrappingAdd(amount, ordering: .relaxed)
     }
 
-    func reset() {
+    package func reset() {
         self.total.store(0, ordering: .relaxed)
     }
 
-    var value: Int64 { self.total.load(ordering: .relaxed) }
+    /// The count now.
+    package var value: Int64 { self.total.load(ordering: .relaxed) }
 }
 
 /// A gauge: the last value set, moved up and down by a meter.
@@ -42,7 +47,10 @@ final class GaugeSeries: RecorderHandler, MeterHandler, Sendable {
 /// Lock-free: each bucket and the sum are atomics, so a request's timer costs no mutex. A reading
 /// taken while values are recorded may have the sum of a few more or fewer observations than the
 /// buckets; the count is always the buckets' total.
-final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
+///
+/// The engine records request durations into it directly (`MentoryMetricsFactory.timerSeries(label:dimensions:)`),
+/// not through swift-metrics' `Timer`.
+package final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
     /// One bucket's observations, alone (not cumulative).
     private final class Bucket: Sendable {
         let count = Atomic<UInt64>(0)
@@ -60,11 +68,13 @@ final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
         self.buckets = (0...bounds.count).map { _ in Bucket() }
     }
 
-    func record(_ value: Int64) { self.observe(Double(value)) }
-    func record(_ value: Double) { self.observe(value) }
-    func recordNanoseconds(_ duration: Int64) { self.observe(Double(duration) / 1e9) }
+    package func record(_ value: Int64) { self.observe(Double(value)) }
+    package func record(_ value: Double) { self.observe(value) }
+    /// Records a duration of `duration` nanoseconds, in seconds.
+    package func recordNanoseconds(_ duration: Int64) { self.observe(Double(duration) / 1e9) }
 
-    func observe(_ value: Double) {
+    /// Records `value` as it is; a NaN is ignored.
+    package func observe(_ value: Double) {
         guard !value.isNaN else { return }
         // The first bound at or above the value (+Inf past the last), by binary search over the ascending
         // bounds, read through a buffer pointer: no generic accessor (which allocates, unspecialized) per probe.

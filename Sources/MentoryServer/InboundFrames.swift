@@ -15,9 +15,13 @@ struct InboundFrames {
     /// The bytes read and not handled yet.
     private var bytes = InboundFrames.noBytes
     private let decoder: LengthPrefixedFrameDecoder
-    /// When the frames being handled now were taken up: the clock is read once per batch of frames, not per
-    /// request. A request's duration counts from here, so it includes the requests ahead of it in its batch.
-    private var batchStarted: ContinuousClock.Instant?
+    /// Whether ``batchStarted`` holds the start of the batch of frames being handled now.
+    private var batchHasStarted = false
+    /// When the frames being handled now were taken up (while ``batchHasStarted``): the clock is read once per batch
+    /// of frames, not per request. A request's duration counts from here, so it includes the requests ahead of it
+    /// in its batch. Not optional, and stored last: `ContinuousClock.Instant` is resilient, and an optional one is
+    /// copied through its metadata (the value witnesses of `Optional`), which cost every request a runtime call.
+    private var batchStarted = ContinuousClock.Instant.now
 
     init(maxFrameLength: Int) {
         self.decoder = LengthPrefixedFrameDecoder(maxFrameLength: maxFrameLength)
@@ -85,15 +89,16 @@ struct InboundFrames {
 
     /// A batch of frames is handled from now on: ``received()`` reads the clock again.
     mutating func startBatch() {
-        self.batchStarted = nil
+        self.batchHasStarted = false
     }
 
     /// When the request being handled was received: the batch's start, read from the clock by its first request.
     mutating func received() -> ContinuousClock.Instant {
-        if let started = self.batchStarted { return started }
-        let now = ContinuousClock.Instant.now
-        self.batchStarted = now
-        return now
+        if !self.batchHasStarted {
+            self.batchStarted = .now
+            self.batchHasStarted = true
+        }
+        return self.batchStarted
     }
 }
 

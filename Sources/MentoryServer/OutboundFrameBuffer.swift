@@ -136,7 +136,7 @@ struct OutboundFrameBuffer {
     mutating func frame(
         _ response: inout OutboundResponse, method: () -> String, maxFrameLength: Int, logger: Logger
     ) -> FramedResponse {
-        if let bytes = self.append(response, maxFrameLength: maxFrameLength) { return .appended(bytes: bytes) }
+        if let bytes = self.append(&response, maxFrameLength: maxFrameLength) { return .appended(bytes: bytes) }
         switch ServerFrameEncoder.encode(&response, maxFrameLength: maxFrameLength) {
         case .success(let frame):
             return .frame(frame, size: frame.readableBytes)
@@ -152,11 +152,11 @@ struct OutboundFrameBuffer {
     /// on its own first (an `Empty` reply then costs no buffer); returns the frame's length. `nil` leaves it to be
     /// sent the usual way: the tick's first frame (kept as it is), an error, or a frame too large to coalesce or
     /// over the frame limit.
-    mutating func append(_ response: OutboundResponse, maxFrameLength: Int) -> Int? {
-        guard !self.isEmpty, let body = response.body else { return nil }
-        let payload = body.responsePayloadLength(id: response.id)
+    mutating func append(_ response: inout OutboundResponse, maxFrameLength: Int) -> Int? {
+        guard !self.isEmpty, let payload = response.body?.responsePayloadLength(id: response.id) else { return nil }
         let bytes = WireProtocol.lengthPrefixSize + payload
         guard Self.coalesces(bytes), payload <= maxFrameLength else { return nil }
+        let body = response.takeBody()!
         self.appendOwned(reserving: bytes) { body.writeResponseFrame(id: response.id, into: &$0) }
         return bytes
     }

@@ -25,8 +25,10 @@ final class EngineMetrics {
 
     let factory: MentoryMetricsFactory
     private var declaredMethods: [String: Set<String>] = [:]
-    private var requests: [RequestKey: Counter] = [:]
-    private var durations: [String: CoreMetrics.Timer] = [:]
+    /// The request counters and duration histograms, held as the series themselves: recording into one is an
+    /// atomic add, with no swift-metrics wrapper (and its existential call) in between.
+    private var requests: [RequestKey: CounterSeries] = [:]
+    private var durations: [String: HistogramSeries] = [:]
     private var published: [String: Counter] = [:]
     private var resets: [String: Counter] = [:]
     private var snapshots: [SnapshotKey: Counter] = [:]
@@ -62,29 +64,28 @@ final class EngineMetrics {
             key.namespace = namespace
             if methods.contains(method) { key.method = method }
         }
-        self.requestCounter(key).increment()
+        self.requestCounter(key).increment(by: 1)
         self.durationTimer(key.namespace).recordNanoseconds(duration.nanoseconds)
     }
 
     /// The counter of requests to `key`, made on first use.
-    private func requestCounter(_ key: RequestKey) -> Counter {
+    private func requestCounter(_ key: RequestKey) -> CounterSeries {
         if let counter = self.requests[key] { return counter }
-        let counter = Counter(
+        let counter = self.factory.counterSeries(
             label: MentoryMetric.requests.name,
             dimensions: [
                 ("namespace", key.namespace), ("method", key.method), ("code", ResultCodeLabel.label(key.code)),
-            ],
-            factory: self.factory
+            ]
         )
         self.requests[key] = counter
         return counter
     }
 
     /// The request-duration histogram of `namespace` (a label), made on first use.
-    private func durationTimer(_ namespace: String) -> CoreMetrics.Timer {
+    private func durationTimer(_ namespace: String) -> HistogramSeries {
         if let timer = self.durations[namespace] { return timer }
-        let timer = CoreMetrics.Timer(
-            label: MentoryMetric.requestDuration.name, dimensions: [("namespace", namespace)], factory: self.factory)
+        let timer = self.factory.timerSeries(
+            label: MentoryMetric.requestDuration.name, dimensions: [("namespace", namespace)])
         self.durations[namespace] = timer
         return timer
     }
@@ -104,10 +105,10 @@ final class EngineMetrics {
         private unowned let metrics: EngineMetrics
         private let namespace: String
         private let method: String
-        private let duration: CoreMetrics.Timer
-        private var succeeded: Counter?
+        private let duration: HistogramSeries
+        private var succeeded: CounterSeries?
         /// Counters of the failure codes seen, by code; a handful at most.
-        private var failed: [(code: UInt32, counter: Counter)] = []
+        private var failed: [(code: UInt32, counter: CounterSeries)] = []
 
         init(metrics: EngineMetrics, namespace: String, method: String) {
             self.metrics = metrics
@@ -118,11 +119,11 @@ final class EngineMetrics {
 
         /// Counts one answered request with result `code`, and its duration.
         func record(code: UInt32, duration: Duration) {
-            self.counter(code).increment()
+            self.counter(code).increment(by: 1)
             self.duration.recordNanoseconds(duration.nanoseconds)
         }
 
-        private func counter(_ code: UInt32) -> Counter {
+        private func counter(_ code: UInt32) -> CounterSeries {
             if code == 0, let counter = self.succeeded { return counter }
             // Codes mentory.proto does not declare (a future plugin's) share one key, as they share a label.
             let code = ResultCodeLabel.isDeclared(code) ? code : .max
