@@ -87,24 +87,6 @@ final class GatedMentorStore: MentorStateStore {
 
 @Suite("Routes attempted without a task first", .timeLimit(.minutes(2)))
 struct AttemptedRouteTests {
-    private static func request(
-        _ namespace: String, _ method: String, id: UInt64, body: some SwiftProtobuf.Message = Mentory_V1_Empty()
-    ) throws -> InboundRequest {
-        var request = Mentory_V1_Request()
-        request.id = id
-        request.namespace = namespace
-        request.method = method
-        request.body = try body.serializedData()
-        return InboundRequest(request)
-    }
-
-    private static func set(_ content: String, id: UInt64) throws -> InboundRequest {
-        var body = Mentory_V1_MentorSetRequest()
-        body.content = content
-        body.character = .cool
-        return try self.request("mentor", "set", id: id, body: body)
-    }
-
     /// An engine serving `attempt`, and a client attached to it.
     private static func engine(_ counts: AttemptCounts) async throws -> (EngineFixture, ConnectionID, AnswerSink) {
         let fixture = try await EngineFixture()
@@ -120,7 +102,7 @@ struct AttemptedRouteTests {
         let counts = AttemptCounts()
         let (fixture, client, sink) = try await Self.engine(counts)
         let outcome = await fixture.engine.respond(
-            to: try Self.request("attempt", "count", id: 1), from: client, received: .now)
+            to: try InboundRequest.test("attempt", "count", id: 1), from: client, received: .now)
         guard case .answered(let response) = outcome else {
             Issue.record("attempt.count did not answer at once: \(outcome)")
             return
@@ -136,9 +118,9 @@ struct AttemptedRouteTests {
     func attemptStepsAside() async throws {
         let counts = AttemptCounts()
         counts.attemptAnswers.store(false, ordering: .relaxed)
-        let (fixture, client, sink) = try await Self.engine(counts)
+        let (fixture, client, _) = try await Self.engine(counts)
         let outcome = await fixture.engine.respond(
-            to: try Self.request("attempt", "count", id: 2), from: client, received: .now)
+            to: try InboundRequest.test("attempt", "count", id: 2), from: client, received: .now)
         let response: OutboundResponse
         switch outcome {
         case .answered(let answered): response = answered
@@ -147,7 +129,6 @@ struct AttemptedRouteTests {
         #expect(response.id == 2 && response.code == 0)
         #expect(counts.attempts.load(ordering: .relaxed) == 1)
         #expect(counts.suspendingCalls.load(ordering: .relaxed) == 1)
-        _ = sink
     }
 
     @Test("an attempt's error answers the request, and the route that may suspend is not called")
@@ -156,7 +137,7 @@ struct AttemptedRouteTests {
         counts.attemptThrows.store(true, ordering: .relaxed)
         let (fixture, client, _) = try await Self.engine(counts)
         let outcome = await fixture.engine.respond(
-            to: try Self.request("attempt", "count", id: 3), from: client, received: .now)
+            to: try InboundRequest.test("attempt", "count", id: 3), from: client, received: .now)
         guard case .answered(let response) = outcome else {
             Issue.record("attempt.count's error did not answer at once: \(outcome)")
             return
@@ -170,7 +151,7 @@ struct AttemptedRouteTests {
         let counts = AttemptCounts()
         let (fixture, client, sink) = try await Self.engine(counts)
         let outcome = await fixture.engine.respond(
-            to: try Self.request("attempt", "count", id: 4), from: client, received: .now, queued: true)
+            to: try InboundRequest.test("attempt", "count", id: 4), from: client, received: .now, queued: true)
         guard case .suspended = outcome else {
             Issue.record("a queued attempt.count did not start a task: \(outcome)")
             return
@@ -192,14 +173,16 @@ struct AttemptedRouteTests {
         let client = ConnectionID(1)
         _ = await engine.attach(ConnectionContext(id: client, clientName: "turn", credentials: nil), sink: sink)
         // The first change is queued (a task, not attempted) and holds the turn while its save waits.
-        let first = await engine.respond(to: try Self.set("first", id: 1), from: client, received: .now, queued: true)
+        let first = await engine.respond(
+            to: try InboundRequest.mentorSet("first", id: 1), from: client, received: .now, queued: true)
         guard case .suspended = first else {
             Issue.record("the queued change did not start a task: \(first)")
             return
         }
         for await _ in store.holding { break }
         // The second is attempted, finds the turn taken, and waits for it as a task.
-        let second = await engine.respond(to: try Self.set("second", id: 2), from: client, received: .now)
+        let second = await engine.respond(
+            to: try InboundRequest.mentorSet("second", id: 2), from: client, received: .now)
         guard case .suspended = second else {
             Issue.record("the change behind the turn was answered past it: \(second)")
             store.release()
@@ -210,7 +193,7 @@ struct AttemptedRouteTests {
         #expect(await sink.next(2) == [1, 2])
         #expect(store.saved.withLock { $0 } == ["first", "second"])
         // With the turn free, the next change is answered at once, saved without suspending.
-        let third = await engine.respond(to: try Self.set("third", id: 3), from: client, received: .now)
+        let third = await engine.respond(to: try InboundRequest.mentorSet("third", id: 3), from: client, received: .now)
         guard case .answered(let response) = third else {
             Issue.record("a change with the turn free was not answered at once: \(third)")
             return

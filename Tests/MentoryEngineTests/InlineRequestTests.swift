@@ -57,24 +57,6 @@ final class AnswerSink: EventSink {
 
 @Suite("Requests whose route may suspend start inline", .timeLimit(.minutes(2)))
 struct InlineRequestTests {
-    private static func request(
-        _ namespace: String, _ method: String, id: UInt64, body: some SwiftProtobuf.Message = Mentory_V1_Empty()
-    ) throws -> InboundRequest {
-        var request = Mentory_V1_Request()
-        request.id = id
-        request.namespace = namespace
-        request.method = method
-        request.body = try body.serializedData()
-        return InboundRequest(request)
-    }
-
-    private static func set(_ content: String, id: UInt64) throws -> InboundRequest {
-        var body = Mentory_V1_MentorSetRequest()
-        body.content = content
-        body.character = .warm
-        return try self.request("mentor", "set", id: id, body: body)
-    }
-
     private static func connect(_ fixture: EngineFixture) async -> (ConnectionID, AnswerSink) {
         let sink = AnswerSink()
         let id = ConnectionID(1_000)
@@ -89,7 +71,7 @@ struct InlineRequestTests {
         let (client, sink) = await Self.connect(fixture)
         for id in UInt64(1)...3 {
             let outcome = await fixture.engine.respond(
-                to: try Self.request("inline", "now", id: id), from: client, received: .now)
+                to: try InboundRequest.test("inline", "now", id: id), from: client, received: .now)
             guard case .answered(let response) = outcome else {
                 Issue.record("inline.now did not answer at once: \(outcome)")
                 return
@@ -107,7 +89,7 @@ struct InlineRequestTests {
         try await fixture.engine.register(HoldHandler(holds: holds))
         let (client, sink) = await Self.connect(fixture)
         let outcome = await fixture.engine.respond(
-            to: try Self.request("hold", "release", id: 7), from: client, received: .now)
+            to: try InboundRequest.test("hold", "release", id: 7), from: client, received: .now)
         guard case .suspended(let task, _) = outcome else {
             Issue.record("hold.release did not suspend: \(outcome)")
             return
@@ -129,7 +111,7 @@ struct InlineRequestTests {
         var tasks: [Task<OutboundResponse, Never>] = []
         for id in UInt64(1)...4 {
             let outcome = await fixture.engine.respond(
-                to: try Self.set("change \(id)", id: id), from: client, received: .now, queued: id > 1)
+                to: try InboundRequest.mentorSet("change \(id)", id: id), from: client, received: .now, queued: id > 1)
             guard case .suspended(let task, _) = outcome else {
                 Issue.record("mentor.set \(id) did not suspend: \(outcome)")
                 return
@@ -154,7 +136,8 @@ struct InlineRequestTests {
         let client = ConnectionID(1)
         _ = await engine.attach(ConnectionContext(id: client, clientName: "loop", credentials: nil), sink: sink)
         let requests = [
-            try Self.request("inline", "now", id: 1), try Self.set("first", id: 2), try Self.set("second", id: 3),
+            try InboundRequest.test("inline", "now", id: 1), try InboundRequest.mentorSet("first", id: 2),
+            try InboundRequest.mentorSet("second", id: 3),
         ]
         // Called as a channel handler calls it: on the loop, outside any task.
         let answered = try await loop.submit {
@@ -170,5 +153,27 @@ struct InlineRequestTests {
         #expect(sink.answered.load(ordering: .relaxed) == 0)
         #expect(await store.loadMentorState().message.content == "second")
         #expect(await engine.finishTasks(within: .zero) == 0)
+    }
+}
+
+extension InboundRequest {
+    /// A request `id` for `namespace.method` carrying `body`, as the frame reader makes one.
+    static func test(
+        _ namespace: String, _ method: String, id: UInt64, body: some SwiftProtobuf.Message = Mentory_V1_Empty()
+    ) throws -> InboundRequest {
+        var request = Mentory_V1_Request()
+        request.id = id
+        request.namespace = namespace
+        request.method = method
+        request.body = try body.serializedData()
+        return InboundRequest(request)
+    }
+
+    /// A `mentor.set` request `id` for a message of `content`.
+    static func mentorSet(_ content: String, id: UInt64) throws -> InboundRequest {
+        var body = Mentory_V1_MentorSetRequest()
+        body.content = content
+        body.character = .warm
+        return try self.test("mentor", "set", id: id, body: body)
     }
 }
