@@ -65,6 +65,10 @@ struct GenerateMentorySchema: CommandPlugin {
         let process = Process()
         process.executableURL = command.protoc
         process.arguments = command.arguments(compiling: protos, into: output)
+        // SwiftPM closes a command plugin's standard input. protoc started without one would take descriptor 0 for
+        // the pipe to its own plugin and then close it, so protoc-gen-swift would read a bad descriptor (EBADF),
+        // whenever nothing else in this process happened to hold descriptor 0: it gets /dev/null instead.
+        process.standardInput = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
