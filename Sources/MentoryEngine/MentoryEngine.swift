@@ -461,18 +461,17 @@ public actor MentoryEngine {
     ///
     /// Handlers reach this only through their ``HandlerContext``, whose types let them name their
     /// own topics and no others.
-    func publish(_ body: Data, on topic: String) {
+    func publish(_ body: some SwiftProtobufContiguousBytes, on topic: String) {
+        // Framed once, in the topic's ring, for every subscriber and every replay.
         guard let (event, subscribers) = self.hub.publish(body, on: topic, epoch: self.epoch) else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
             return
         }
         self.metrics.recordPublished(topic)
-        if !self.observers.monitors.isEmpty { self.monitorEvent(event) }
+        if !self.observers.monitors.isEmpty { self.monitorEvent(event, bodyBytes: body.count) }
         guard let subscribers else { return }
-        // Encoded once, here, for every subscriber.
-        let shared = SharedEvent(event)
         for (id, subscriber) in subscribers where subscriber.delivery == .live {
-            self.deliverLive(shared, to: id, sink: subscriber.sink)
+            self.deliverLive(event, to: id, sink: subscriber.sink)
         }
     }
 
@@ -501,7 +500,7 @@ public actor MentoryEngine {
     }
 
     func deliver(_ event: SharedEvent, to id: ConnectionID) {
-        guard self.hub.entry(id, event.event.topic)?.delivery == .live,
+        guard self.hub.entry(id, event.topic)?.delivery == .live,
             let connection = self.connections[id]
         else { return }
         self.deliverLive(event, to: id, sink: connection.sink)
@@ -510,10 +509,10 @@ public actor MentoryEngine {
     /// Delivers `event` to `id`, whose subscription to the event's topic is live and whose events go to `sink`.
     private func deliverLive(_ event: SharedEvent, to id: ConnectionID, sink: any EventSink) {
         if !sink.deliver(event) {
-            self.hub.setDelivery(.overflowed, id, event.event.topic)
+            self.hub.setDelivery(.overflowed, id, event.topic)
             self.logger.debug(
                 "subscriber queue full; a reset will follow",
-                metadata: ["connection": "\(id)", "topic": "\(event.event.topic)"]
+                metadata: ["connection": "\(id)", "topic": "\(event.topic)"]
             )
         }
     }
@@ -572,7 +571,7 @@ public actor MentoryEngine {
 
     func replay(_ topic: String, after sequence: UInt64, to id: ConnectionID) {
         for event in self.hub.events(on: topic, after: sequence) ?? [] {
-            self.deliver(SharedEvent(event), to: id)
+            self.deliver(event, to: id)
         }
     }
 }

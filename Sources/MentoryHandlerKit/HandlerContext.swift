@@ -26,7 +26,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         let clock: any SessionClock
         let settings: GlobalSettings
         let jobs: BackgroundJobs
-        let publisher: (_ topic: String, _ body: Data) -> Void
+        let publisher: (_ topic: String, _ body: ProtobufBuffer) -> Void
         let caller: NamespaceCaller?
 
         package init(
@@ -35,7 +35,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
             logger: Logger,
             clock: any SessionClock,
             settings: GlobalSettings,
-            publisher: @escaping (_ topic: String, _ body: Data) -> Void,
+            publisher: @escaping (_ topic: String, _ body: ProtobufBuffer) -> Void,
             caller: NamespaceCaller?,
             jobs: BackgroundJobs
         ) {
@@ -81,8 +81,9 @@ public struct HandlerContext<Handler: MentoryHandler> {
         publisher: @escaping (_ topic: String, _ body: Data) -> Void
     ) {
         self.init(
-            state: state, config: config, logger: logger, clock: clock, settings: settings, publisher: publisher,
-            caller: nil, jobs: .unavailable)
+            state: state, config: config, logger: logger, clock: clock, settings: settings,
+            publisher: { topic, body in publisher(topic, Data(body.buffer.readableBytesView)) }, caller: nil,
+            jobs: .unavailable)
     }
 
     /// Creates a context whose ``call(_:_:for:)`` goes through `caller` and whose background jobs are `jobs`.
@@ -92,7 +93,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         logger: Logger,
         clock: any SessionClock,
         settings: GlobalSettings,
-        publisher: @escaping (_ topic: String, _ body: Data) -> Void,
+        publisher: @escaping (_ topic: String, _ body: ProtobufBuffer) -> Void,
         caller: NamespaceCaller?,
         jobs: BackgroundJobs
     ) {
@@ -138,9 +139,16 @@ public struct HandlerContext<Handler: MentoryHandler> {
 
     /// Publishes `change` on `topic` to every subscriber, and keeps it in the topic's ring for
     /// subscribers that resume.
-    public func publish<Change, Snapshot>(_ change: Change, on topic: TopicSchema<Handler.Namespace, Change, Snapshot>)
-    {
-        self.storage.publisher(topic.name, change.wireBody())
+    ///
+    /// Returns the change serialized: a route that answers with the change it published returns this
+    /// (``Serialized``), and the change is serialized once for the reply and the event.
+    @discardableResult
+    public func publish<Change, Snapshot>(
+        _ change: Change, on topic: TopicSchema<Handler.Namespace, Change, Snapshot>
+    ) -> Serialized<Change> {
+        let serialized = Serialized(change)
+        self.storage.publisher(topic.name, serialized.bytes)
+        return serialized
     }
 }
 

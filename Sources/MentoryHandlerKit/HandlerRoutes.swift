@@ -31,15 +31,19 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         nonisolated(nonsending) @Sendable (HandlerContext<Handler>) async throws -> Snapshot
 
     /// Decodes a request body (a slice of its frame), answers it, and returns the reply serialized once.
+    @usableFromInline
     package typealias ErasedRespond =
         @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) throws -> ProtobufBuffer
     /// ``ErasedRespond`` for an ``Attempt``: `nil` when the attempt cannot answer without suspending.
+    @usableFromInline
     package typealias ErasedAttempt =
         @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) throws -> ProtobufBuffer?
+    @usableFromInline
     package typealias ErasedRespondAsync =
         nonisolated(nonsending) @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) async throws
         -> ProtobufBuffer
 
+    @usableFromInline
     package enum Route {
         case immediate(ErasedRespond)
         case suspending(ErasedRespondAsync)
@@ -47,13 +51,21 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         case attempted(ErasedAttempt, otherwise: ErasedRespondAsync)
     }
 
+    @usableFromInline
     package private(set) var routes: [String: Route] = [:]
+    @usableFromInline
     package private(set) var snapshots: [String: TakeSnapshot<Data>] = [:]
+    @usableFromInline
     package private(set) var duplicates: [String] = []
 
     package init() {}
 
     /// Answers `method` with `respond`, which must not suspend.
+    ///
+    /// The route registrations are inlinable so that a handler's routes are specialized for its own request and
+    /// reply types where it declares them: generic, each request looked up the metadata of its types (`Reply?`
+    /// among them) at run time.
+    @inlinable
     public mutating func on<Request, Reply>(
         _ method: MethodSchema<Handler.Namespace, Request, Reply>,
         _ respond: @escaping Respond<Request, Reply>
@@ -66,6 +78,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     }
 
     /// Answers `method` with `respond`, which may suspend.
+    @inlinable
     public mutating func onAsync<Request, Reply>(
         _ method: MethodSchema<Handler.Namespace, Request, Reply>,
         _ respond: @escaping RespondAsync<Request, Reply>
@@ -86,6 +99,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     /// in memory, a change that must wait for its turn), and must leave everything as it found it: `respond` then
     /// answers the same request as a task, as it would have without the attempt. The request is decoded again for
     /// `respond`. Errors `attempt` throws answer the request, as `respond`'s do.
+    @inlinable
     public mutating func onAsync<Request, Reply>(
         _ method: MethodSchema<Handler.Namespace, Request, Reply>,
         attempt: @escaping Attempt<Request, Reply>,
@@ -103,7 +117,62 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         }
     }
 
+    /// Answers `method` with `respond`, which must not suspend and answers with its reply serialized
+    /// (``Serialized``): the change it published, say, so that it is serialized once.
+    ///
+    /// This and the other overloads answering with ``Serialized`` are disfavoured: where a closure's reply type
+    /// cannot be told (one that only throws), it answers with the method's reply message.
+    @_disfavoredOverload
+    @inlinable
+    public mutating func on<Request, Reply>(
+        _ method: MethodSchema<Handler.Namespace, Request, Reply>,
+        _ respond: @escaping Respond<Request, Serialized<Reply>>
+    ) {
+        self.add(method.name) {
+            .immediate { body, call, context in
+                try respond(try method.decodeRequest(body), call, context).bytes
+            }
+        }
+    }
+
+    /// Answers `method` with `respond`, which may suspend and answers with its reply serialized (``Serialized``).
+    @_disfavoredOverload
+    @inlinable
+    public mutating func onAsync<Request, Reply>(
+        _ method: MethodSchema<Handler.Namespace, Request, Reply>,
+        _ respond: @escaping RespondAsync<Request, Serialized<Reply>>
+    ) {
+        self.add(method.name) {
+            .suspending { body, call, context in
+                let request = try method.decodeRequest(body)
+                return try await respond(request, call, context).bytes
+            }
+        }
+    }
+
+    /// Answers `method` as ``onAsync(_:attempt:_:)`` does, with `attempt` and `respond` answering with their
+    /// replies serialized (``Serialized``).
+    @_disfavoredOverload
+    @inlinable
+    public mutating func onAsync<Request, Reply>(
+        _ method: MethodSchema<Handler.Namespace, Request, Reply>,
+        attempt: @escaping Attempt<Request, Serialized<Reply>>,
+        _ respond: @escaping RespondAsync<Request, Serialized<Reply>>
+    ) {
+        self.add(method.name) {
+            .attempted(
+                { body, call, context in
+                    try attempt(try method.decodeRequest(body), call, context)?.bytes
+                },
+                otherwise: { body, call, context in
+                    let request = try method.decodeRequest(body)
+                    return try await respond(request, call, context).bytes
+                })
+        }
+    }
+
     /// Takes `topic`'s snapshot with `take`: the body of snapshot and reset events.
+    @inlinable
     public mutating func snapshot<Change, Snapshot>(
         _ topic: TopicSchema<Handler.Namespace, Change, Snapshot>,
         _ take: @escaping TakeSnapshot<Snapshot>
@@ -115,7 +184,8 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         self.snapshots[topic.name] = { context in try await take(context).wireBody() }
     }
 
-    private mutating func add(_ name: String, _ route: () -> Route) {
+    @usableFromInline
+    package mutating func add(_ name: String, _ route: () -> Route) {
         guard self.routes[name] == nil else {
             self.duplicates.append("method '\(name)'")
             return
@@ -138,12 +208,14 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
 
 extension SwiftProtobuf.Message {
     /// The message serialized as a reply or event body.
+    @inlinable
     public func wireBody() -> Data {
         // Serializing an in-memory proto3 message cannot fail: it has no required fields.
         (try? self.serializedData()) ?? Data()
     }
 
     /// The message serialized as a reply body, once, into a buffer with room in front for the frame's headers.
+    @inlinable
     package func replyBody() -> ProtobufBuffer {
         // `Empty` (the reply of ping and of most writes) serializes to no bytes: skip the serializer.
         if Self.self == Mentory_V1_Empty.self, self.unknownFields.data.isEmpty {
@@ -161,6 +233,7 @@ extension MethodSchema {
     /// which protobuf would otherwise accept as unknown fields. Handler routes and the engine's own
     /// `session` methods decode through this one place.
     /// The body is read where it is, in its frame: nothing is copied but the decoded fields.
+    @inlinable
     package func decodeRequest(_ body: ByteBuffer) throws(MentoryError) -> Request {
         if Request.self == Mentory_V1_Empty.self {
             try self.checkEmpty(body)
@@ -176,7 +249,8 @@ extension MethodSchema {
 
     /// Refuses bytes in the body of a method that takes `Empty`: they are either garbage or another message's
     /// fields, which protobuf would otherwise accept as unknown fields.
-    fileprivate func checkEmpty(_ body: ByteBuffer) throws(MentoryError) {
+    @usableFromInline
+    package func checkEmpty(_ body: ByteBuffer) throws(MentoryError) {
         guard body.readableBytes == 0 else {
             throw .invalidArgument(
                 "'\(self.name)' takes an empty body (Empty), but the request carried \(body.readableBytes) bytes")
@@ -196,6 +270,7 @@ extension MethodSchema where Request == Mentory_V1_Empty {
 extension Mentory_V1_Empty {
     /// ``SwiftProtobuf/Message/replyBody()`` for `Empty`, which serializes to no bytes (a message made in memory
     /// carries no unknown fields): no serializer, no generic lookups, and no allocation (``ProtobufBuffer/empty``).
+    @inlinable
     package func replyBody() -> ProtobufBuffer {
         guard self.unknownFields.data.isEmpty else {
             return (try? self.serializedBytes()) ?? ProtobufBuffer(repeating: 0, count: 0)

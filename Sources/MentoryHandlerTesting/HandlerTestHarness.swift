@@ -306,7 +306,7 @@ private final class PublicationRecorder: EventSink {
     func answer(_ response: consuming OutboundResponse) {}
 
     func deliver(_ event: SharedEvent) -> Bool {
-        guard event.event.kind == .change else { return true }
+        guard event.kind == .change else { return true }
         self.changes.withLock { $0.append((event.event.topic, event.event.body)) }
         return true
     }

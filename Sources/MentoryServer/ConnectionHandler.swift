@@ -180,20 +180,20 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private func handlePendingFrames(_ engine: isolated MentoryEngine) {
         while self.state.canHandleFrames {
-            let next: (frame: ByteBuffer, rest: ByteBuffer)?
+            let next: ByteBuffer?
             do {
                 next = try self.inbound.next()
             } catch {
                 return self.failConnection(MentoryError(error))
             }
-            guard let next else { return }
-            let costsNoReply = InboundFrames.costsNoReply(next.frame)
+            guard let frame = next else { return }
+            let costsNoReply = InboundFrames.costsNoReply(frame)
             switch self.state.frameReady(costsNoReply: costsNoReply, uidHasRoom: self.account.hasRoom) {
-            case .handle: self.inbound.consume(next.rest)
+            case .handle: self.inbound.consume(frame)
             case .holdBack: return
             case .waitForBudget: return self.waitForBudget()
             }
-            switch ClientMessage(frame: next.frame) {
+            switch ClientMessage(frame: frame) {
             case .request(let request): self.handleRequest(request, engine)
             case .hello(let hello): self.handleHello(hello)
             case .pluginReply(let reply): self.handlePluginReply(reply, engine)
@@ -288,7 +288,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .refuseTooLarge:
             self.logger.eventTooLarge(shared, maxFrameLength: self.configuration.maxFrameLength)
             // A change gets a reset soon; a reset or snapshot too large waits for the next drain (it cannot loop).
-            if shared.event.kind == .change, let context = self.context {
+            if shared.kind == .change, let context = self.context {
                 let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
                 context.eventLoop.execute { handler.value.checkDrained() }
             }

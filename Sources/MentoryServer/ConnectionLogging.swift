@@ -7,14 +7,13 @@ import NIOCore
 extension Logger {
     /// Logs why a subscriber gets a reset instead of `shared`: it would not fit in a frame.
     func eventTooLarge(_ shared: SharedEvent, maxFrameLength: Int) {
-        let event = shared.event
         self.error(
             """
-            event too large for a frame; the subscriber gets a reset instead: \(event.topic) \(event.kind) of \
+            event too large for a frame; the subscriber gets a reset instead: \(shared.topic) \(shared.kind) of \
             \(shared.payloadLength) bytes, over limits.maxFrameLength (\(maxFrameLength))
             """,
             metadata: [
-                "topic": "\(event.topic)", "kind": "\(event.kind)", "bytes": "\(shared.payloadLength)",
+                "topic": "\(shared.topic)", "kind": "\(shared.kind)", "bytes": "\(shared.payloadLength)",
                 "maxFrameLength": "\(maxFrameLength)",
             ]
         )

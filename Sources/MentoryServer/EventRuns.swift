@@ -122,8 +122,8 @@ struct EventRuns {
         self.lastLength = length
         self.lastRun = nil
         self.lastRunID = nil
-        guard shared.event.kind == .change else { return }
-        let topic = shared.event.topic
+        guard shared.kind == .change else { return }
+        let topic = shared.topic
         switch self.topics[topic] {
         case nil:
             self.topics[topic] = .first(shared.frame)

@@ -19,15 +19,31 @@ extension ByteBuffer {
             envelope.event = event
             return self.writeFrame(envelope)
         }
-        let topic = event.topic.utf8.count
-        let kind = UInt64(event.kind.rawValue)
-        let body = event.body.count
+        event.body.withUnsafeBytes { body in
+            self.writeEventFrame(
+                topic: event.topic, sequence: event.sequence, kind: event.kind, body: body, epoch: event.epoch)
+        }
+    }
+
+    /// Appends one frame holding an `Envelope` whose message is the event of these fields, with no error and no
+    /// unknown fields: byte for byte what ``writeFrame(_:)`` writes for that envelope. `kind` must be a known kind.
+    ///
+    /// Written field by field, in field-number order and leaving out default values as SwiftProtobuf does, with
+    /// `body` copied once: a publish frames its change here, straight from the bytes it serialized, with no
+    /// `Event` message made.
+    public mutating func writeEventFrame(
+        topic: String, sequence: UInt64, kind: Mentory_V1_EventKind, body: UnsafeRawBufferPointer, epoch: UInt64
+    ) {
+        precondition(kind.rawValue >= 0, "an event frame is written by hand only for a known kind")
+        let topicLength = topic.utf8.count
+        let kind = UInt64(kind.rawValue)
+        let bodyLength = body.count
         var length = 0
-        if topic > 0 { length += 1 + Varint.size(UInt64(topic)) + topic }
-        if event.sequence != 0 { length += 1 + Varint.size(event.sequence) }
+        if topicLength > 0 { length += 1 + Varint.size(UInt64(topicLength)) + topicLength }
+        if sequence != 0 { length += 1 + Varint.size(sequence) }
         if kind != 0 { length += 1 + Varint.size(kind) }
-        if body > 0 { length += 1 + Varint.size(UInt64(body)) + body }
-        if event.epoch != 0 { length += 1 + Varint.size(event.epoch) }
+        if bodyLength > 0 { length += 1 + Varint.size(UInt64(bodyLength)) + bodyLength }
+        if epoch != 0 { length += 1 + Varint.size(epoch) }
         let payload = 1 + Varint.size(UInt64(length)) + length
         let total = WireProtocol.lengthPrefixSize + payload
         // Written straight into the buffer's storage: a ByteBuffer write per byte costs more than the bytes.
@@ -39,28 +55,28 @@ extension ByteBuffer {
             writer.put(UInt8(truncatingIfNeeded: payload))
             writer.put(0x2A)  // Envelope.event = 5, length-delimited
             writer.putVarint(UInt64(length))
-            if topic > 0 {
+            if topicLength > 0 {
                 writer.put(0x0A)  // Event.topic = 1, length-delimited
-                writer.putVarint(UInt64(topic))
-                var topicText = event.topic
+                writer.putVarint(UInt64(topicLength))
+                var topicText = topic
                 topicText.withUTF8 { writer.put(UnsafeRawBufferPointer($0)) }
             }
-            if event.sequence != 0 {
+            if sequence != 0 {
                 writer.put(0x10)  // Event.sequence = 2, varint
-                writer.putVarint(event.sequence)
+                writer.putVarint(sequence)
             }
             if kind != 0 {
                 writer.put(0x18)  // Event.kind = 3, varint
                 writer.putVarint(kind)
             }
-            if body > 0 {
+            if bodyLength > 0 {
                 writer.put(0x22)  // Event.body = 4, length-delimited
-                writer.putVarint(UInt64(body))
-                event.body.withUnsafeBytes { writer.put($0) }
+                writer.putVarint(UInt64(bodyLength))
+                writer.put(body)
             }
-            if event.epoch != 0 {
+            if epoch != 0 {
                 writer.put(0x28)  // Event.epoch = 5, varint
-                writer.putVarint(event.epoch)
+                writer.putVarint(epoch)
             }
             precondition(writer.index == total, "an event frame's length was computed wrong")
             return total

@@ -83,12 +83,13 @@ extension ProtobufBuffer {
     /// the body, byte for byte what SwiftProtobuf serializes for that envelope.
     ///
     /// The headers are written into the free bytes in front of the body when there are enough of them and the
-    /// buffer is not shared (a message serialized into this type); otherwise the body is copied once into a new
-    /// buffer.
+    /// buffer is not shared (a message serialized into this type, held only here); otherwise the body is copied
+    /// once into a new buffer. A shared buffer is never written to: another holder (a reply a handler keeps and
+    /// sends again) may be writing its own headers there.
     public consuming func responseFrame(id: UInt64) -> ByteBuffer {
         let bodyLength = self.count
         let headerLength = Self.responseHeaderLength(id: id, bodyLength: bodyLength)
-        if self.buffer.readerIndex < headerLength {
+        if self.buffer.readerIndex < headerLength || self.buffer.modifyIfUniquelyOwned({ _ in true }) == nil {
             var copy = Self.allocator.buffer(capacity: headerLength + bodyLength)
             copy.moveWriterIndex(forwardBy: headerLength)
             copy.moveReaderIndex(forwardBy: headerLength)

@@ -1,59 +1,79 @@
+import Foundation
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
-import Foundation
+import NIOCore
 import Testing
 
 @Suite("Event ring")
 struct EventLogTests {
-    private func event(_ tag: String) -> Mentory_V1_Event {
-        var event = Mentory_V1_Event()
-        event.topic = tag
-        return event
+    /// A change whose body is `tag`'s bytes.
+    private func change(_ tag: String) -> Data {
+        Data(tag.utf8)
     }
 
-    @Test("sequence numbers start at 1 and increase by one")
+    /// The bodies of `events`, as the tags they were published with.
+    private func tags(_ events: [SharedEvent]?) -> [String]? {
+        events?.map { String(decoding: $0.event.body, as: UTF8.self) }
+    }
+
+    @Test("sequence numbers start at 1 and increase by one; each change is framed as its subscribers get it")
     func sequencing() {
-        var log = EventLog(capacity: 3)
+        var log = EventLog(topic: "mentor", capacity: 3)
         #expect(log.lastSequence == 0)
         #expect(log.firstSequence == nil)
-        #expect(log.append(self.event("a")).sequence == 1)
-        #expect(log.append(self.event("b")).sequence == 2)
+        let first = log.append(change: self.change("a"), epoch: 7)
+        #expect(first.sequence == 1)
+        #expect(log.append(change: self.change("b"), epoch: 7).sequence == 2)
         #expect(log.events(after: 0)?.map(\.sequence) == [1, 2])
-        #expect(log.events(after: 2) == [])
+        #expect(log.events(after: 2)?.isEmpty == true)
         #expect(log.events(after: 3) == nil, "a sequence from the future cannot be resumed")
+
+        var expected = Mentory_V1_Event()
+        expected.topic = "mentor"
+        expected.kind = .change
+        expected.sequence = 1
+        expected.body = self.change("a")
+        expected.epoch = 7
+        #expect(first.event == expected)
+        #expect(first.topic == "mentor" && first.kind == .change)
+        var envelope = Mentory_V1_Envelope()
+        envelope.event = expected
+        var frame = ByteBuffer()
+        frame.writeFrame(envelope)
+        #expect(first.frame == frame, "byte for byte what SwiftProtobuf frames")
     }
 
     @Test("the ring keeps the newest events and refuses to resume past its start")
     func wraparound() {
-        var log = EventLog(capacity: 3)
+        var log = EventLog(topic: "mentor", capacity: 3)
         for index in 1...7 {
-            _ = log.append(self.event("e\(index)"))
+            _ = log.append(change: self.change("e\(index)"), epoch: 1)
         }
         #expect(log.firstSequence == 5)
-        #expect(log.events(after: 4)?.map(\.topic) == ["e5", "e6", "e7"])
+        #expect(self.tags(log.events(after: 4)) == ["e5", "e6", "e7"])
         #expect(log.events(after: 5)?.map(\.sequence) == [6, 7])
         #expect(log.events(after: 3) == nil)
     }
 
     @Test("the ring keeps at most its bytes of events, oldest out first, and always the newest")
     func byteBound() {
-        let overhead = EventLog.overheadBytes
-        var log = EventLog(capacity: 100, byteCapacity: 3 * (1000 + overhead))
-        for index in 1...5 {
-            var event = self.event("e\(index)")
-            event.body = Data(repeating: 0, count: 1000)
-            _ = log.append(event)
+        var probe = EventLog(topic: "mentor", capacity: 1)
+        let cost = EventLog.cost(of: probe.append(change: Data(repeating: 0, count: 1000), epoch: 1))
+        #expect(cost > 1000 + EventLog.overheadBytes, "an event counts its frame, headers and body")
+
+        var log = EventLog(topic: "mentor", capacity: 100, byteCapacity: 3 * cost)
+        for _ in 1...5 {
+            _ = log.append(change: Data(repeating: 0, count: 1000), epoch: 1)
         }
-        #expect(log.bytes == 3 * (1000 + overhead))
+        #expect(log.bytes == 3 * cost)
         #expect(log.firstSequence == 3)
-        #expect(log.events(after: 2)?.map(\.topic) == ["e3", "e4", "e5"])
+        #expect(log.events(after: 2)?.map(\.sequence) == [3, 4, 5])
         #expect(log.events(after: 1) == nil, "an evicted event cannot be resumed from")
-        var large = self.event("large")
-        large.body = Data(repeating: 0, count: 10_000)
-        #expect(log.append(large).sequence == 6)
+        let large = log.append(change: Data(repeating: 0, count: 10_000), epoch: 1)
+        #expect(large.sequence == 6)
         #expect(log.firstSequence == 6, "an event over the bound alone is still kept")
-        #expect(log.bytes == 10_000 + overhead)
-        #expect(log.events(after: 5)?.map(\.topic) == ["large"])
+        #expect(log.bytes == EventLog.cost(of: large))
+        #expect(log.events(after: 5)?.map(\.sequence) == [6])
     }
 }

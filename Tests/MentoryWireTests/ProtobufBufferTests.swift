@@ -76,6 +76,29 @@ struct ProtobufBufferTests {
         #expect(ProtobufBuffer.empty.count == 0)
     }
 
+    @Test("a body another holder shares is copied into its frame, never written into in front")
+    func sharedBodyIsCopied() throws {
+        let reply = Google_Protobuf_StringValue("kept by a handler and sent twice")
+        let body: ProtobufBuffer = try reply.serializedBytes()
+        let kept = body
+        let headroom = { kept.buffer.withVeryUnsafeBytes { Array($0.prefix(ProtobufBuffer.headroom)) } }
+        let headroomBefore = headroom()
+        let keptStart = kept.buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+        for id: UInt64 in [3, 300] {
+            var envelope = Mentory_V1_Envelope()
+            envelope.response = .success(id: id, body: try reply.serializedData())
+            var expected = ByteBuffer()
+            expected.writeFrame(envelope)
+            let frame = body.responseFrame(id: id)
+            #expect(frame == expected, "id \(id)")
+            let frameBodyStart = frame.withUnsafeReadableBytes {
+                UInt(bitPattern: $0.baseAddress) + UInt(frame.readableBytes - kept.count)
+            }
+            #expect(frameBodyStart != keptStart, "framed in a buffer of its own")
+        }
+        #expect(headroom() == headroomBefore, "no headers were written in front of the shared bytes")
+    }
+
     @Test("a message decodes from a slice of a buffer and round-trips")
     func decode() throws {
         var message = Mentory_V1_Hello()

@@ -137,25 +137,25 @@ public struct MentorHandler: MentoryHandler {
     }
 
     /// Runs `change` after every change started before it has finished: the new state it makes of the current
-    /// one (if any) is saved, then made current and published. Returns the state the reply carries.
+    /// one (if any) is saved, then made current and published. Returns the state the reply carries, serialized
+    /// (once, for the reply and the event, when it changed).
     ///
     /// Changes wait for each other because each is computed from the saved state: a change built
     /// on one whose save then fails would otherwise save what the failed one had.
     private nonisolated(nonsending) func change(
         _ context: HandlerContext<Self>, _ change: Change
-    ) async throws(MentoryError) -> Mentory_V1_MentorState {
+    ) async throws(MentoryError) -> Serialized<Mentory_V1_MentorState> {
         let state = context.state
         await state.takeTurn()
         defer { state.endTurn() }
         guard let updated = try change.applied(to: state.current) else {
-            return state.current
+            return Serialized(state.current)
         }
         try await reportingStorageErrors { () async throws(StorageError) in
             try await self.store.saveMentorState(updated)
         }
         state.current = updated
-        context.publish(updated, on: Namespace.mentorTopic)
-        return updated
+        return context.publish(updated, on: Namespace.mentorTopic)
     }
 
     /// Runs `change` as ``change(_:_:)`` does, if it can without suspending: no other change holds the turn (it
@@ -163,19 +163,18 @@ public struct MentorHandler: MentoryHandler {
     /// cannot.
     private func changeWithoutSuspending(
         _ context: HandlerContext<Self>, _ change: Change
-    ) throws(MentoryError) -> Mentory_V1_MentorState? {
+    ) throws(MentoryError) -> Serialized<Mentory_V1_MentorState>? {
         let state = context.state
         guard !state.changing else { return nil }
         guard let updated = try change.applied(to: state.current) else {
-            return state.current
+            return Serialized(state.current)
         }
         let saved = try reportingStorageErrors { () throws(StorageError) in
             try self.store.saveMentorStateWithoutSuspending(updated)
         }
         guard saved else { return nil }
         state.current = updated
-        context.publish(updated, on: Namespace.mentorTopic)
-        return updated
+        return context.publish(updated, on: Namespace.mentorTopic)
     }
 
     /// Checks a set request's content and character against the rules and ``FieldLimits`` (its action

@@ -56,7 +56,7 @@ public struct ReachabilityHandler: MentoryHandler {
         _ report: Mentory_V1_PeerState,
         from connection: ConnectionID,
         context: HandlerContext<Self>
-    ) throws(MentoryError) -> Mentory_V1_PeerState {
+    ) throws(MentoryError) -> Serialized<Mentory_V1_PeerState> {
         let state = context.state
         var peer = report
         try Self.validate(peerName: peer.peer)
@@ -66,7 +66,7 @@ public struct ReachabilityHandler: MentoryHandler {
             if known.isPaired == peer.isPaired, known.isAppInstalled == peer.isAppInstalled,
                 known.isReachable == peer.isReachable
             {
-                return known
+                return Serialized(known)
             }
         } else {
             try FieldLimits.peerCount.check(count: state.peers.count + 1, field: "the number of peers")
@@ -74,8 +74,8 @@ public struct ReachabilityHandler: MentoryHandler {
         }
         peer.updatedAtUnixMs = context.clock.nowUnixMilliseconds()
         state.peers[peer.peer] = peer
-        context.publish(peer, on: Namespace.reachabilityTopic)
-        return peer
+        // Serialized once, for the event and the reply.
+        return context.publish(peer, on: Namespace.reachabilityTopic)
     }
 
     private static func snapshot(_ state: State) -> Mentory_V1_ReachabilitySnapshot {

@@ -63,12 +63,12 @@ extension MentoryEngine {
         }
     }
 
-    /// Tells every monitor about an event published on a topic.
-    func monitorEvent(_ event: Mentory_V1_Event) {
+    /// Tells every monitor about `event`, a change of `bodyBytes` bytes published on a topic.
+    func monitorEvent(_ event: SharedEvent, bodyBytes: Int) {
         var published = Mentory_V1_MonitorEvent()
         published.topic = event.topic
         published.sequence = event.sequence
-        published.bytes = UInt32(clamping: event.body.count)
+        published.bytes = UInt32(clamping: bodyBytes)
         var record = Mentory_V1_MonitorRecord()
         record.unixMs = self.clock.nowUnixMilliseconds()
         record.event = published

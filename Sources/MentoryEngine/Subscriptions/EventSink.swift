@@ -1,6 +1,7 @@
 import MentoryHandlerKit
 import MentoryWire
 import NIOCore
+import SwiftProtobuf
 
 /// Where a connection's answers and events go: the transport seam between the engine and a connection.
 ///
@@ -56,24 +57,53 @@ extension EventSink {
     public func close(because error: MentoryError) {}
 }
 
-/// An event as the engine hands it to its subscribers: the message, and the frame that carries it,
-/// encoded once however many subscribers there are.
+/// An event as the engine hands it to its subscribers: the frame that carries it, encoded once however many
+/// subscribers there are, and the fields the engine and connections route it by.
 ///
 /// `frame` shares one storage among every subscriber's copy (`ByteBuffer` is copy-on-write and
-/// writing it does not change it), so fan-out costs no encoding and no copy per subscriber.
+/// writing it does not change it), so fan-out costs no encoding and no copy per subscriber. A topic's ring keeps
+/// its changes as these (``EventLog``), so that a replay sends the frames published, encoding nothing again.
 public struct SharedEvent: Sendable {
-    /// The event.
-    public let event: Mentory_V1_Event
+    /// The topic the event is on.
+    public let topic: String
+    /// What the event is: a change, or a subscriber's own snapshot or reset.
+    public let kind: Mentory_V1_EventKind
+    /// The event's sequence number on its topic.
+    public let sequence: UInt64
     /// The event as one length-prefixed frame holding an `Envelope`.
     public let frame: ByteBuffer
 
     /// Encodes `event` into its frame (``NIOCore/ByteBuffer/writeEventFrame(_:)``: by hand, not through
     /// SwiftProtobuf, as this is paid once per publish).
     public init(_ event: Mentory_V1_Event) {
-        self.event = event
+        self.topic = event.topic
+        self.kind = event.kind
+        self.sequence = event.sequence
         var frame = ByteBuffer()
         frame.writeEventFrame(event)
         self.frame = frame
+    }
+
+    /// A change of `body` on `topic`, numbered `sequence`, in `epoch`: framed straight from the bytes a handler
+    /// serialized, with no `Event` message made.
+    init(change body: some SwiftProtobufContiguousBytes, topic: String, sequence: UInt64, epoch: UInt64) {
+        self.topic = topic
+        self.kind = .change
+        self.sequence = sequence
+        var frame = ByteBuffer()
+        body.withUnsafeBytes { body in
+            frame.writeEventFrame(topic: topic, sequence: sequence, kind: .change, body: body, epoch: epoch)
+        }
+        self.frame = frame
+    }
+
+    /// The event as a message, decoded from its frame (for tests and logs: the engine routes by the fields).
+    public var event: Mentory_V1_Event {
+        let payload = self.frame.getSlice(
+            at: self.frame.readerIndex + WireProtocol.lengthPrefixSize, length: self.payloadLength)
+        // The frame was encoded here from a valid event, so it decodes.
+        return (try? Mentory_V1_Envelope(serializedBytes: ProtobufBuffer(payload ?? ByteBuffer())))?.event
+            ?? Mentory_V1_Event()
     }
 
     /// The frame's payload size, which the connection checks against its frame limit.

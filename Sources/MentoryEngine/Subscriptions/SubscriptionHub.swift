@@ -5,6 +5,7 @@
 #endif
 import MentoryHandlerKit
 import MentoryWire
+import SwiftProtobuf
 
 /// The topics and who listens to them: which namespace publishes each topic, each topic's ring of recent
 /// events (``EventLog``), and every connection's subscriptions (``Subscriptions``) with how far their
@@ -58,7 +59,7 @@ struct SubscriptionHub {
     mutating func declare(_ topic: String, publishedBy namespace: String) {
         self.owners[topic] = namespace
         if self.logs[topic] == nil {
-            self.logs[topic] = EventLog(capacity: self.ringCapacity, byteCapacity: self.ringBytes)
+            self.logs[topic] = EventLog(topic: topic, capacity: self.ringCapacity, byteCapacity: self.ringBytes)
         }
     }
 
@@ -69,25 +70,20 @@ struct SubscriptionHub {
 
     // MARK: Events
 
-    /// Stamps a change of `body` on `topic` with the topic's next sequence number and `epoch`, keeps it in
-    /// the topic's ring and returns it with how it reaches each subscriber (``deliveries(of:)``); `nil`
-    /// (keeping nothing) when the topic has no ring.
+    /// Publishes a change of `body` on `topic` in `epoch`: numbers and frames it in the topic's ring
+    /// (``EventLog/append(change:epoch:)``) and returns it with how it reaches each subscriber
+    /// (``deliveries(of:)``); `nil` (keeping nothing) when the topic has no ring.
     ///
     /// One call for the publish, in place: the engine reading ``deliveries(of:)`` from its stored hub
     /// would copy the hub (a retain and release of each of its tables) for every publish.
-    mutating func publish(_ body: Data, on topic: String, epoch: UInt64)
-        -> (event: Mentory_V1_Event, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
+    mutating func publish(_ body: some SwiftProtobufContiguousBytes, on topic: String, epoch: UInt64)
+        -> (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
     {
         // One look-up of the topic's name, then the ring appended to in place through its index: the
         // dictionary's optional subscript would look it up again to write it back, and taking the ring out
         // of the dictionary would copy all of it (copy-on-write).
         guard let index = self.logs.index(forKey: topic) else { return nil }
-        var event = Mentory_V1_Event()
-        event.topic = topic
-        event.kind = .change
-        event.body = body
-        event.epoch = epoch
-        event = self.logs.values[index].append(event)
+        let event = self.logs.values[index].append(change: body, epoch: epoch)
         return (event, self.subscriptions.deliveries(of: topic))
     }
 
@@ -108,7 +104,7 @@ struct SubscriptionHub {
 
     /// The events on `topic` after `sequence`, oldest first; `nil` when some of them are no longer kept
     /// (or the topic has no ring), so that a subscriber resuming there needs a reset instead.
-    func events(on topic: String, after sequence: UInt64) -> [Mentory_V1_Event]? {
+    func events(on topic: String, after sequence: UInt64) -> [SharedEvent]? {
         self.logs[topic]?.events(after: sequence)
     }
 
