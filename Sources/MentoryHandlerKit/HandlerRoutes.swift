@@ -44,7 +44,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         -> ProtobufBuffer
 
     @usableFromInline
-    package enum Route {
+    package enum Route: Sendable {
         case immediate(ErasedRespond)
         case suspending(ErasedRespondAsync)
         /// Attempted without suspending first; answered by the route that may suspend when the attempt cannot.
