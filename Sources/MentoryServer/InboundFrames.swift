@@ -115,10 +115,14 @@ extension MentoryError {
 }
 
 /// A message a client sends, read from one frame.
+///
+/// The messages other than a request are kept `indirect`: a generated message holds `Data` (its unknown fields),
+/// whose layout is known only at run time, and a case holding one made every request's message built and taken
+/// apart through the run time's enum functions.
 enum ClientMessage {
     case request(InboundRequest)
-    case hello(Mentory_V1_Hello)
-    case pluginReply(Mentory_V1_PluginReply)
+    indirect case hello(Mentory_V1_Hello)
+    indirect case pluginReply(Mentory_V1_PluginReply)
     /// Not a message, or not one clients send: answered with this non-closing connection error.
     case malformed(MentoryError)
 

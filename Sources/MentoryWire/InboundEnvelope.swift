@@ -177,7 +177,10 @@ public enum InboundEnvelope: Sendable {
     /// A request.
     case request(InboundRequest)
     /// Any other message (`hello`, `plugin_reply`, or a kind clients do not send); its `kind` is never `nil`.
-    case other(Mentory_V1_Envelope)
+    ///
+    /// Indirect: a generated message holds `Data`, whose layout is known only at run time, and a case holding one
+    /// inline made every request's envelope built and taken apart through the run time's enum functions.
+    indirect case other(Mentory_V1_Envelope)
 
     /// Reads one frame's payload.
     ///
