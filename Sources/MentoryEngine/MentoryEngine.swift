@@ -314,7 +314,7 @@ public actor MentoryEngine {
         let hosted = try Hosted(
             handler, state: state, config: config, logger: logger, clock: self.clock, settings: self.handlerSettings,
             // Unowned: the engine owns its hosted handlers, so a strong capture would be a cycle.
-            publisher: { [unowned self] topic, body in self.publish(body, on: topic) },
+            publisher: { [unowned self] topic, body in self.publish(&body, on: topic) },
             caller: { [unowned self] target, method, body, call in
                 try await self.call(target, method, body: body, for: call, from: namespace)
             }, jobs: self.jobs)
@@ -463,12 +463,26 @@ public actor MentoryEngine {
     /// own topics and no others.
     func publish(_ body: some SwiftProtobufContiguousBytes, on topic: String) {
         // Framed once, in the topic's ring, for every subscriber and every replay.
-        guard let (event, subscribers) = self.hub.publish(body, on: topic, epoch: self.epoch) else {
+        self.deliver(self.hub.publish(body, on: topic, epoch: self.epoch), on: topic, bodyBytes: body.count)
+    }
+
+    /// ``publish(_:on:)`` for the bytes a handler serialized, framed where they are when they can be: `body` is
+    /// then a slice of the event's frame, which the handler's reply may share.
+    func publish(_ body: inout ProtobufBuffer, on topic: String) {
+        self.deliver(self.hub.publish(&body, on: topic, epoch: self.epoch), on: topic, bodyBytes: body.count)
+    }
+
+    /// Delivers `published`, a change of `bodyBytes` bytes on `topic`, to every live subscriber and monitor.
+    private func deliver(
+        _ published: (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?, on topic: String,
+        bodyBytes: Int
+    ) {
+        guard let (event, subscribers) = published else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
             return
         }
         self.metrics.recordPublished(topic)
-        if !self.observers.monitors.isEmpty { self.monitorEvent(event, bodyBytes: body.count) }
+        if !self.observers.monitors.isEmpty { self.monitorEvent(event, bodyBytes: bodyBytes) }
         guard let subscribers else { return }
         for (id, subscriber) in subscribers where subscriber.delivery == .live {
             self.deliverLive(event, to: id, sink: subscriber.sink)

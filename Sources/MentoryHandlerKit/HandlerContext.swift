@@ -26,7 +26,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         let clock: any SessionClock
         let settings: GlobalSettings
         let jobs: BackgroundJobs
-        let publisher: (_ topic: String, _ body: ProtobufBuffer) -> Void
+        let publisher: (_ topic: String, _ body: inout ProtobufBuffer) -> Void
         let caller: NamespaceCaller?
 
         package init(
@@ -35,7 +35,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
             logger: Logger,
             clock: any SessionClock,
             settings: GlobalSettings,
-            publisher: @escaping (_ topic: String, _ body: ProtobufBuffer) -> Void,
+            publisher: @escaping (_ topic: String, _ body: inout ProtobufBuffer) -> Void,
             caller: NamespaceCaller?,
             jobs: BackgroundJobs
         ) {
@@ -93,7 +93,7 @@ public struct HandlerContext<Handler: MentoryHandler> {
         logger: Logger,
         clock: any SessionClock,
         settings: GlobalSettings,
-        publisher: @escaping (_ topic: String, _ body: ProtobufBuffer) -> Void,
+        publisher: @escaping (_ topic: String, _ body: inout ProtobufBuffer) -> Void,
         caller: NamespaceCaller?,
         jobs: BackgroundJobs
     ) {
@@ -146,9 +146,10 @@ public struct HandlerContext<Handler: MentoryHandler> {
     public func publish<Change, Snapshot>(
         _ change: Change, on topic: TopicSchema<Handler.Namespace, Change, Snapshot>
     ) -> Serialized<Change> {
-        let serialized = Serialized(change)
-        self.storage.publisher(topic.name, serialized.bytes)
-        return serialized
+        // Serialized once; the host frames the event where the bytes are, and the reply shares them.
+        var bytes = change.replyBody()
+        self.storage.publisher(topic.name, &bytes)
+        return Serialized(serialized: bytes)
     }
 }
 

@@ -77,7 +77,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
     package private(set) var settings: GlobalSettings {
         didSet { self.contextStorage = self.makeContextStorage() }
     }
-    private let publisher: (String, ProtobufBuffer) -> Void
+    private let publisher: (String, inout ProtobufBuffer) -> Void
     private let caller: NamespaceCaller?
     private let jobs: BackgroundJobs
     private let routes: [String: HandlerRoutes<Handler>.Route]
@@ -100,7 +100,7 @@ package final class Hosted<Handler: MentoryHandler>: HostedHandler {
         logger: Logger,
         clock: any SessionClock,
         settings: GlobalSettings = GlobalSettings(),
-        publisher: @escaping (String, ProtobufBuffer) -> Void,
+        publisher: @escaping (String, inout ProtobufBuffer) -> Void,
         caller: NamespaceCaller? = nil,
         jobs: BackgroundJobs = .unavailable
     ) throws(MentoryError) {

@@ -26,6 +26,11 @@ public struct Serialized<Message: SwiftProtobuf.Message>: Sendable {
         self.bytes = message.replyBody()
     }
 
+    /// The bytes of a message already serialized.
+    package init(serialized bytes: ProtobufBuffer) {
+        self.bytes = bytes
+    }
+
     /// The message, decoded again from its bytes.
     public func decoded() throws -> Message {
         try Message(serializedBytes: self.bytes)

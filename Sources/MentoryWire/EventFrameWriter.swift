@@ -84,6 +84,76 @@ extension ByteBuffer {
     }
 }
 
+extension ProtobufBuffer {
+    /// These bytes (a change a handler serialized) as the body of a change event on `topic`, numbered `sequence`, in
+    /// `epoch`: one frame holding that event's `Envelope`, byte for byte what
+    /// ``NIOCore/ByteBuffer/writeEventFrame(_:)`` writes, framed where the bytes are. The headers go into the
+    /// free bytes in front of them and the epoch into those after, so that a publish allocates nothing more and
+    /// copies nothing; these bytes stay what they were, now sharing the frame's storage.
+    ///
+    /// `nil`, changing nothing, when there is not room enough (a topic name longer than ``headroom`` leaves room
+    /// for) or the storage is shared: writing into it would change what another holder sees.
+    public mutating func changeEventFrame(topic: String, sequence: UInt64, epoch: UInt64) -> ByteBuffer? {
+        let topicLength = topic.utf8.count
+        let bodyLength = self.count
+        var length = 0
+        if topicLength > 0 { length += 1 + Varint.size(UInt64(topicLength)) + topicLength }
+        if sequence != 0 { length += 1 + Varint.size(sequence) }
+        let kind = UInt64(Mentory_V1_EventKind.change.rawValue)
+        if kind != 0 { length += 1 + Varint.size(kind) }
+        if bodyLength > 0 { length += 1 + Varint.size(UInt64(bodyLength)) + bodyLength }
+        let epochLength = epoch != 0 ? 1 + Varint.size(epoch) : 0
+        length += epochLength
+        let payload = 1 + Varint.size(UInt64(length)) + length
+        let headerLength = WireProtocol.lengthPrefixSize + payload - bodyLength - epochLength
+        let bodyStart = self.buffer.readerIndex
+        let bodyEnd = self.buffer.writerIndex
+        guard headerLength <= bodyStart, self.buffer.writableBytes >= epochLength else { return nil }
+        let framed = self.buffer.modifyIfUniquelyOwned { buffer in
+            buffer.withVeryUnsafeMutableBytes { storage in
+                let headers = UnsafeMutableRawBufferPointer(rebasing: storage[(bodyStart - headerLength)...])
+                var writer = RawWriter(storage: headers)
+                writer.put(UInt8(truncatingIfNeeded: payload >> 24))
+                writer.put(UInt8(truncatingIfNeeded: payload >> 16))
+                writer.put(UInt8(truncatingIfNeeded: payload >> 8))
+                writer.put(UInt8(truncatingIfNeeded: payload))
+                writer.put(0x2A)  // Envelope.event = 5, length-delimited
+                writer.putVarint(UInt64(length))
+                if topicLength > 0 {
+                    writer.put(0x0A)  // Event.topic = 1, length-delimited
+                    writer.putVarint(UInt64(topicLength))
+                    var topicText = topic
+                    topicText.withUTF8 { writer.put(UnsafeRawBufferPointer($0)) }
+                }
+                if sequence != 0 {
+                    writer.put(0x10)  // Event.sequence = 2, varint
+                    writer.putVarint(sequence)
+                }
+                if kind != 0 {
+                    writer.put(0x18)  // Event.kind = 3, varint
+                    writer.putVarint(kind)
+                }
+                if bodyLength > 0 {
+                    writer.put(0x22)  // Event.body = 4, length-delimited
+                    writer.putVarint(UInt64(bodyLength))
+                }
+                precondition(writer.index == headerLength, "an event frame's headers were computed wrong")
+                if epochLength > 0 {
+                    var tail = RawWriter(storage: UnsafeMutableRawBufferPointer(rebasing: storage[bodyEnd...]))
+                    tail.put(0x28)  // Event.epoch = 5, varint
+                    tail.putVarint(epoch)
+                }
+            }
+            return true
+        }
+        guard framed == true else { return nil }
+        var frame = self.buffer
+        frame.moveWriterIndex(to: bodyEnd + epochLength)
+        frame.moveReaderIndex(to: bodyStart - headerLength)
+        return frame
+    }
+}
+
 /// Writes bytes into storage reserved for them, from its start.
 private struct RawWriter {
     let storage: UnsafeMutableRawBufferPointer

@@ -12,13 +12,19 @@ import SwiftProtobuf
 /// Wrapping a buffer (``init(_:)-(ByteBuffer)``) costs nothing: the bytes stay where they are, for example a request
 /// body still inside the frame it arrived in. A message serialized into this type
 /// (`try message.serializedBytes() as ProtobufBuffer`) is written once into a new buffer that keeps
-/// ``headroom`` free bytes in front of it, so that a frame's length prefix and its `Envelope` and
-/// `Response` headers can be written there (``responseFrame(id:)``) and the message is never copied.
+/// ``headroom`` free bytes in front of it and ``tailroom`` after it, so that a frame's length prefix and its
+/// `Envelope` and `Response` headers can be written there (``responseFrame(id:)``), or a change event's
+/// (``changeEventFrame(topic:sequence:epoch:)``), and the message is never copied.
 public struct ProtobufBuffer: SwiftProtobufContiguousBytes, Sendable {
     /// Free bytes kept in front of a serialized message: room for the largest headers of a response
     /// frame (a 4-byte length prefix, then the `Envelope.response`, `Response.id` and `Response.body`
-    /// tags and varints: at most 4 + 1 + 5 + 1 + 10 + 1 + 5 = 27 bytes).
-    public static let headroom = 27
+    /// tags and varints: at most 4 + 1 + 5 + 1 + 10 + 1 + 5 = 27 bytes), and for those of a change event on a
+    /// topic of up to 32 bytes (4 + 1 + 5, the topic's 1 + 1 + 32, the sequence's 1 + 10, the kind's 2 and the
+    /// body's 1 + 5: 63 bytes).
+    public static let headroom = 63
+    /// Free bytes kept after a serialized message: room for the field a change event ends with, its epoch (a tag
+    /// and a varint: at most 11 bytes).
+    public static let tailroom = 11
 
     private static let allocator = ByteBufferAllocator()
 
@@ -37,7 +43,7 @@ public struct ProtobufBuffer: SwiftProtobufContiguousBytes, Sendable {
 
     /// `count` bytes of value `repeating`, after ``headroom`` free bytes; SwiftProtobuf serializes into this.
     public init(repeating: UInt8, count: Int) {
-        var buffer = Self.allocator.buffer(capacity: Self.headroom + count)
+        var buffer = Self.allocator.buffer(capacity: Self.headroom + count + Self.tailroom)
         buffer.moveWriterIndex(forwardBy: Self.headroom)
         buffer.moveReaderIndex(forwardBy: Self.headroom)
         buffer.writeRepeatingByte(repeating, count: count)
@@ -46,7 +52,7 @@ public struct ProtobufBuffer: SwiftProtobufContiguousBytes, Sendable {
 
     /// The bytes of `sequence`, after ``headroom`` free bytes.
     public init<S: Sequence>(_ sequence: S) where S.Element == UInt8 {
-        var buffer = Self.allocator.buffer(capacity: Self.headroom + sequence.underestimatedCount)
+        var buffer = Self.allocator.buffer(capacity: Self.headroom + sequence.underestimatedCount + Self.tailroom)
         buffer.moveWriterIndex(forwardBy: Self.headroom)
         buffer.moveReaderIndex(forwardBy: Self.headroom)
         buffer.writeBytes(sequence)

@@ -99,6 +99,48 @@ struct ProtobufBufferTests {
         #expect(headroom() == headroomBefore, "no headers were written in front of the shared bytes")
     }
 
+    @Test(
+        "a change event is framed where its body was serialized, byte for byte what SwiftProtobuf writes",
+        arguments: [(UInt64(1), UInt64(0)), (300, 7), (.max, .max)])
+    func changeEventInPlace(_ sequence: UInt64, _ epoch: UInt64) throws {
+        for length in [0, 1, 200, 70_000] {
+            let change = Google_Protobuf_BytesValue(Data(repeating: 5, count: length))
+            var body: ProtobufBuffer = try change.serializedBytes()
+            let bodyBytes = body.count
+            let bodyStart = body.buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+            let framed = body.changeEventFrame(topic: "mentor", sequence: sequence, epoch: epoch)
+            let frame = try #require(framed)
+            var event = Mentory_V1_Event()
+            event.topic = "mentor"
+            event.sequence = sequence
+            event.kind = .change
+            event.body = try change.serializedData()
+            event.epoch = epoch
+            var envelope = Mentory_V1_Envelope()
+            envelope.event = event
+            var expected = ByteBuffer()
+            expected.writeFrame(envelope)
+            #expect(frame == expected, "body of \(length) bytes")
+            // The body is where it was, and is still the change's bytes, now sharing the frame's storage.
+            #expect(body.count == bodyBytes)
+            #expect(body.buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } == bodyStart)
+            #expect(try Google_Protobuf_BytesValue(serializedBytes: body) == change)
+        }
+    }
+
+    @Test("a change event is not framed in place in shared storage, or for a topic longer than the room in front")
+    func changeEventNotInPlace() throws {
+        var shared: ProtobufBuffer = try Google_Protobuf_StringValue("kept").serializedBytes()
+        let other = shared
+        #expect(shared.changeEventFrame(topic: "mentor", sequence: 1, epoch: 1) == nil)
+        #expect(other.count == shared.count)
+        var long: ProtobufBuffer = try Google_Protobuf_StringValue("x").serializedBytes()
+        let topic = String(repeating: "t", count: ProtobufBuffer.headroom)
+        #expect(long.changeEventFrame(topic: topic, sequence: 1, epoch: 1) == nil)
+        var empty = ProtobufBuffer.empty
+        #expect(empty.changeEventFrame(topic: "mentor", sequence: 1, epoch: 1) == nil)
+    }
+
     @Test("a message decodes from a slice of a buffer and round-trips")
     func decode() throws {
         var message = Mentory_V1_Hello()

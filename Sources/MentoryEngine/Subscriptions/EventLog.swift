@@ -47,7 +47,18 @@ public struct EventLog: Sendable {
     /// events or ``byteCapacity`` bytes.
     public mutating func append(change body: some SwiftProtobufContiguousBytes, epoch: UInt64) -> SharedEvent {
         self.lastSequence += 1
-        let event = SharedEvent(change: body, topic: self.topic, sequence: self.lastSequence, epoch: epoch)
+        return self.keep(SharedEvent(change: body, topic: self.topic, sequence: self.lastSequence, epoch: epoch))
+    }
+
+    /// ``append(change:epoch:)-(SwiftProtobufContiguousBytes,_)`` for bytes a handler serialized, framed where they
+    /// are when they can be (``SharedEvent``): `body` is then a slice of the event's frame.
+    public mutating func append(change body: inout ProtobufBuffer, epoch: UInt64) -> SharedEvent {
+        self.lastSequence += 1
+        return self.keep(SharedEvent(change: &body, topic: self.topic, sequence: self.lastSequence, epoch: epoch))
+    }
+
+    /// Keeps `event`, the newest, and returns it; the oldest go while the ring is over its bounds.
+    private mutating func keep(_ event: SharedEvent) -> SharedEvent {
         self.ring.append(event)
         self.bytes += Self.cost(of: event)
         while self.ring.count > self.capacity || (self.bytes > self.byteCapacity && self.ring.count > 1) {

@@ -97,6 +97,25 @@ public struct SharedEvent: Sendable {
         self.frame = frame
     }
 
+    /// A change of `body` on `topic`, numbered `sequence`, in `epoch`, framed where `body` is when it can be
+    /// (``MentoryWire/ProtobufBuffer/changeEventFrame(topic:sequence:epoch:)``: a publish then allocates and copies
+    /// nothing more), else copied into a frame of its own. `body` stays the same bytes, sharing the frame's storage
+    /// when it was framed in place.
+    init(change body: inout ProtobufBuffer, topic: String, sequence: UInt64, epoch: UInt64) {
+        guard let frame = body.changeEventFrame(topic: topic, sequence: sequence, epoch: epoch) else {
+            self.init(change: body, topic: topic, sequence: sequence, epoch: epoch)
+            return
+        }
+        self.init(topic: topic, kind: .change, sequence: sequence, frame: frame)
+    }
+
+    private init(topic: String, kind: Mentory_V1_EventKind, sequence: UInt64, frame: ByteBuffer) {
+        self.topic = topic
+        self.kind = kind
+        self.sequence = sequence
+        self.frame = frame
+    }
+
     /// The event as a message, decoded from its frame (for tests and logs: the engine routes by the fields).
     public var event: Mentory_V1_Event {
         let payload = self.frame.getSlice(

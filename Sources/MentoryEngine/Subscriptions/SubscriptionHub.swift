@@ -87,6 +87,16 @@ struct SubscriptionHub {
         return (event, self.subscriptions.deliveries(of: topic))
     }
 
+    /// ``publish(_:on:epoch:)`` for bytes a handler serialized, framed where they are when they can be
+    /// (``EventLog/append(change:epoch:)-(ProtobufBuffer,_)``).
+    mutating func publish(_ body: inout ProtobufBuffer, on topic: String, epoch: UInt64)
+        -> (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
+    {
+        guard let index = self.logs.index(forKey: topic) else { return nil }
+        let event = self.logs.values[index].append(change: &body, epoch: epoch)
+        return (event, self.subscriptions.deliveries(of: topic))
+    }
+
     /// The sequence number of the newest event on `topic`; 0 before its first, or for an unknown topic.
     func lastSequence(of topic: String) -> UInt64 {
         self.logs[topic]?.lastSequence ?? 0
