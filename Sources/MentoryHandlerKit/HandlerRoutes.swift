@@ -10,11 +10,11 @@ import SwiftProtobuf
 
 /// How a handler answers each method of its namespace and takes each topic's snapshot.
 ///
-/// A method answered by ``on(_:_:)`` runs synchronously on the engine's executor: the daemon answers
+/// A method answered by `on(_:_:)` runs synchronously on the engine's executor: the daemon answers
 /// it on the event loop with no task. One that needs to suspend (a store, another service) is
-/// declared with ``onAsync(_:_:)`` and runs on the engine's executor between its suspension points.
+/// declared with `onAsync(_:_:)` and runs on the engine's executor between its suspension points.
 /// One that suspends only sometimes (a store that may be in memory, on the engine's executor) is declared
-/// with ``onAsync(_:attempt:_:)``: its attempt answers without a task when it can, and the route that may
+/// with `onAsync(_:attempt:_:)`: its attempt answers without a task when it can, and the route that may
 /// suspend answers when it cannot.
 public struct HandlerRoutes<Handler: MentoryHandler> {
     /// Answers a request without suspending.
@@ -150,7 +150,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
         }
     }
 
-    /// Answers `method` as ``onAsync(_:attempt:_:)`` does, with `attempt` and `respond` answering with their
+    /// Answers `method` as `onAsync(_:attempt:_:)` does, with `attempt` and `respond` answering with their
     /// replies serialized (``Serialized``).
     @_disfavoredOverload
     @inlinable

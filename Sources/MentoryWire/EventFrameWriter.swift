@@ -87,7 +87,7 @@ extension ByteBuffer {
 extension ProtobufBuffer {
     /// These bytes (a change a handler serialized) as the body of a change event on `topic`, numbered `sequence`, in
     /// `epoch`: one frame holding that event's `Envelope`, byte for byte what
-    /// ``NIOCore/ByteBuffer/writeEventFrame(_:)`` writes, framed where the bytes are. The headers go into the
+    /// `ByteBuffer.writeEventFrame(_:)` writes, framed where the bytes are. The headers go into the
     /// free bytes in front of them and the epoch into those after, so that a publish allocates nothing more and
     /// copies nothing; these bytes stay what they were, now sharing the frame's storage.
     ///

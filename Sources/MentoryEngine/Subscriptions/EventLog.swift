@@ -50,7 +50,7 @@ public struct EventLog: Sendable {
         return self.keep(SharedEvent(change: body, topic: self.topic, sequence: self.lastSequence, epoch: epoch))
     }
 
-    /// ``append(change:epoch:)-(SwiftProtobufContiguousBytes,_)`` for bytes a handler serialized, framed where they
+    /// `append(change:epoch:)` for bytes a handler serialized, framed where they
     /// are when they can be (``SharedEvent``): `body` is then a slice of the event's frame.
     public mutating func append(change body: inout ProtobufBuffer, epoch: UInt64) -> SharedEvent {
         self.lastSequence += 1

@@ -88,7 +88,7 @@ struct SubscriptionHub {
     }
 
     /// ``publish(_:on:epoch:)`` for bytes a handler serialized, framed where they are when they can be
-    /// (``EventLog/append(change:epoch:)-(ProtobufBuffer,_)``).
+    /// (`EventLog.append(change:epoch:)`).
     mutating func publish(_ body: inout ProtobufBuffer, on topic: String, epoch: UInt64)
         -> (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
     {
