@@ -34,52 +34,16 @@ extension ByteBuffer {
     public mutating func writeEventFrame(
         topic: String, sequence: UInt64, kind: Mentory_V1_EventKind, body: UnsafeRawBufferPointer, epoch: UInt64
     ) {
-        precondition(kind.rawValue >= 0, "an event frame is written by hand only for a known kind")
-        let topicLength = topic.utf8.count
-        let kind = UInt64(kind.rawValue)
-        let bodyLength = body.count
-        var length = 0
-        if topicLength > 0 { length += 1 + Varint.size(UInt64(topicLength)) + topicLength }
-        if sequence != 0 { length += 1 + Varint.size(sequence) }
-        if kind != 0 { length += 1 + Varint.size(kind) }
-        if bodyLength > 0 { length += 1 + Varint.size(UInt64(bodyLength)) + bodyLength }
-        if epoch != 0 { length += 1 + Varint.size(epoch) }
-        let payload = 1 + Varint.size(UInt64(length)) + length
-        let total = WireProtocol.lengthPrefixSize + payload
+        let layout = EventFrameLayout(
+            topic: topic, sequence: sequence, kind: kind, bodyLength: body.count, epoch: epoch)
         // Written straight into the buffer's storage: a ByteBuffer write per byte costs more than the bytes.
-        self.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { storage in
+        self.writeWithUnsafeMutableBytes(minimumWritableBytes: layout.total) { storage in
             var writer = RawWriter(storage: storage)
-            writer.put(UInt8(truncatingIfNeeded: payload >> 24))
-            writer.put(UInt8(truncatingIfNeeded: payload >> 16))
-            writer.put(UInt8(truncatingIfNeeded: payload >> 8))
-            writer.put(UInt8(truncatingIfNeeded: payload))
-            writer.put(0x2A)  // Envelope.event = 5, length-delimited
-            writer.putVarint(UInt64(length))
-            if topicLength > 0 {
-                writer.put(0x0A)  // Event.topic = 1, length-delimited
-                writer.putVarint(UInt64(topicLength))
-                var topicText = topic
-                topicText.withUTF8 { writer.put(UnsafeRawBufferPointer($0)) }
-            }
-            if sequence != 0 {
-                writer.put(0x10)  // Event.sequence = 2, varint
-                writer.putVarint(sequence)
-            }
-            if kind != 0 {
-                writer.put(0x18)  // Event.kind = 3, varint
-                writer.putVarint(kind)
-            }
-            if bodyLength > 0 {
-                writer.put(0x22)  // Event.body = 4, length-delimited
-                writer.putVarint(UInt64(bodyLength))
-                writer.put(body)
-            }
-            if epoch != 0 {
-                writer.put(0x28)  // Event.epoch = 5, varint
-                writer.putVarint(epoch)
-            }
-            precondition(writer.index == total, "an event frame's length was computed wrong")
-            return total
+            layout.putHeaders(&writer, topic: topic)
+            writer.put(body)
+            layout.putEpoch(&writer)
+            precondition(writer.index == layout.total, "an event frame's length was computed wrong")
+            return layout.total
         }
     }
 }
@@ -94,63 +58,100 @@ extension ProtobufBuffer {
     /// `nil`, changing nothing, when there is not room enough (a topic name longer than ``headroom`` leaves room
     /// for) or the storage is shared: writing into it would change what another holder sees.
     public mutating func changeEventFrame(topic: String, sequence: UInt64, epoch: UInt64) -> ByteBuffer? {
-        let topicLength = topic.utf8.count
-        let bodyLength = self.count
-        var length = 0
-        if topicLength > 0 { length += 1 + Varint.size(UInt64(topicLength)) + topicLength }
-        if sequence != 0 { length += 1 + Varint.size(sequence) }
-        let kind = UInt64(Mentory_V1_EventKind.change.rawValue)
-        if kind != 0 { length += 1 + Varint.size(kind) }
-        if bodyLength > 0 { length += 1 + Varint.size(UInt64(bodyLength)) + bodyLength }
-        let epochLength = epoch != 0 ? 1 + Varint.size(epoch) : 0
-        length += epochLength
-        let payload = 1 + Varint.size(UInt64(length)) + length
-        let headerLength = WireProtocol.lengthPrefixSize + payload - bodyLength - epochLength
+        let layout = EventFrameLayout(
+            topic: topic, sequence: sequence, kind: .change, bodyLength: self.count, epoch: epoch)
         let bodyStart = self.buffer.readerIndex
         let bodyEnd = self.buffer.writerIndex
-        guard headerLength <= bodyStart, self.buffer.writableBytes >= epochLength else { return nil }
+        guard layout.headerLength <= bodyStart, self.buffer.writableBytes >= layout.epochLength else { return nil }
         let framed = self.buffer.modifyIfUniquelyOwned { buffer in
             buffer.withVeryUnsafeMutableBytes { storage in
-                let headers = UnsafeMutableRawBufferPointer(rebasing: storage[(bodyStart - headerLength)...])
-                var writer = RawWriter(storage: headers)
-                writer.put(UInt8(truncatingIfNeeded: payload >> 24))
-                writer.put(UInt8(truncatingIfNeeded: payload >> 16))
-                writer.put(UInt8(truncatingIfNeeded: payload >> 8))
-                writer.put(UInt8(truncatingIfNeeded: payload))
-                writer.put(0x2A)  // Envelope.event = 5, length-delimited
-                writer.putVarint(UInt64(length))
-                if topicLength > 0 {
-                    writer.put(0x0A)  // Event.topic = 1, length-delimited
-                    writer.putVarint(UInt64(topicLength))
-                    var topicText = topic
-                    topicText.withUTF8 { writer.put(UnsafeRawBufferPointer($0)) }
-                }
-                if sequence != 0 {
-                    writer.put(0x10)  // Event.sequence = 2, varint
-                    writer.putVarint(sequence)
-                }
-                if kind != 0 {
-                    writer.put(0x18)  // Event.kind = 3, varint
-                    writer.putVarint(kind)
-                }
-                if bodyLength > 0 {
-                    writer.put(0x22)  // Event.body = 4, length-delimited
-                    writer.putVarint(UInt64(bodyLength))
-                }
-                precondition(writer.index == headerLength, "an event frame's headers were computed wrong")
-                if epochLength > 0 {
-                    var tail = RawWriter(storage: UnsafeMutableRawBufferPointer(rebasing: storage[bodyEnd...]))
-                    tail.put(0x28)  // Event.epoch = 5, varint
-                    tail.putVarint(epoch)
-                }
+                var headers = RawWriter(
+                    storage: UnsafeMutableRawBufferPointer(rebasing: storage[(bodyStart - layout.headerLength)...]))
+                layout.putHeaders(&headers, topic: topic)
+                precondition(headers.index == layout.headerLength, "an event frame's headers were computed wrong")
+                var tail = RawWriter(storage: UnsafeMutableRawBufferPointer(rebasing: storage[bodyEnd...]))
+                layout.putEpoch(&tail)
             }
             return true
         }
         guard framed == true else { return nil }
         var frame = self.buffer
-        frame.moveWriterIndex(to: bodyEnd + epochLength)
-        frame.moveReaderIndex(to: bodyStart - headerLength)
+        frame.moveWriterIndex(to: bodyEnd + layout.epochLength)
+        frame.moveReaderIndex(to: bodyStart - layout.headerLength)
         return frame
+    }
+}
+
+/// Where the fields of an event frame go: an `Envelope` holding an `Event` with no error and no unknown fields, its
+/// fields in field-number order and default values left out, as SwiftProtobuf writes them.
+private struct EventFrameLayout {
+    let topicLength: Int
+    let sequence: UInt64
+    let kind: UInt64
+    let bodyLength: Int
+    let epoch: UInt64
+    /// The `Event` message's length.
+    let length: Int
+    /// The frame's payload: the `Envelope`.
+    let payload: Int
+    /// The epoch field's length, after the body.
+    let epochLength: Int
+
+    init(topic: String, sequence: UInt64, kind: Mentory_V1_EventKind, bodyLength: Int, epoch: UInt64) {
+        precondition(kind.rawValue >= 0, "an event frame is written by hand only for a known kind")
+        self.topicLength = topic.utf8.count
+        self.sequence = sequence
+        self.kind = UInt64(kind.rawValue)
+        self.bodyLength = bodyLength
+        self.epoch = epoch
+        self.epochLength = epoch != 0 ? 1 + Varint.size(epoch) : 0
+        var length = self.epochLength
+        if self.topicLength > 0 { length += 1 + Varint.size(UInt64(self.topicLength)) + self.topicLength }
+        if sequence != 0 { length += 1 + Varint.size(sequence) }
+        if self.kind != 0 { length += 1 + Varint.size(self.kind) }
+        if bodyLength > 0 { length += 1 + Varint.size(UInt64(bodyLength)) + bodyLength }
+        self.length = length
+        self.payload = 1 + Varint.size(UInt64(length)) + length
+    }
+
+    /// The whole frame's length, its length prefix included.
+    var total: Int { WireProtocol.lengthPrefixSize + self.payload }
+    /// The length of everything in front of the body.
+    var headerLength: Int { self.total - self.bodyLength - self.epochLength }
+
+    /// Writes the length prefix and every field in front of the body, up to the body's tag and length.
+    func putHeaders(_ writer: inout RawWriter, topic: String) {
+        writer.put(UInt8(truncatingIfNeeded: self.payload >> 24))
+        writer.put(UInt8(truncatingIfNeeded: self.payload >> 16))
+        writer.put(UInt8(truncatingIfNeeded: self.payload >> 8))
+        writer.put(UInt8(truncatingIfNeeded: self.payload))
+        writer.put(0x2A)  // Envelope.event = 5, length-delimited
+        writer.putVarint(UInt64(self.length))
+        if self.topicLength > 0 {
+            writer.put(0x0A)  // Event.topic = 1, length-delimited
+            writer.putVarint(UInt64(self.topicLength))
+            var topicText = topic
+            topicText.withUTF8 { writer.put(UnsafeRawBufferPointer($0)) }
+        }
+        if self.sequence != 0 {
+            writer.put(0x10)  // Event.sequence = 2, varint
+            writer.putVarint(self.sequence)
+        }
+        if self.kind != 0 {
+            writer.put(0x18)  // Event.kind = 3, varint
+            writer.putVarint(self.kind)
+        }
+        if self.bodyLength > 0 {
+            writer.put(0x22)  // Event.body = 4, length-delimited
+            writer.putVarint(UInt64(self.bodyLength))
+        }
+    }
+
+    /// Writes the field after the body: the epoch, unless it is 0.
+    func putEpoch(_ writer: inout RawWriter) {
+        guard self.epoch != 0 else { return }
+        writer.put(0x28)  // Event.epoch = 5, varint
+        writer.putVarint(self.epoch)
     }
 }
 
