@@ -461,28 +461,16 @@ public actor MentoryEngine {
     ///
     /// Handlers reach this only through their ``HandlerContext``, whose types let them name their
     /// own topics and no others.
-    func publish(_ body: some SwiftProtobufContiguousBytes, on topic: String) {
-        // Framed once, in the topic's ring, for every subscriber and every replay.
-        self.deliver(self.hub.publish(body, on: topic, epoch: self.epoch), on: topic, bodyBytes: body.count)
-    }
-
-    /// ``publish(_:on:)`` for the bytes a handler serialized, framed where they are when they can be: `body` is
-    /// then a slice of the event's frame, which the handler's reply may share.
+    ///
+    /// `body` is framed once, in the topic's ring, for every subscriber and every replay: where it is, when it can
+    /// be, and it is then a slice of the event's frame, which the handler's reply may share.
     func publish(_ body: inout ProtobufBuffer, on topic: String) {
-        self.deliver(self.hub.publish(&body, on: topic, epoch: self.epoch), on: topic, bodyBytes: body.count)
-    }
-
-    /// Delivers `published`, a change of `bodyBytes` bytes on `topic`, to every live subscriber and monitor.
-    private func deliver(
-        _ published: (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?, on topic: String,
-        bodyBytes: Int
-    ) {
-        guard let (event, subscribers) = published else {
+        guard let (event, subscribers) = self.hub.publish(&body, on: topic, epoch: self.epoch) else {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
             return
         }
         self.metrics.recordPublished(topic)
-        if !self.observers.monitors.isEmpty { self.monitorEvent(event, bodyBytes: bodyBytes) }
+        if !self.observers.monitors.isEmpty { self.monitorEvent(event, bodyBytes: body.count) }
         guard let subscribers else { return }
         for (id, subscriber) in subscribers where subscriber.delivery == .live {
             self.deliverLive(event, to: id, sink: subscriber.sink)

@@ -43,7 +43,7 @@ struct EnginePartsTests {
         var hub = self.hub(ringCapacity: 4)
         hub.declare("diary.changed", publishedBy: "diary")
         for index in 1...5 {
-            let event = hub.publish(Data("entry \(index)".utf8), on: "diary.changed", epoch: 7)?.event
+            let event = hub.publish(text: "entry \(index)", on: "diary.changed", epoch: 7)?.event
             #expect(event?.sequence == UInt64(index))
             #expect(event?.event.epoch == 7)
             #expect(event?.kind == .change)
@@ -67,20 +67,20 @@ struct EnginePartsTests {
     @Test("a topic nobody publishes keeps nothing; a topic given up keeps its ring and its sequence numbers")
     func hubTopics() {
         var hub = self.hub()
-        #expect(hub.publish(Data("x".utf8), on: "nobody.topic", epoch: 1) == nil)
+        #expect(hub.publish(text: "x", on: "nobody.topic", epoch: 1) == nil)
         #expect(hub.lastSequence(of: "nobody.topic") == 0)
         hub.declare("advisor.tips", publishedBy: "advisor")
         hub.declare("diary.changed", publishedBy: "diary")
         #expect(hub.topicNames == ["advisor.tips", "diary.changed"])
         #expect(hub.owner(of: "advisor.tips") == "advisor")
-        _ = hub.publish(Data("a".utf8), on: "advisor.tips", epoch: 1)
-        _ = hub.publish(Data("b".utf8), on: "advisor.tips", epoch: 1)
+        _ = hub.publish(text: "a", on: "advisor.tips", epoch: 1)
+        _ = hub.publish(text: "b", on: "advisor.tips", epoch: 1)
         hub.withdraw("advisor.tips")
         #expect(hub.owner(of: "advisor.tips") == nil)
         #expect(hub.topicNames == ["diary.changed"])
         #expect(hub.lastSequence(of: "advisor.tips") == 2)
         hub.declare("advisor.tips", publishedBy: "advisor")
-        #expect(hub.publish(Data("c".utf8), on: "advisor.tips", epoch: 1)?.event.sequence == 3)
+        #expect(hub.publish(text: "c", on: "advisor.tips", epoch: 1)?.event.sequence == 3)
         #expect(hub.positions(of: hub.topicNames).map(\.sequence) == [3, 0])
         #expect(hub.checkInvariants(attached: []))
     }
@@ -369,5 +369,15 @@ struct EnginePartsTests {
         #expect(table.route("diary", "get") == nil)
         #expect(table.route("diary", "list") == nil)
         #expect(get.generation != table.generation, "a route kept from before is of an older generation")
+    }
+}
+
+extension SubscriptionHub {
+    /// Publishes a change whose body is `text`'s bytes, as a handler's serialized change is published.
+    fileprivate mutating func publish(text: String, on topic: String, epoch: UInt64)
+        -> (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
+    {
+        var body = ProtobufBuffer(Data(text.utf8))
+        return self.publish(&body, on: topic, epoch: epoch)
     }
 }

@@ -8,8 +8,13 @@ import Testing
 @Suite("Event ring")
 struct EventLogTests {
     /// A change whose body is `tag`'s bytes.
-    private func change(_ tag: String) -> Data {
-        Data(tag.utf8)
+    private func change(_ tag: String) -> ProtobufBuffer {
+        ProtobufBuffer(Data(tag.utf8))
+    }
+
+    /// A change of `count` zero bytes.
+    private func change(zeros count: Int) -> ProtobufBuffer {
+        ProtobufBuffer(Data(repeating: 0, count: count))
     }
 
     /// The bodies of `events`, as the tags they were published with.
@@ -22,9 +27,11 @@ struct EventLogTests {
         var log = EventLog(topic: "mentor", capacity: 3)
         #expect(log.lastSequence == 0)
         #expect(log.firstSequence == nil)
-        let first = log.append(change: self.change("a"), epoch: 7)
+        var a = self.change("a")
+        let first = log.append(change: &a, epoch: 7)
         #expect(first.sequence == 1)
-        #expect(log.append(change: self.change("b"), epoch: 7).sequence == 2)
+        var b = self.change("b")
+        #expect(log.append(change: &b, epoch: 7).sequence == 2)
         #expect(log.events(after: 0)?.map(\.sequence) == [1, 2])
         #expect(log.events(after: 2)?.isEmpty == true)
         #expect(log.events(after: 3) == nil, "a sequence from the future cannot be resumed")
@@ -33,7 +40,7 @@ struct EventLogTests {
         expected.topic = "mentor"
         expected.kind = .change
         expected.sequence = 1
-        expected.body = self.change("a")
+        expected.body = Data("a".utf8)
         expected.epoch = 7
         #expect(first.event == expected)
         #expect(first.topic == "mentor" && first.kind == .change)
@@ -48,7 +55,8 @@ struct EventLogTests {
     func wraparound() {
         var log = EventLog(topic: "mentor", capacity: 3)
         for index in 1...7 {
-            _ = log.append(change: self.change("e\(index)"), epoch: 1)
+            var change = self.change("e\(index)")
+            _ = log.append(change: &change, epoch: 1)
         }
         #expect(log.firstSequence == 5)
         #expect(self.tags(log.events(after: 4)) == ["e5", "e6", "e7"])
@@ -59,18 +67,21 @@ struct EventLogTests {
     @Test("the ring keeps at most its bytes of events, oldest out first, and always the newest")
     func byteBound() {
         var probe = EventLog(topic: "mentor", capacity: 1)
-        let cost = EventLog.cost(of: probe.append(change: Data(repeating: 0, count: 1000), epoch: 1))
+        var probed = self.change(zeros: 1000)
+        let cost = EventLog.cost(of: probe.append(change: &probed, epoch: 1))
         #expect(cost > 1000 + EventLog.overheadBytes, "an event counts its frame, headers and body")
 
         var log = EventLog(topic: "mentor", capacity: 100, byteCapacity: 3 * cost)
         for _ in 1...5 {
-            _ = log.append(change: Data(repeating: 0, count: 1000), epoch: 1)
+            var change = self.change(zeros: 1000)
+            _ = log.append(change: &change, epoch: 1)
         }
         #expect(log.bytes == 3 * cost)
         #expect(log.firstSequence == 3)
         #expect(log.events(after: 2)?.map(\.sequence) == [3, 4, 5])
         #expect(log.events(after: 1) == nil, "an evicted event cannot be resumed from")
-        let large = log.append(change: Data(repeating: 0, count: 10_000), epoch: 1)
+        var largeChange = self.change(zeros: 10_000)
+        let large = log.append(change: &largeChange, epoch: 1)
         #expect(large.sequence == 6)
         #expect(log.firstSequence == 6, "an event over the bound alone is still kept")
         #expect(log.bytes == EventLog.cost(of: large))

@@ -495,7 +495,9 @@ extension MentoryEngine {
                 "plugin '\(plugin.declaration.name)' registered no topic '\(request.topic)'; its topics are: "
                     + plugin.info.topics.map(\.name).joined(separator: ", "))
         }
-        self.publish(request.body, on: request.topic)
+        // Copied once, into a buffer the event is then framed in.
+        var body = ProtobufBuffer(request.body)
+        self.publish(&body, on: request.topic)
     }
 
     /// Sends a reset to every subscriber of `topics`, e.g. after their plugin registered again.

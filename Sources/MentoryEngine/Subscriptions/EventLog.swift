@@ -1,7 +1,6 @@
 import MentoryHandlerKit
 import MentoryWire
 import NIOCore
-import SwiftProtobuf
 
 /// A topic's recent events, kept in a bounded ring so a subscriber can resume after a gap.
 ///
@@ -43,22 +42,11 @@ public struct EventLog: Sendable {
     }
 
     /// Publishes a change of `body` (a message serialized) in `epoch`: numbers it with the next sequence number,
-    /// frames it once, keeps it, and returns it; the oldest events go while the ring holds more than ``capacity``
-    /// events or ``byteCapacity`` bytes.
-    public mutating func append(change body: some SwiftProtobufContiguousBytes, epoch: UInt64) -> SharedEvent {
-        self.lastSequence += 1
-        return self.keep(SharedEvent(change: body, topic: self.topic, sequence: self.lastSequence, epoch: epoch))
-    }
-
-    /// `append(change:epoch:)` for bytes a handler serialized, framed where they
-    /// are when they can be (``SharedEvent``): `body` is then a slice of the event's frame.
+    /// frames it once (where `body` is, when it can be: ``SharedEvent``), keeps it, and returns it; the oldest
+    /// events go while the ring holds more than ``capacity`` events or ``byteCapacity`` bytes.
     public mutating func append(change body: inout ProtobufBuffer, epoch: UInt64) -> SharedEvent {
         self.lastSequence += 1
-        return self.keep(SharedEvent(change: &body, topic: self.topic, sequence: self.lastSequence, epoch: epoch))
-    }
-
-    /// Keeps `event`, the newest, and returns it; the oldest go while the ring is over its bounds.
-    private mutating func keep(_ event: SharedEvent) -> SharedEvent {
+        let event = SharedEvent(change: &body, topic: self.topic, sequence: self.lastSequence, epoch: epoch)
         self.ring.append(event)
         self.bytes += Self.cost(of: event)
         while self.ring.count > self.capacity || (self.bytes > self.byteCapacity && self.ring.count > 1) {

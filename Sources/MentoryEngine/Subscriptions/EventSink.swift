@@ -84,27 +84,18 @@ public struct SharedEvent: Sendable {
         self.frame = frame
     }
 
-    /// A change of `body` on `topic`, numbered `sequence`, in `epoch`: framed straight from the bytes a handler
-    /// serialized, with no `Event` message made.
-    init(change body: some SwiftProtobufContiguousBytes, topic: String, sequence: UInt64, epoch: UInt64) {
-        self.topic = topic
-        self.kind = .change
-        self.sequence = sequence
+    /// A change of `body` on `topic`, numbered `sequence`, in `epoch`, with no `Event` message made: framed where
+    /// `body` is when it can be (``MentoryWire/ProtobufBuffer/changeEventFrame(topic:sequence:epoch:)``: a publish
+    /// then allocates and copies nothing more), else copied into a frame of its own. `body` stays the same bytes,
+    /// sharing the frame's storage when it was framed in place.
+    init(change body: inout ProtobufBuffer, topic: String, sequence: UInt64, epoch: UInt64) {
+        if let frame = body.changeEventFrame(topic: topic, sequence: sequence, epoch: epoch) {
+            self.init(topic: topic, kind: .change, sequence: sequence, frame: frame)
+            return
+        }
         var frame = ByteBuffer()
         body.withUnsafeBytes { body in
             frame.writeEventFrame(topic: topic, sequence: sequence, kind: .change, body: body, epoch: epoch)
-        }
-        self.frame = frame
-    }
-
-    /// A change of `body` on `topic`, numbered `sequence`, in `epoch`, framed where `body` is when it can be
-    /// (``MentoryWire/ProtobufBuffer/changeEventFrame(topic:sequence:epoch:)``: a publish then allocates and copies
-    /// nothing more), else copied into a frame of its own. `body` stays the same bytes, sharing the frame's storage
-    /// when it was framed in place.
-    init(change body: inout ProtobufBuffer, topic: String, sequence: UInt64, epoch: UInt64) {
-        guard let frame = body.changeEventFrame(topic: topic, sequence: sequence, epoch: epoch) else {
-            self.init(change: body, topic: topic, sequence: sequence, epoch: epoch)
-            return
         }
         self.init(topic: topic, kind: .change, sequence: sequence, frame: frame)
     }

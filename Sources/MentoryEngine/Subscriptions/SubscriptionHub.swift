@@ -5,7 +5,6 @@
 #endif
 import MentoryHandlerKit
 import MentoryWire
-import SwiftProtobuf
 
 /// The topics and who listens to them: which namespace publishes each topic, each topic's ring of recent
 /// events (``EventLog``), and every connection's subscriptions (``Subscriptions``) with how far their
@@ -71,27 +70,18 @@ struct SubscriptionHub {
     // MARK: Events
 
     /// Publishes a change of `body` on `topic` in `epoch`: numbers and frames it in the topic's ring
-    /// (``EventLog/append(change:epoch:)``) and returns it with how it reaches each subscriber
+    /// (``EventLog/append(change:epoch:)``; `body` is then a slice of the event's frame, when it could be framed
+    /// where it is) and returns it with how it reaches each subscriber
     /// (``deliveries(of:)``); `nil` (keeping nothing) when the topic has no ring.
     ///
     /// One call for the publish, in place: the engine reading ``deliveries(of:)`` from its stored hub
     /// would copy the hub (a retain and release of each of its tables) for every publish.
-    mutating func publish(_ body: some SwiftProtobufContiguousBytes, on topic: String, epoch: UInt64)
+    mutating func publish(_ body: inout ProtobufBuffer, on topic: String, epoch: UInt64)
         -> (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
     {
         // One look-up of the topic's name, then the ring appended to in place through its index: the
         // dictionary's optional subscript would look it up again to write it back, and taking the ring out
         // of the dictionary would copy all of it (copy-on-write).
-        guard let index = self.logs.index(forKey: topic) else { return nil }
-        let event = self.logs.values[index].append(change: body, epoch: epoch)
-        return (event, self.subscriptions.deliveries(of: topic))
-    }
-
-    /// ``publish(_:on:epoch:)`` for bytes a handler serialized, framed where they are when they can be
-    /// (`EventLog.append(change:epoch:)`).
-    mutating func publish(_ body: inout ProtobufBuffer, on topic: String, epoch: UInt64)
-        -> (event: SharedEvent, subscribers: [ConnectionID: Subscriptions.Subscriber]?)?
-    {
         guard let index = self.logs.index(forKey: topic) else { return nil }
         let event = self.logs.values[index].append(change: &body, epoch: epoch)
         return (event, self.subscriptions.deliveries(of: topic))
