@@ -186,8 +186,8 @@ extension ConfigurationKey {
             path: "events.ringBytes", type: .integer(1024...(1 << 40)), defaultValue: .integer(4 << 20),
             reload: .restart,
             summary:
-                "Bytes of recent events kept per topic (each event's body plus 64); the oldest go first, the newest"
-                + " always stays. A subscriber resuming from further back gets a reset."),
+                "Bytes of recent events kept per topic (each event's frame, its body and headers, plus 64); the oldest go"
+                + " first, the newest always stays. A subscriber resuming from further back gets a reset."),
         ConfigurationKey(
             path: "access.rules", type: .stringArray,
             defaultValue: .strings(AccessPolicy.default.rules.map(\.description)), reload: .live,

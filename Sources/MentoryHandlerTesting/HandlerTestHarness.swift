@@ -307,7 +307,7 @@ private final class PublicationRecorder: EventSink {
 
     func deliver(_ event: SharedEvent) -> Bool {
         guard event.kind == .change else { return true }
-        self.changes.withLock { $0.append((event.event.topic, event.event.body)) }
+        self.changes.withLock { $0.append((event.topic, event.event.body)) }
         return true
     }
 }
