@@ -129,12 +129,24 @@ public actor InMemorySessionStore: DiaryStore, MentorStateStore {
         guard case .shared(let executor) = self.isolation, executor.isIsolatingCurrentContext() == true else {
             return false
         }
-        // Isolated already, as the executor said: this checks it again rather than assuming it.
-        let saved = self.assumeIsolated { store in
-            Result { () throws(StorageError) in try store.saveMentorState(state) }
-        }
-        try saved.get()
+        try self.saveMentorStateIsolatedAlready(state)
         return true
+    }
+
+    /// Saves `state`, isolated to this store, for a caller that the store's executor has just said is isolated to
+    /// it (``saveMentorStateWithoutSuspending(_:)``): what `Actor.assumeIsolated` does, without its second executor
+    /// check and the two allocations its generic closure costs on every change.
+    private nonisolated func saveMentorStateIsolatedAlready(_ state: Mentory_V1_MentorState) throws(StorageError) {
+        let isolated: (isolated InMemorySessionStore, Mentory_V1_MentorState) throws(StorageError) -> Void = {
+            try $0.saveMentorState($1)
+        }
+        // SAFETY: calling the store-isolated save as a non-isolated one is sound on the store's executor alone, and
+        // the caller is on it: the only caller checked that the store runs on a shared executor (its
+        // `unownedExecutor`) whose `isIsolatingCurrentContext()` answered `true`, just before, on this thread.
+        // Nothing escapes.
+        let plain = unsafeBitCast(
+            isolated, to: ((InMemorySessionStore, Mentory_V1_MentorState) throws(StorageError) -> Void).self)
+        try plain(self, state)
     }
 
     /// The index of the first record date that is not before `date` (binary search).
