@@ -15,17 +15,35 @@ public struct RequestContext: Sendable {
         }
     }
 
+    /// The method a call is made to and the way it came: one per route, made once, for a client's own calls; one
+    /// per call made on a caller's behalf. Held by reference, so that a call's context costs one retain for both.
+    package final class Site: Sendable {
+        /// The method called, e.g. `add`.
+        package let method: String
+        /// The namespaces passed through on the caller's behalf (see ``RequestContext/chain``).
+        package let chain: [String]
+
+        package init(method: String, chain: [String] = []) {
+            self.method = method
+            self.chain = chain
+        }
+    }
+
     /// The id the client gave the request; unique among its requests in flight.
     public let requestID: UInt64
-    /// The method being called, e.g. `add`.
-    public let method: String
     /// When the client stops waiting; work past it is wasted.
     public let deadline: ContinuousClock.Instant
-    /// The namespaces this call passed through on the caller's behalf, outermost first, ending with
-    /// the one answering it; empty for a call straight from a client (``HandlerContext/call(_:_:for:)``).
-    package let chain: [String]
     /// The calling connection and the logger, as the connection's every call shares them.
     package let caller: Caller
+    /// The method called and the way the call came.
+    package let site: Site
+
+    /// The method being called, e.g. `add`.
+    public var method: String { self.site.method }
+
+    /// The namespaces this call passed through on the caller's behalf, outermost first, ending with
+    /// the one answering it; empty for a call straight from a client (``HandlerContext/call(_:_:for:)``).
+    package var chain: [String] { self.site.chain }
 
     /// The calling connection.
     public var connection: ConnectionContext { self.caller.connection }
@@ -39,8 +57,8 @@ public struct RequestContext: Sendable {
         logger: Logger
     ) {
         self.init(
-            requestID: requestID, method: method, caller: Caller(connection: connection, logger: logger),
-            deadline: deadline, chain: [])
+            requestID: requestID, site: Site(method: method), caller: Caller(connection: connection, logger: logger),
+            deadline: deadline)
     }
 
     /// A context for a call made on the caller's behalf through `chain` (see ``chain``).
@@ -53,23 +71,16 @@ public struct RequestContext: Sendable {
         chain: [String]
     ) {
         self.init(
-            requestID: requestID, method: method, caller: Caller(connection: connection, logger: logger),
-            deadline: deadline, chain: chain)
+            requestID: requestID, site: Site(method: method, chain: chain),
+            caller: Caller(connection: connection, logger: logger), deadline: deadline)
     }
 
-    /// A context for a call of `caller`'s connection, which the host keeps for all of them.
-    package init(
-        requestID: UInt64,
-        method: String,
-        caller: Caller,
-        deadline: ContinuousClock.Instant,
-        chain: [String] = []
-    ) {
+    /// A context for a call to `site` by `caller`'s connection, both of which the host keeps for all such calls.
+    package init(requestID: UInt64, site: Site, caller: Caller, deadline: ContinuousClock.Instant) {
         self.requestID = requestID
-        self.method = method
+        self.site = site
         self.caller = caller
         self.deadline = deadline
-        self.chain = chain
     }
 
     /// The caller's credentials as the kernel reported them; `nil` only when they could not be read.

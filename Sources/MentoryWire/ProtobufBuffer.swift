@@ -195,8 +195,28 @@ public struct OutboundResponse: Sendable {
     public var id: UInt64
     /// The serialized reply, when the request succeeded.
     public private(set) var body: ProtobufBuffer?
+    /// The error, when it failed: boxed, so that a response's layout is known where it is compiled (a generated
+    /// message holds `Data`, whose layout is known only at run time, and a response holding one inline made
+    /// every answered request's response copied and destroyed through the run time's value witnesses).
+    private let failure: Failure?
+
     /// The error, when it failed.
-    public private(set) var error: Mentory_V1_Error?
+    public var error: Mentory_V1_Error? { self.failure?.error }
+
+    /// A failed response's error.
+    private final class Failure: Sendable {
+        let error: Mentory_V1_Error
+
+        init(_ error: Mentory_V1_Error) {
+            self.error = error
+        }
+    }
+
+    private init(id: UInt64, body: consuming ProtobufBuffer?, error: Mentory_V1_Error?) {
+        self.id = id
+        self.body = body
+        self.failure = error.map(Failure.init)
+    }
 
     /// A successful response carrying the serialized reply `body`.
     public static func success(id: UInt64, body: consuming ProtobufBuffer) -> Self {
@@ -209,7 +229,7 @@ public struct OutboundResponse: Sendable {
     }
 
     /// The wire error code: 0 for a success.
-    public var code: UInt32 { self.error?.code ?? 0 }
+    public var code: UInt32 { self.failure?.error.code ?? 0 }
 
     /// The serialized reply's length in bytes; 0 for an error.
     public var bodyLength: Int { self.body?.count ?? 0 }

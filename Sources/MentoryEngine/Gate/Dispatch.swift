@@ -105,13 +105,17 @@ enum Dispatch {
 
     /// What became of a client's request at the gate (``MentoryEngine/dispatch(_:from:received:answerNow:)``): its
     /// lean form, with no ``Work`` inside unless it was admitted.
+    ///
+    /// The cases other than `answered` are `indirect`: a failure and admitted work hold types whose layout is known
+    /// only at run time (a generated message holds `Data`; `ContinuousClock.Instant`), and holding them inline made
+    /// every request's outcome built and taken apart through the run time's enum functions.
     enum RequestOutcome {
         /// Answered: the reply, recorded already.
         case answered(ProtobufBuffer)
         /// Refused or failed, recorded already.
-        case failed(Failure)
+        indirect case failed(Failure)
         /// Admitted, and to be completed with ``MentoryEngine/complete(_:)``.
-        case admitted(Admitted)
+        indirect case admitted(Admitted)
     }
 
     /// An error, mapped once: what its client is told, and what a nested call or a snapshot throws.
@@ -330,7 +334,7 @@ extension MentoryEngine {
             }
             let call = RequestContext(
                 requestID: request.id,
-                method: route.method,
+                site: route.site,
                 caller: connection.caller,
                 deadline: received + self.timeout(of: request)
             )

@@ -52,6 +52,8 @@ final class MethodRoute {
     let metrics: EngineMetrics.MethodMetrics
     /// The method's `(mentory.v1.privilege)`, checked before the access rules.
     let privilege: Mentory_V1_Privilege
+    /// The method, as every client's call to it names it in its context: made once, shared by all of them.
+    let site: RequestContext.Site
     /// The access policy's rules that name this call, in order, as of ``accessGeneration`` (an ``AccessGate/generation``).
     private var accessRules: [AccessPolicy.Rule] = []
     private var accessGeneration: UInt64 = 0
@@ -70,6 +72,7 @@ final class MethodRoute {
         self.generation = generation
         self.metrics = metrics
         self.privilege = privilege
+        self.site = RequestContext.Site(method: method)
     }
 
     /// Whether the policy (at `generation`, counted from 1) lets a caller with `credentials` call this
