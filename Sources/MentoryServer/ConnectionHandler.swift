@@ -193,7 +193,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             case .holdBack: return
             case .waitForBudget: return self.waitForBudget()
             }
-            switch ClientMessage(frame: frame) {
+            switch ClientMessage(frame: consume frame) {
             case .request(let request): self.handleRequest(request, engine)
             case .hello(let hello): self.handleHello(hello)
             case .pluginReply(let reply): self.handlePluginReply(reply, engine)

@@ -127,10 +127,10 @@ enum ClientMessage {
     case malformed(MentoryError)
 
     /// Reads one frame's payload (see ``InboundEnvelope/init(frame:)``).
-    init(frame: ByteBuffer) {
+    init(frame: consuming ByteBuffer) {
         let envelope: InboundEnvelope
         do {
-            envelope = try InboundEnvelope(frame: frame)
+            envelope = try InboundEnvelope(frame: consume frame)
         } catch {
             self = .malformed(.malformedMessage(error.reason))
             return

@@ -188,9 +188,12 @@ public enum InboundEnvelope: Sendable {
     /// accepts exactly what SwiftProtobuf accepts, with the same values. Every other frame, and every frame
     /// that reader does not take (malformed, or using a rare encoding such as a group among the unknown fields),
     /// is decoded by SwiftProtobuf, so what is refused is refused with SwiftProtobuf's own reason.
-    public init(frame: ByteBuffer) throws(MalformedMessageError) {
-        if let request = RequestFrameReader.read(frame) {
-            self = .request(request)
+    ///
+    /// A request's body is `frame` itself, narrowed to the body's bytes: no slice is made of it, so the frame's
+    /// storage is retained once, not twice.
+    public init(frame: consuming ByteBuffer) throws(MalformedMessageError) {
+        if let fields = RequestFrameReader.fields(of: frame) {
+            self = .request(RequestFrameReader.request(fields, in: consume frame))
             return
         }
         let envelope = try Mentory_V1_Envelope(frame: frame)
@@ -213,7 +216,7 @@ public enum InboundEnvelope: Sendable {
 /// (varints of more than ten bytes, tags SwiftProtobuf refuses, lengths past the end, invalid UTF-8).
 enum RequestFrameReader {
     /// The request's fields as read: plain values, so that reading them retains and releases nothing.
-    private struct Fields {
+    fileprivate struct Fields {
         var id: UInt64 = 0
         var namespace = NameField()
         var method = NameField()
@@ -223,7 +226,7 @@ enum RequestFrameReader {
     }
 
     /// A name as read: packed (``RequestName``), or where its bytes are, for a name that is not (validated).
-    private struct NameField {
+    fileprivate struct NameField {
         var low: UInt64 = 0
         var high: UInt64 = 0
         var unpacked: Range<Int>?
@@ -236,10 +239,11 @@ enum RequestFrameReader {
         }
     }
 
-    static func read(_ frame: ByteBuffer) -> InboundRequest? {
+    /// The fields of the request `frame` holds, or `nil` when this reader does not take it.
+    fileprivate static func fields(of frame: ByteBuffer) -> Fields? {
         // Only plain values come out of the frame's bytes: anything else here was copied and destroyed several
         // times over.
-        let fields: Fields? = frame.withUnsafeReadableBytes { bytes in
+        frame.withUnsafeReadableBytes { bytes in
             var cursor = Cursor(bytes: bytes, index: 0, end: bytes.count)
             var fields: Fields?
             while cursor.index < cursor.end {
@@ -259,12 +263,17 @@ enum RequestFrameReader {
             }
             return fields
         }
-        guard let fields,
-            let body = frame.getSlice(at: frame.readerIndex + fields.body.offset, length: fields.body.length)
-        else { return nil }
+    }
+
+    /// The request of `fields`, read from `frame`: its body is `frame` narrowed to the body's bytes.
+    fileprivate static func request(_ fields: Fields, in frame: consuming ByteBuffer) -> InboundRequest {
+        let namespace = fields.namespace.name(in: frame)
+        let method = fields.method.name(in: frame)
+        // Within the frame's readable bytes, as the reader checked every length.
+        frame.moveReaderIndex(forwardBy: fields.body.offset)
+        frame.moveWriterIndex(to: frame.readerIndex + fields.body.length)
         return InboundRequest(
-            id: fields.id, namespaceName: fields.namespace.name(in: frame), methodName: fields.method.name(in: frame),
-            timeoutMs: fields.timeoutMs, body: body)
+            id: fields.id, namespaceName: namespace, methodName: method, timeoutMs: fields.timeoutMs, body: frame)
     }
 
     private static func readRequest(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, into fields: inout Fields)

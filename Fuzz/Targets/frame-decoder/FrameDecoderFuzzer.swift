@@ -189,7 +189,7 @@ private func decodeInChannel(_ stream: [UInt8], reads: [Int], maximum: Int) -> (
 }
 
 /// Checks that the daemon's own reader, `InboundEnvelope(frame:)`, makes of one frame what SwiftProtobuf makes
-/// of it: the same refusal, the same request (its body a slice of the frame), or the same other envelope.
+/// of it: the same refusal, the same request (its body the frame narrowed to its bytes), or the same other envelope.
 private func checkInbound(_ frame: ByteBuffer) {
     let reference: Result<Mentory_V1_Envelope, MalformedMessageError>
     do {
