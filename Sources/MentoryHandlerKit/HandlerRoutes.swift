@@ -30,7 +30,7 @@ public struct HandlerRoutes<Handler: MentoryHandler> {
     public typealias TakeSnapshot<Snapshot> =
         nonisolated(nonsending) @Sendable (HandlerContext<Handler>) async throws -> Snapshot
 
-    /// Decodes a request body (a slice of its frame), answers it, and returns the reply serialized once.
+    /// Decodes a request body (its frame's bytes, not a copy), answers it, and returns the reply serialized once.
     @usableFromInline
     package typealias ErasedRespond =
         @Sendable (ByteBuffer, RequestContext, HandlerContext<Handler>) throws -> ProtobufBuffer

@@ -24,7 +24,7 @@ package protocol HostedHandler: AnyObject {
 
     /// Answers a call, suspending if its route does.
     ///
-    /// `body` is the request message as it arrived (a slice of its frame); the reply comes back serialized
+    /// `body` is the request message as it arrived (its frame's bytes, not a copy); the reply comes back serialized
     /// once, ready to be framed in place (``ProtobufBuffer/responseFrame(id:)``). Throws
     /// ``MentoryError/unknownMethod(namespace:method:)`` for a method without a route, and whatever the
     /// handler throws. Only the engine's gate calls it.

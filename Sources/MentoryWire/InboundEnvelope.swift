@@ -17,7 +17,7 @@ public struct InboundRequest: Sendable {
     package var methodName: RequestName
     /// The caller's deadline in milliseconds; 0 means the daemon's default.
     public var timeoutMs: UInt32
-    /// The method's serialized request message: a slice of the frame it arrived in, not a copy.
+    /// The method's serialized request message: the frame it arrived in, narrowed to its bytes; not a copy.
     public var body: ByteBuffer
 
     /// The namespace called, e.g. `session`.
