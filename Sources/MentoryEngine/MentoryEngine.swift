@@ -469,7 +469,6 @@ public actor MentoryEngine {
             self.logger.error("publish on unregistered topic", metadata: ["topic": "\(topic)"])
             return
         }
-        self.metrics.recordPublished(topic)
         if !self.observers.monitors.isEmpty { self.monitorEvent(event, bodyBytes: body.count) }
         guard let subscribers else { return }
         for (id, subscriber) in subscribers where subscriber.delivery == .live {

@@ -80,6 +80,15 @@ struct ConnectionMetricsTests {
             $0.holding = false
             $0.release()
         }
+        await harness.channel.testingEventLoop.run()
+
+        // Changes are counted as of each read of the metrics, each once, however often they are read.
+        try await harness.send((200...204).map { Harness.blob($0, bytes: 10, method: "publish") })
+        await harness.channel.testingEventLoop.run()
+        for _ in 0..<2 {
+            let later = await harness.engine.metricsSnapshot()
+            #expect(metric(later, "mentoryd_events_published_total", ["topic": "blob"]) == 45)
+        }
         _ = try await harness.channel.finish()
     }
 }

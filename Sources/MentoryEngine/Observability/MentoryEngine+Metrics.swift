@@ -30,6 +30,8 @@ final class EngineMetrics {
     private var requests: [RequestKey: CounterSeries] = [:]
     private var durations: [String: HistogramSeries] = [:]
     private var published: [String: Counter] = [:]
+    /// How many changes of each topic its `published` counter counts already (``syncPublished(_:published:)``).
+    private var publishedCounted: [String: UInt64] = [:]
     private var resets: [String: Counter] = [:]
     private var snapshots: [SnapshotKey: Counter] = [:]
     private var snapshotDurations: [String: CoreMetrics.Timer] = [:]
@@ -135,9 +137,15 @@ final class EngineMetrics {
         }
     }
 
-    /// Counts a change published on `topic` (a registered topic).
-    func recordPublished(_ topic: String) {
-        Self.counter(&self.published, topic, MentoryMetric.eventsPublished, self.factory).increment()
+    /// Brings `topic`'s count of published changes up to `published`, the number its ring has given the last of them
+    /// (``EventLog/lastSequence``, which numbers a topic's changes from 1 in each run of the daemon): counted when
+    /// the metrics are read, so that a publish pays for no dictionary look-up of its own to count itself.
+    func syncPublished(_ topic: String, published: UInt64) {
+        let counter = Self.counter(&self.published, topic, MentoryMetric.eventsPublished, self.factory)
+        let counted = self.publishedCounted[topic, default: 0]
+        guard published > counted else { return }
+        counter.increment(by: published - counted)
+        self.publishedCounted[topic] = published
     }
 
     /// Counts a state taken for a subscriber of `topic` (a registered topic), ended with `code`, and its duration.
@@ -214,6 +222,8 @@ extension MentoryEngine {
     /// and every topic's counters shown, at zero if need be.
     public func metricsSnapshot() -> Mentory_V1_MetricsReply {
         for topic in self.hub.topicNames { self.metrics.declareTopic(topic) }
+        // Every ring's, a topic's whose publisher went away too: its changes until then are counted.
+        for (topic, published) in self.hub.publishedCounts { self.metrics.syncPublished(topic, published: published) }
         self.metrics.setGauges(connections: self.connectionCount, subscribers: self.subscriberCount)
         for refresh in self.observers.metricsRefreshers { refresh(self) }
         return self.metricsFactory.snapshot(maxBytes: self.configuration.maxReplyBytes)

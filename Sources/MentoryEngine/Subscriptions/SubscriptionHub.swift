@@ -87,6 +87,12 @@ struct SubscriptionHub {
         return (event, self.subscriptions.deliveries(of: topic))
     }
 
+    /// Each topic with a ring (a topic whose publisher went away keeps its ring) and how many changes were published
+    /// on it in this run of the daemon: the sequence number of its newest event.
+    var publishedCounts: [(topic: String, published: UInt64)] {
+        self.logs.map { (topic: $0.key, published: $0.value.lastSequence) }
+    }
+
     /// The sequence number of the newest event on `topic`; 0 before its first, or for an unknown topic.
     func lastSequence(of topic: String) -> UInt64 {
         self.logs[topic]?.lastSequence ?? 0
