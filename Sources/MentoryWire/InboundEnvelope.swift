@@ -244,25 +244,81 @@ enum RequestFrameReader {
         // Only plain values come out of the frame's bytes: anything else here was copied and destroyed several
         // times over.
         frame.withUnsafeReadableBytes { bytes in
-            var cursor = Cursor(bytes: bytes, index: 0, end: bytes.count)
-            var fields: Fields?
-            while cursor.index < cursor.end {
-                guard let (number, wireType) = cursor.tag() else { return nil }
-                switch (number, wireType) {
-                case (3, WireType.lengthDelimited):
-                    guard let range = cursor.fieldBody() else { return nil }
-                    var request = fields ?? Fields()
-                    guard Self.readRequest(bytes, range, into: &request) else { return nil }
-                    fields = request
-                case (1...8, WireType.lengthDelimited):
-                    // Another kind of envelope, now or before a request that replaces it: SwiftProtobuf's case.
-                    return nil
-                default:
-                    guard cursor.skip(wireType) else { return nil }
-                }
-            }
-            return fields
+            Self.canonicalFields(bytes) ?? Self.anyFields(bytes)
         }
+    }
+
+    /// The fields of a request laid out as every client of mentoryd writes one, read straight through: the
+    /// envelope holds the `request` field (3) alone, and the request its fields in field-number order, each once at
+    /// most, with names packed (``RequestName``). `nil` for any other layout, which ``anyFields(_:)`` then reads:
+    /// what this takes, it reads as that does (the same cursor), so the two agree on every frame this takes.
+    @inline(__always)
+    private static func canonicalFields(_ bytes: UnsafeRawBufferPointer) -> Fields? {
+        guard bytes.count > 1, bytes[0] == Tag.request else { return nil }
+        var envelope = Cursor(bytes: bytes, index: 1, end: bytes.count)
+        guard let request = envelope.fieldBody(), request.upperBound == bytes.count else { return nil }
+        var cursor = Cursor(bytes: bytes, index: request.lowerBound, end: request.upperBound)
+        var fields = Fields()
+        if cursor.next(is: Tag.id) {
+            guard let id = cursor.varint() else { return nil }
+            fields.id = id
+        }
+        if cursor.next(is: Tag.namespace) {
+            guard let range = cursor.fieldBody(), let packed = RequestName.packed(bytes, range) else { return nil }
+            fields.namespace = NameField(low: packed.low, high: packed.high)
+        }
+        if cursor.next(is: Tag.method) {
+            guard let range = cursor.fieldBody(), let packed = RequestName.packed(bytes, range) else { return nil }
+            fields.method = NameField(low: packed.low, high: packed.high)
+        }
+        if cursor.next(is: Tag.body) {
+            guard let range = cursor.fieldBody() else { return nil }
+            fields.body = (range.lowerBound, range.count)
+        }
+        if cursor.next(is: Tag.timeout) {
+            guard let timeout = cursor.varint() else { return nil }
+            fields.timeoutMs = UInt32(truncatingIfNeeded: timeout)
+        }
+        return cursor.index == cursor.end ? fields : nil
+    }
+
+    /// The one-byte tags of the canonical layout (``canonicalFields(_:)``): field number and wire type.
+    private enum Tag {
+        /// `Envelope.request` (3), length-delimited.
+        static let request: UInt8 = 3 << 3 | WireType.lengthDelimited
+        /// `Request.id` (1), varint.
+        static let id: UInt8 = 1 << 3 | WireType.varint
+        /// `Request.namespace` (2), length-delimited.
+        static let namespace: UInt8 = 2 << 3 | WireType.lengthDelimited
+        /// `Request.method` (3), length-delimited.
+        static let method: UInt8 = 3 << 3 | WireType.lengthDelimited
+        /// `Request.body` (4), length-delimited.
+        static let body: UInt8 = 4 << 3 | WireType.lengthDelimited
+        /// `Request.timeout_ms` (5), varint.
+        static let timeout: UInt8 = 5 << 3 | WireType.varint
+    }
+
+    /// The fields of the request in `bytes`, in any layout SwiftProtobuf reads, or `nil` when this reader leaves
+    /// the frame to SwiftProtobuf.
+    private static func anyFields(_ bytes: UnsafeRawBufferPointer) -> Fields? {
+        var cursor = Cursor(bytes: bytes, index: 0, end: bytes.count)
+        var fields: Fields?
+        while cursor.index < cursor.end {
+            guard let (number, wireType) = cursor.tag() else { return nil }
+            switch (number, wireType) {
+            case (3, WireType.lengthDelimited):
+                guard let range = cursor.fieldBody() else { return nil }
+                var request = fields ?? Fields()
+                guard Self.readRequest(bytes, range, into: &request) else { return nil }
+                fields = request
+            case (1...8, WireType.lengthDelimited):
+                // Another kind of envelope, now or before a request that replaces it: SwiftProtobuf's case.
+                return nil
+            default:
+                guard cursor.skip(wireType) else { return nil }
+            }
+        }
+        return fields
     }
 
     /// The request of `fields`, read from `frame`: its body is `frame` narrowed to the body's bytes.
@@ -355,6 +411,14 @@ private struct Cursor {
         guard number != 0 else { return nil }
         self.index = position
         return (number, wireType)
+    }
+
+    /// Moves past the next byte when it is `tag`, and says whether it was.
+    @inline(__always)
+    mutating func next(is tag: UInt8) -> Bool {
+        guard self.index < self.end, self.bytes[self.index] == tag else { return false }
+        self.index += 1
+        return true
     }
 
     /// A varint as SwiftProtobuf reads one: at most ten bytes, the bits past 64 dropped.
