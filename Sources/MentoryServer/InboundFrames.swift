@@ -130,7 +130,7 @@ enum ClientMessage {
     init(frame: consuming ByteBuffer) {
         let envelope: InboundEnvelope
         do {
-            envelope = try InboundEnvelope(frame: consume frame)
+            envelope = try InboundEnvelope(consuming: consume frame)
         } catch {
             self = .malformed(.malformedMessage(error.reason))
             return

@@ -188,10 +188,14 @@ public enum InboundEnvelope: Sendable {
     /// accepts exactly what SwiftProtobuf accepts, with the same values. Every other frame, and every frame
     /// that reader does not take (malformed, or using a rare encoding such as a group among the unknown fields),
     /// is decoded by SwiftProtobuf, so what is refused is refused with SwiftProtobuf's own reason.
-    ///
-    /// A request's body is `frame` itself, narrowed to the body's bytes: no slice is made of it, so the frame's
-    /// storage is retained once, not twice.
-    public init(frame: consuming ByteBuffer) throws(MalformedMessageError) {
+    public init(frame: ByteBuffer) throws(MalformedMessageError) {
+        try self.init(consuming: frame)
+    }
+
+    /// Reads one frame's payload, as ``init(frame:)`` does, taking the frame: a request's body is `frame` itself,
+    /// narrowed to the body's bytes, so that no slice is made of it and the frame's storage is retained once, not
+    /// twice. The server reads every frame this way.
+    package init(consuming frame: consuming ByteBuffer) throws(MalformedMessageError) {
         if let fields = RequestFrameReader.fields(of: frame) {
             self = .request(RequestFrameReader.request(fields, in: consume frame))
             return
