@@ -29,9 +29,9 @@ final class EngineMetrics {
     /// atomic add, with no swift-metrics wrapper (and its existential call) in between.
     private var requests: [RequestKey: CounterSeries] = [:]
     private var durations: [String: HistogramSeries] = [:]
-    private var published: [String: Counter] = [:]
-    /// How many changes of each topic its `published` counter counts already (``syncPublished(_:published:)``).
-    private var publishedCounted: [String: UInt64] = [:]
+    /// Each topic's count of published changes, held as the series itself: ``syncPublished(_:published:)`` reads
+    /// how many it counts already from its value.
+    private var published: [String: CounterSeries] = [:]
     private var resets: [String: Counter] = [:]
     private var snapshots: [SnapshotKey: Counter] = [:]
     private var snapshotDurations: [String: CoreMetrics.Timer] = [:]
@@ -141,11 +141,19 @@ final class EngineMetrics {
     /// (``EventLog/lastSequence``, which numbers a topic's changes from 1 in each run of the daemon): counted when
     /// the metrics are read, so that a publish pays for no dictionary look-up of its own to count itself.
     func syncPublished(_ topic: String, published: UInt64) {
-        let counter = Self.counter(&self.published, topic, MentoryMetric.eventsPublished, self.factory)
-        let counted = self.publishedCounted[topic, default: 0]
+        let series = self.publishedSeries(topic)
+        let counted = UInt64(series.value)
         guard published > counted else { return }
-        counter.increment(by: published - counted)
-        self.publishedCounted[topic] = published
+        series.increment(by: Int64(published - counted))
+    }
+
+    /// The count of changes published on `topic`, made (at zero) on first use.
+    private func publishedSeries(_ topic: String) -> CounterSeries {
+        if let series = self.published[topic] { return series }
+        let series = self.factory.counterSeries(
+            label: MentoryMetric.eventsPublished.name, dimensions: [("topic", topic)])
+        self.published[topic] = series
+        return series
     }
 
     /// Counts a state taken for a subscriber of `topic` (a registered topic), ended with `code`, and its duration.
@@ -181,7 +189,7 @@ final class EngineMetrics {
     /// Creates the per-topic counters of `topic` (at zero) if they do not exist yet, so that a
     /// topic nothing happened on yet still shows.
     func declareTopic(_ topic: String) {
-        _ = Self.counter(&self.published, topic, MentoryMetric.eventsPublished, self.factory)
+        _ = self.publishedSeries(topic)
         _ = Self.counter(&self.resets, topic, MentoryMetric.subscriberResets, self.factory)
     }
 
