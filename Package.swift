@@ -593,6 +593,7 @@ let package = Package(
                 "MentoryAdvisor",
                 "MentoryDomain",
                 "MentoryWire",
+                "MentoryServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

@@ -2,6 +2,10 @@
 #include <sys/socket.h>
 #include "mentory_shims.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59
 #endif
@@ -14,4 +18,21 @@ int mentory_so_peercred(void) {
 
 int mentory_so_peergroups(void) {
     return SO_PEERGROUPS;
+}
+
+int mentory_malloc_trim(void) {
+#ifdef __GLIBC__
+    return malloc_trim(0);
+#else
+    return -1;
+#endif
+}
+
+int mentory_malloc_limit_arenas(int count) {
+#ifdef __GLIBC__
+    return mallopt(M_ARENA_MAX, count);
+#else
+    (void)count;
+    return -1;
+#endif
 }

@@ -56,7 +56,7 @@ public final class MentoryServer: Service {
         // burst has drained, glibc keeps the freed pages in its arenas unless asked to give them back.
         let trimLogger = logger
         budgets.onDrainedAfterBurst = {
-            if let released = Self.mallocTrim() {
+            if let released = ProcessMemory.trim() {
                 trimLogger.debug("queued bytes drained; gave free memory back", metadata: ["released": "\(released)"])
             }
         }
@@ -187,17 +187,6 @@ public final class MentoryServer: Service {
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
-    }
-
-    /// Calls glibc's `malloc_trim(0)`, which returns the free pages of every arena to the system; `nil` where there
-    /// is none. Looked up at run time: the Glibc module does not import `<malloc.h>`.
-    private static func mallocTrim() -> Int32? {
-        #if canImport(Glibc)
-            guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
-            return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)(0)
-        #else
-            return nil
-        #endif
     }
 
     /// Raises the soft limit on open files to the hard limit, so the connection limits, not the

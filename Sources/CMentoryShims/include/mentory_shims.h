@@ -26,4 +26,12 @@ int mentory_so_peercred(void);
 /// The SO_PEERGROUPS option name (59 on Linux).
 int mentory_so_peergroups(void);
 
+/// Asks the C allocator to return the free pages of every arena to the system (glibc's `malloc_trim(0)`).
+/// Returns 1 if memory was released, 0 if not, and -1 where the C library has no such call.
+int mentory_malloc_trim(void);
+
+/// Caps how many arenas the C allocator creates for the process's threads (glibc's `M_ARENA_MAX`).
+/// Returns 1 on success, 0 if the C library refused, and -1 where it has no such setting.
+int mentory_malloc_limit_arenas(int count);
+
 #endif
