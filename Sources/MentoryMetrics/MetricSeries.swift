@@ -73,8 +73,14 @@ package final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
     /// Records a duration of `duration` nanoseconds, in seconds.
     package func recordNanoseconds(_ duration: Int64) { self.observe(Double(duration) / 1e9) }
 
-    /// Records `value` as it is; a NaN is ignored.
-    package func observe(_ value: Double) {
+    /// Records `count` durations of `duration` nanoseconds each, in seconds.
+    package func recordNanoseconds(_ duration: Int64, count: Int64) {
+        guard count > 0 else { return }
+        self.observe(Double(duration) / 1e9, count: UInt64(count))
+    }
+
+    /// Records `value` as it is, `count` times; a NaN is ignored.
+    package func observe(_ value: Double, count: UInt64 = 1) {
         guard !value.isNaN else { return }
         // The first bound at or above the value (+Inf past the last), by binary search over the ascending
         // bounds, read through a buffer pointer: no generic accessor (which allocates, unspecialized) per probe.
@@ -87,12 +93,13 @@ package final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
             }
             return low
         }
-        self.buckets[index].count.wrappingAdd(1, ordering: .relaxed)
+        self.buckets[index].count.wrappingAdd(count, ordering: .relaxed)
+        let added = count == 1 ? value : value * Double(count)
         var expected = self.sumBits.load(ordering: .relaxed)
         while true {
             let (exchanged, original) = self.sumBits.weakCompareExchange(
                 expected: expected,
-                desired: (Double(bitPattern: expected) + value).bitPattern,
+                desired: (Double(bitPattern: expected) + added).bitPattern,
                 ordering: .relaxed
             )
             if exchanged { break }

@@ -164,17 +164,18 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Handles the whole frames read, in order, while there is room, isolated to the engine: entered as
-    /// `Actor.assumeIsolated` does, minus its two allocations and executor check per read.
+    /// Handles the frames read, in order, while there is room, isolated to the engine as `assumeIsolated` would.
     private func handlePendingFrames() {
         guard let context = self.context else { return }
         context.eventLoop.preconditionInEventLoop()
-        self.inbound.startBatch()
-        defer { self.inbound.startBatch() }
-        // SAFETY: the daemon's one unchecked isolation. Calling the engine-isolated function as a non-isolated one is
+        // SAFETY: one of two unchecked isolations. Calling the engine-isolated function as a non-isolated one is
         // sound on the engine's executor alone: handlerAdded's preconditionIsolated proved it is this channel's loop
         // (a channel keeps its loop), and preconditionInEventLoop, in release too, that we are on it; nothing escapes.
-        let isolated: (isolated MentoryEngine, ConnectionHandler) -> Void = { $1.handlePendingFrames($0) }
+        let isolated: (isolated MentoryEngine, ConnectionHandler) -> Void = {
+            $0.openBatch()  // What it answers at once is recorded together, as the replies are written.
+            $1.handlePendingFrames($0)
+            $0.closeBatch(received: $1.inbound.endBatch())
+        }
         unsafeBitCast(isolated, to: ((MentoryEngine, ConnectionHandler) -> Void).self)(self.engine, self)
     }
 

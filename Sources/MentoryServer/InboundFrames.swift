@@ -89,17 +89,19 @@ struct InboundFrames {
         return rest.readableBytes > 0 ? .truncatedFrame(bufferedBytes: rest.readableBytes) : nil
     }
 
-    /// A batch of frames is handled from now on: ``received()`` reads the clock again.
-    mutating func startBatch() {
-        self.batchHasStarted = false
-    }
-
     /// When the request being handled was received: the batch's start, read from the clock by its first request.
     mutating func received() -> ContinuousClock.Instant {
         if !self.batchHasStarted {
             self.batchStarted = .now
             self.batchHasStarted = true
         }
+        return self.batchStarted
+    }
+
+    /// Ends the batch being handled, and returns when it was received: read by its first request (``received()``),
+    /// and stale if no request asked. The next batch reads the clock again.
+    mutating func endBatch() -> ContinuousClock.Instant {
+        self.batchHasStarted = false
         return self.batchStarted
     }
 }

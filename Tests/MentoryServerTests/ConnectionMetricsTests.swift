@@ -43,6 +43,10 @@ struct ConnectionMetricsTests {
         #expect(durations.type == .histogram)
         #expect(Set(durations.samples.map { $0.labels.first?.value }) == ["session", "blob", "unknown"])
         #expect(durations.samples.map(\.count).reduce(0, +) == 407)
+        // The five pings came in one read, one batch: the first was recorded as it was answered, the others when
+        // the batch closed.
+        let session = try #require(durations.samples.first { $0.labels.first?.value == "session" })
+        #expect(session.count == 5)
         #expect(metric(reply, "mentoryd_connections") == 1)
         _ = try await harness.channel.finish()
     }

@@ -121,13 +121,17 @@ struct InboundFramesTests {
         #expect(inbound.unfinishedFrame() == nil)
     }
 
-    @Test("the clock is read once per batch of frames")
+    @Test("the clock is read once per batch of frames, and again in the next batch")
     func batchClock() {
         var inbound = InboundFrames(maxFrameLength: 16)
-        inbound.startBatch()
         let first = inbound.received()
         let second = inbound.received()
         #expect(first == second)
+        #expect(inbound.endBatch() == first)
+        let next = inbound.received()
+        #expect(next >= first, "the next batch read the clock again")
+        #expect(inbound.received() == next)
+        #expect(inbound.endBatch() == next)
     }
 }
 

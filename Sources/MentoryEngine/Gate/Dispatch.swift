@@ -608,11 +608,20 @@ extension MentoryEngine {
         _ request: InboundRequest, from id: ConnectionID, route: MethodRoute?, code: UInt32, replyBytes: Int,
         started: ContinuousClock.Instant
     ) {
-        let duration = ContinuousClock.now - started
-        if let route {
-            route.metrics.record(code: code, duration: duration)
+        if let route, code == 0, self.metrics.batch == .answering {
+            // Answered after others in the batch being handled: recorded with them when it closes
+            // (``closeBatch(received:)``), with one reading of the clock. A batch's first is recorded at once: a
+            // batch of one costs no more than no batch.
+            route.metrics.countInBatch(in: self.metrics)
         } else {
-            self.recordRequest(namespace: request.namespace, method: request.method, code: code, duration: duration)
+            if self.metrics.batch == .open { self.metrics.batch = .answering }
+            let duration = ContinuousClock.now - started
+            if let route {
+                route.metrics.record(code: code, duration: duration)
+            } else {
+                self.recordRequest(
+                    namespace: request.namespace, method: request.method, code: code, duration: duration)
+            }
         }
         guard !self.observers.monitors.isEmpty else { return }
         self.monitorCall(

@@ -37,6 +37,22 @@ final class EngineMetrics {
     private var snapshotDurations: [String: CoreMetrics.Timer] = [:]
     private let connections: Gauge
     private let subscribers: Gauge
+    /// Where the batch of frames being handled is (``MentoryEngine/openBatch()``).
+    enum Batch {
+        /// No batch is open: each request is recorded as it is answered.
+        case closed
+        /// A batch is open, and has answered no request yet: the first is recorded as it is answered.
+        case open
+        /// A batch is open, and has answered a request: the others it answers successfully are recorded together
+        /// when it closes, with one reading of the clock.
+        case answering
+    }
+
+    var batch = Batch.closed
+    /// The first of the methods with requests answered in the batch being handled, each linking to the next
+    /// (``MethodMetrics/countInBatch(in:)``): recorded together, with one reading of the clock, by
+    /// ``settleBatch(received:)``. A list through the methods themselves: no array to grow and empty per batch.
+    private var firstBatched: MethodMetrics?
 
     init(factory: MentoryMetricsFactory) {
         self.factory = factory
@@ -119,10 +135,36 @@ final class EngineMetrics {
             self.duration = metrics.durationTimer(namespace)
         }
 
+        /// Requests answered successfully in the batch being handled, not yet recorded.
+        private var answeredInBatch: Int64 = 0
+        /// The next method with requests answered in the batch (``EngineMetrics/firstBatched``).
+        private var nextBatched: MethodMetrics?
+
         /// Counts one answered request with result `code`, and its duration.
         func record(code: UInt32, duration: Duration) {
             self.counter(code).increment(by: 1)
             self.duration.recordNanoseconds(duration.nanoseconds)
+        }
+
+        /// Counts one request answered successfully in the batch `metrics` is handling; it is recorded, timed to
+        /// the batch's end, by ``EngineMetrics/settleBatch(received:)``.
+        @inline(__always)
+        func countInBatch(in metrics: EngineMetrics) {
+            if self.answeredInBatch == 0 {
+                self.nextBatched = metrics.firstBatched
+                metrics.firstBatched = self
+            }
+            self.answeredInBatch &+= 1
+        }
+
+        /// Records the requests ``countInBatch(in:)`` counted, each taking `nanoseconds`, and returns the next
+        /// method the batch answered.
+        fileprivate func settleBatch(nanoseconds: Int64) -> MethodMetrics? {
+            self.counter(0).increment(by: self.answeredInBatch)
+            self.duration.recordNanoseconds(nanoseconds, count: self.answeredInBatch)
+            self.answeredInBatch = 0
+            defer { self.nextBatched = nil }
+            return self.nextBatched
         }
 
         private func counter(_ code: UInt32) -> CounterSeries {
@@ -134,6 +176,20 @@ final class EngineMetrics {
                 RequestKey(namespace: self.namespace, method: self.method, code: code))
             if code == 0 { self.succeeded = counter } else { self.failed.append((code, counter)) }
             return counter
+        }
+    }
+
+    /// Records the requests answered in the batch that `received` started (``MethodMetrics/countInBatch()``): each
+    /// is counted, and timed from `received` to now, when their replies are written together.
+    func settleBatch(received: ContinuousClock.Instant) {
+        self.batch = .closed
+        guard var next = self.firstBatched else { return }
+        self.firstBatched = nil
+        let nanoseconds = (ContinuousClock.now - received).nanoseconds
+        while true {
+            let following = next.settleBatch(nanoseconds: nanoseconds)
+            guard let following else { return }
+            next = following
         }
     }
 
@@ -224,6 +280,20 @@ extension MentoryEngine {
         ) { namespace in
             self.namespaceInfo(namespace)?.methods.map(\.name)
         }
+    }
+
+    /// Opens a batch: until ``closeBatch(received:)``, a request answered successfully after the batch's first is
+    /// counted without reading the clock, and recorded with the others when the batch closes. The server opens one
+    /// around each batch of frames it handles, whose replies it writes together.
+    package func openBatch() {
+        self.metrics.batch = .open
+    }
+
+    /// Closes the batch ``openBatch()`` opened: each request it answered successfully after its first is counted in
+    /// `mentoryd_requests_total`, and timed in `mentoryd_request_duration_seconds` from `received`, when the batch
+    /// was taken up, to now, when their replies are written (unread when there are none).
+    package func closeBatch(received: ContinuousClock.Instant) {
+        self.metrics.settleBatch(received: received)
     }
 
     /// Every metric now, as `session.metrics` replies: the gauges the engine knows are set first,
