@@ -222,6 +222,21 @@ struct AccessMatrixTests {
         #expect(listed?.reduce(0) { $0 + $1.value } == 1, "bob's nested diary.list is counted")
     }
 
+    @Test("a method open to every caller is closed by the next request after a reload whose rule names it")
+    func reloadClosesAnOpenMethod() async throws {
+        let fixture = try await self.fixture([])
+        let (alice, _) = await fixture.connect(credentials: self.alice)
+        let (bob, _) = await fixture.connect(credentials: PeerCredentials(pid: 11, uid: 1001, gid: 1001))
+        // No rule names session.ping and it declares no privilege: open to all, checked without the rules.
+        #expect(!(await self.call(fixture, "session", "ping", from: alice)).isFailure)
+        #expect(!(await self.call(fixture, "session", "ping", from: alice)).isFailure)
+        await fixture.engine.updateAccessPolicy(try AccessPolicy(parsing: ["deny uid=1000 session.ping"]))
+        #expect((await self.call(fixture, "session", "ping", from: alice)).error.code == Self.denied)
+        #expect(!(await self.call(fixture, "session", "ping", from: bob)).isFailure)
+        await fixture.engine.updateAccessPolicy(try AccessPolicy(parsing: []))
+        #expect(!(await self.call(fixture, "session", "ping", from: alice)).isFailure)
+    }
+
     @Test("a reload that takes away a subscriber's right to read ends its subscription with an ENDED event")
     func reloadEndsSubscriptions() async throws {
         let fixture = try await self.fixture([])

@@ -36,6 +36,14 @@ struct AccessGate {
 
     // MARK: Decisions
 
+    /// Whether the method `route` answers is open to every caller under the policy in force: it declares no
+    /// privilege and no rule names it, as the route found when it last picked out its rules. Asked before
+    /// ``allows(_:through:)``, so that such a call's check reads neither the caller's credentials nor the policy.
+    @inline(__always)
+    func isOpenToAll(_ route: MethodRoute) -> Bool {
+        route.isOpenToAll(generation: self.generation)
+    }
+
     /// Whether a caller with `credentials` may call the method `route` answers: its privilege first, then
     /// the rules naming it, which the route picks out once per ``generation``.
     func allows(_ credentials: PeerCredentials?, through route: MethodRoute) -> Bool {

@@ -329,7 +329,8 @@ extension MentoryEngine {
             guard let connection = self.attachedConnection(id) else { throw MentoryError.handshakeRequired }
             route = self.route(of: request, for: connection)
             guard let route else { throw self.unrouted(request, connection: connection) }
-            guard self.gate.allows(connection.context.credentials, through: route) else {
+            guard self.gate.isOpenToAll(route) || self.gate.allows(connection.context.credentials, through: route)
+            else {
                 throw self.denied(request, connection: connection)
             }
             let call = RequestContext(
@@ -445,7 +446,7 @@ extension MentoryEngine {
         // A route checks its method's privilege before the rules; a name without a route declares none.
         let allowed =
             if let route {
-                self.gate.allows(connection.credentials, through: route)
+                self.gate.isOpenToAll(route) || self.gate.allows(connection.credentials, through: route)
             } else {
                 self.gate.allowsCall(
                     connection.credentials, namespace: namespace, method: method,

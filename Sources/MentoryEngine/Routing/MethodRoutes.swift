@@ -57,6 +57,9 @@ final class MethodRoute {
     /// The access policy's rules that name this call, in order, as of ``accessGeneration`` (an ``AccessGate/generation``).
     private var accessRules: [AccessPolicy.Rule] = []
     private var accessGeneration: UInt64 = 0
+    /// Whether, as of ``accessGeneration``, the method declares no privilege and no rule names it: every caller
+    /// may call it.
+    private var openToAll = false
 
     init(
         namespace: String, method: String, answer: Answer, callableOnBehalf: Bool, queuesSnapshots: Bool = false,
@@ -75,6 +78,13 @@ final class MethodRoute {
         self.site = RequestContext.Site(method: method)
     }
 
+    /// Whether the policy at `generation` lets every caller call this method, as the last
+    /// ``allows(_:policy:generation:daemonUID:)`` at that generation found: `false` until one has.
+    @inline(__always)
+    func isOpenToAll(generation: UInt64) -> Bool {
+        self.openToAll && self.accessGeneration == generation
+    }
+
     /// Whether the policy (at `generation`, counted from 1) lets a caller with `credentials` call this
     /// method: its privilege first (``AccessPolicy/permits(_:credentials:daemonUID:)``), which only an
     /// explicit grant extends, then the rules naming the call, picked out once per policy
@@ -85,6 +95,7 @@ final class MethodRoute {
         if self.accessGeneration != generation {
             self.accessRules = policy.rules(matchingCall: self.namespace, method: self.method)
             self.accessGeneration = generation
+            self.openToAll = self.privilege == .unspecified && self.accessRules.isEmpty
         }
         if self.privilege == .unspecified {
             return AccessPolicy.allows(credentials, rules: self.accessRules, daemonUID: daemonUID)
