@@ -106,7 +106,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !self.state.isClosing else { return }
-        self.inbound.append(Self.unwrapInboundIn(data))
+        self.inbound.append(self.unwrapInboundIn(data))  // The instance form: the static one is not specialized.
         self.handlePendingFrames()
     }
 
