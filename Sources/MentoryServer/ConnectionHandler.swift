@@ -112,8 +112,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         // With a loop-wide flusher, the replies of this read go out with the other connections' at the tick's end.
+        // Not passed on: this is the pipeline's last handler, and the tail does nothing with it (as with writability).
         if self.flusher == nil { self.flushIfNeeded() }
-        context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -420,7 +420,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable { self.flushedBytesTaken() }
-        context.fireChannelWritabilityChanged()
     }
 
     // MARK: Closing
