@@ -609,13 +609,10 @@ extension MentoryEngine {
         _ request: InboundRequest, from id: ConnectionID, route: MethodRoute?, code: UInt32, replyBytes: Int,
         started: ContinuousClock.Instant
     ) {
-        if let route, code == 0, self.metrics.batch == .answering {
-            // Answered after others in the batch being handled: recorded with them when it closes
-            // (``closeBatch(received:)``), with one reading of the clock. A batch's first is recorded at once: a
-            // batch of one costs no more than no batch.
-            route.metrics.countInBatch(in: self.metrics)
-        } else {
-            if self.metrics.batch == .open { self.metrics.batch = .answering }
+        // A success answered after others in the batch being handled is counted in the batch, and recorded with them
+        // when it closes (``closeBatch(received:)``), with one reading of the clock. Any other, the batch's first
+        // included, is recorded now: a batch of one costs no more than no batch.
+        if !self.metrics.countsInBatch(route?.metrics, code: code) {
             let duration = ContinuousClock.now - started
             if let route {
                 route.metrics.record(code: code, duration: duration)

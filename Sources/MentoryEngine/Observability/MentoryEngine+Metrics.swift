@@ -38,7 +38,7 @@ final class EngineMetrics {
     private let connections: Gauge
     private let subscribers: Gauge
     /// Where the batch of frames being handled is (``MentoryEngine/openBatch()``).
-    enum Batch {
+    private enum Batch {
         /// No batch is open: each request is recorded as it is answered.
         case closed
         /// A batch is open, and has answered no request yet: the first is recorded as it is answered.
@@ -48,7 +48,7 @@ final class EngineMetrics {
         case answering
     }
 
-    var batch = Batch.closed
+    private var batch = Batch.closed
     /// The first of the methods with requests answered in the batch being handled, each linking to the next
     /// (``MethodMetrics/countInBatch(in:)``): recorded together, with one reading of the clock, by
     /// ``settleBatch(received:)``. A list through the methods themselves: no array to grow and empty per batch.
@@ -88,24 +88,21 @@ final class EngineMetrics {
 
     /// The counter of requests to `key`, made on first use.
     private func requestCounter(_ key: RequestKey) -> CounterSeries {
-        if let counter = self.requests[key] { return counter }
-        let counter = self.factory.counterSeries(
-            label: MentoryMetric.requests.name,
-            dimensions: [
-                ("namespace", key.namespace), ("method", key.method), ("code", ResultCodeLabel.label(key.code)),
-            ]
-        )
-        self.requests[key] = counter
-        return counter
+        Self.cached(&self.requests, key) {
+            self.factory.counterSeries(
+                label: MentoryMetric.requests.name,
+                dimensions: [
+                    ("namespace", key.namespace), ("method", key.method), ("code", ResultCodeLabel.label(key.code)),
+                ]
+            )
+        }
     }
 
     /// The request-duration histogram of `namespace` (a label), made on first use.
     private func durationTimer(_ namespace: String) -> HistogramSeries {
-        if let timer = self.durations[namespace] { return timer }
-        let timer = self.factory.timerSeries(
-            label: MentoryMetric.requestDuration.name, dimensions: [("namespace", namespace)])
-        self.durations[namespace] = timer
-        return timer
+        Self.cached(&self.durations, namespace) {
+            self.factory.timerSeries(label: MentoryMetric.requestDuration.name, dimensions: [("namespace", namespace)])
+        }
     }
 
     /// The metric objects of requests to `namespace.method`, a method the daemon serves; `declared` are
@@ -179,17 +176,39 @@ final class EngineMetrics {
         }
     }
 
-    /// Records the requests answered in the batch that `received` started (``MethodMetrics/countInBatch()``): each
+    /// Opens a batch of frames: its first request answered is recorded at once, the successes after it as it closes.
+    func openBatch() {
+        self.batch = .open
+    }
+
+    /// Counts a request to the method of `metrics` answered with `code` in the open batch, when it is a success
+    /// and the batch has answered a request before it, and says whether it did. When not, the request is recorded at
+    /// once, as the batch's first or with no batch open.
+    @inline(__always)
+    func countsInBatch(_ metrics: MethodMetrics?, code: UInt32) -> Bool {
+        switch self.batch {
+        case .closed:
+            return false
+        case .open:
+            self.batch = .answering
+            return false
+        case .answering:
+            guard let metrics, code == 0 else { return false }
+            metrics.countInBatch(in: self)
+            return true
+        }
+    }
+
+    /// Records the requests answered in the batch that `received` started (``MethodMetrics/countInBatch(in:)``): each
     /// is counted, and timed from `received` to now, when their replies are written together.
     func settleBatch(received: ContinuousClock.Instant) {
         self.batch = .closed
-        guard var next = self.firstBatched else { return }
-        self.firstBatched = nil
+        guard self.firstBatched != nil else { return }
         let nanoseconds = (ContinuousClock.now - received).nanoseconds
-        while true {
-            let following = next.settleBatch(nanoseconds: nanoseconds)
-            guard let following else { return }
-            next = following
+        var next = self.firstBatched
+        self.firstBatched = nil
+        while let metrics = next {
+            next = metrics.settleBatch(nanoseconds: nanoseconds)
         }
     }
 
@@ -205,48 +224,35 @@ final class EngineMetrics {
 
     /// The count of changes published on `topic`, made (at zero) on first use.
     private func publishedSeries(_ topic: String) -> CounterSeries {
-        if let series = self.published[topic] { return series }
-        let series = self.factory.counterSeries(
-            label: MentoryMetric.eventsPublished.name, dimensions: [("topic", topic)])
-        self.published[topic] = series
-        return series
+        Self.cached(&self.published, topic) {
+            self.factory.counterSeries(label: MentoryMetric.eventsPublished.name, dimensions: [("topic", topic)])
+        }
     }
 
     /// Counts a state taken for a subscriber of `topic` (a registered topic), ended with `code`, and its duration.
     func recordSnapshot(_ topic: String, code: UInt32, duration: Duration) {
         let code = ResultCodeLabel.isDeclared(code) ? code : .max
-        let key = SnapshotKey(topic: topic, code: code)
-        let counter: Counter
-        if let cached = self.snapshots[key] {
-            counter = cached
-        } else {
-            counter = Counter(
+        Self.cached(&self.snapshots, SnapshotKey(topic: topic, code: code)) {
+            Counter(
                 label: MentoryMetric.snapshots.name,
                 dimensions: [("topic", topic), ("code", ResultCodeLabel.label(code))], factory: self.factory)
-            self.snapshots[key] = counter
-        }
-        counter.increment()
-        let timer: CoreMetrics.Timer
-        if let cached = self.snapshotDurations[topic] {
-            timer = cached
-        } else {
-            timer = CoreMetrics.Timer(
+        }.increment()
+        Self.cached(&self.snapshotDurations, topic) {
+            CoreMetrics.Timer(
                 label: MentoryMetric.snapshotDuration.name, dimensions: [("topic", topic)], factory: self.factory)
-            self.snapshotDurations[topic] = timer
-        }
-        timer.recordNanoseconds(duration.nanoseconds)
+        }.recordNanoseconds(duration.nanoseconds)
     }
 
     /// Counts a RESET event sent on `topic` (a registered topic).
     func recordReset(_ topic: String) {
-        Self.counter(&self.resets, topic, MentoryMetric.subscriberResets, self.factory).increment()
+        self.resetCounter(topic).increment()
     }
 
     /// Creates the per-topic counters of `topic` (at zero) if they do not exist yet, so that a
     /// topic nothing happened on yet still shows.
     func declareTopic(_ topic: String) {
         _ = self.publishedSeries(topic)
-        _ = Self.counter(&self.resets, topic, MentoryMetric.subscriberResets, self.factory)
+        _ = self.resetCounter(topic)
     }
 
     /// Sets the gauges the engine knows the value of.
@@ -255,16 +261,21 @@ final class EngineMetrics {
         self.subscribers.record(subscribers)
     }
 
-    private static func counter(
-        _ cache: inout [String: Counter],
-        _ topic: String,
-        _ metric: MetricDescription,
-        _ factory: MentoryMetricsFactory
-    ) -> Counter {
-        if let counter = cache[topic] { return counter }
-        let counter = Counter(label: metric.name, dimensions: [("topic", topic)], factory: factory)
-        cache[topic] = counter
-        return counter
+    /// The metric object kept in `cache` under `key`, made by `make` and kept on first use.
+    private static func cached<Key: Hashable, Metric>(
+        _ cache: inout [Key: Metric], _ key: Key, make: () -> Metric
+    ) -> Metric {
+        if let metric = cache[key] { return metric }
+        let metric = make()
+        cache[key] = metric
+        return metric
+    }
+
+    /// The count of RESET events sent on `topic`, made (at zero) on first use.
+    private func resetCounter(_ topic: String) -> Counter {
+        Self.cached(&self.resets, topic) {
+            Counter(label: MentoryMetric.subscriberResets.name, dimensions: [("topic", topic)], factory: self.factory)
+        }
     }
 }
 
@@ -286,7 +297,7 @@ extension MentoryEngine {
     /// counted without reading the clock, and recorded with the others when the batch closes. The server opens one
     /// around each batch of frames it handles, whose replies it writes together.
     package func openBatch() {
-        self.metrics.batch = .open
+        self.metrics.openBatch()
     }
 
     /// Closes the batch ``openBatch()`` opened: each request it answered successfully after its first is counted in
