@@ -420,14 +420,17 @@ let package = Package(
             path: "Benchmarks/mentory-fanout-bench",
             swiftSettings: strictSwift6
         ),
-        // The least a SwiftNIO server must do to serve the protocol, beside mentoryd in scripts/bench.sh.
+        // The least a server must do to serve the protocol, on NIO or on its own epoll loop, beside mentoryd in
+        // scripts/bench.sh.
+        .target(name: "CEpollFloor", path: "Benchmarks/CEpollFloor"),
         .executableTarget(
-            name: "mentory-nio-floor",
+            name: "mentory-floor",
             dependencies: [
+                "CEpollFloor",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            path: "Benchmarks/mentory-nio-floor",
+            path: "Benchmarks/mentory-floor",
             swiftSettings: strictSwift6
         ),
         .target(

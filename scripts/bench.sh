@@ -8,9 +8,11 @@
 #   latency  round trip p50/p99, 1 client, 1 in flight (raw echo / Redis PING / session.ping)
 #   rps      requests/s at 1x1, 50x1, 1x16, 50x16 (clients x pipelined)
 #   fanout   events/s delivered to 10, 100, 1000 subscribers (Benchmarks/loadgen/fanout.c)
-#   The request and fan-out rows also time the "NIO floor" (.build/release/mentory-nio-floor):
-#   a SwiftNIO server that only splits frames and sends pre-encoded replies, the floor of a
-#   server built on NIO's channel pipeline; its cells show — when that binary is missing.
+#   The request and fan-out rows also time two floors (.build/release/mentory-floor), servers
+#   that only split frames and send pre-encoded replies: the "NIO floor" (--transport nio), the
+#   floor of a server built on NIO's channel pipeline, and the "epoll floor" (--transport epoll),
+#   the floor of a hand-written epoll loop as Redis's; their cells show — when that binary is
+#   missing.
 #   storage  durable diary add/s at 1, 8, 64 writers vs one SQLite txn per entry
 #            (.build/release/mentory-storage-bench)
 #   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present)
@@ -30,7 +32,7 @@
 # benchmark clients come from .build/release. --no-build uses both as they are; the table's
 # header says whether that mentoryd links the Swift runtime statically. --bin-dir DIR takes
 # mentoryd and mentoryctl from DIR instead and builds nothing, e.g. to compare two commits'
-# builds, each beside Redis, one run after the other (the NIO floor still from .build/release).
+# builds, each beside Redis, one run after the other (the floors still from .build/release).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -112,7 +114,7 @@ static_release="${bin_dir:-$root/.build-static/release}"
 if [ "$build" = 1 ]; then
     log "swift build -c release (the benchmark clients; several minutes the first time)"
     (cd "$root" && swift build -c release "${shipped_swiftc_flags[@]}" --product mentory-storage-bench >&2)
-    (cd "$root" && swift build -c release "${shipped_swiftc_flags[@]}" --product mentory-nio-floor >&2)
+    (cd "$root" && swift build -c release "${shipped_swiftc_flags[@]}" --product mentory-floor >&2)
     for product in mentoryd mentoryctl; do
         log "${static_build[*]} --product $product"
         (cd "$root" && "${static_build[@]}" --product "$product" >&2)
@@ -183,7 +185,7 @@ wait_for_socket() {
     exit 1
 }
 
-# start_server NAME SYSTEM [ENV...]: starts raw|redis|floor|mentoryd (mentoryd with the given
+# start_server NAME SYSTEM [ENV...]: starts raw|redis|floor|epoll|mentoryd (mentoryd with the given
 # environment) on CPU 0 at $tmp/NAME.sock; sets server_pid.
 start_server() {
     local name=$1 system=$2
@@ -193,7 +195,8 @@ start_server() {
     raw) command=("$bin/echo-server" "$socket") ;;
     redis) command=(redis-server --port 0 --unixsocket "$socket" --save '' --appendonly no
         --maxclients 4096 --loglevel warning) ;;
-    floor) command=("$release/mentory-nio-floor" --socket "$socket") ;;
+    floor) command=("$release/mentory-floor" --socket "$socket") ;;
+    epoll) command=("$release/mentory-floor" --socket "$socket" --transport epoll) ;;
     mentoryd) command=("$static_release/mentoryd" --socket "$socket" --state-dir "$tmp/$name.state" --log-level warning)
         [ $# -eq 0 ] || command=(env "$@" "${command[@]}") ;;
     esac
@@ -227,19 +230,19 @@ median() {
 }
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
-# The NIO floor: only when its binary was built (the benchmark clients' .build/release).
+# The floors: only when their binary was built (the benchmark clients' .build/release).
 have_floor=0
-if [ -x "$release/mentory-nio-floor" ]; then
+if [ -x "$release/mentory-floor" ]; then
     have_floor=1
 else
-    log "$release/mentory-nio-floor missing (swift build -c release ${shipped_swiftc_flags[*]} --product mentory-nio-floor); no NIO floor column"
+    log "$release/mentory-floor missing (swift build -c release ${shipped_swiftc_flags[*]} --product mentory-floor); no floor columns"
 fi
 systems=(raw)
 [ "$have_redis" = 1 ] && systems+=(redis)
-[ "$have_floor" = 1 ] && systems+=(floor)
+[ "$have_floor" = 1 ] && systems+=(floor epoll)
 systems+=(mentoryd)
 # The protocol loadgen and fanout speak to a system.
-proto_of() { case "$1" in mentoryd | floor) echo mentory ;; *) echo "$1" ;; esac }
+proto_of() { case "$1" in mentoryd | floor | epoll) echo mentory ;; *) echo "$1" ;; esac }
 
 # ---------------------------------------------------------------------------
 # latency and rps: one C load generator against all three servers
@@ -287,7 +290,7 @@ if want fanout; then
     log "fan-out rows: ${reps} runs per subscriber count and server"
     fanout_systems=()
     [ "$have_redis" = 1 ] && fanout_systems+=(redis)
-    [ "$have_floor" = 1 ] && fanout_systems+=(floor)
+    [ "$have_floor" = 1 ] && fanout_systems+=(floor epoll)
     fanout_systems+=(mentoryd)
     for rep in $(seq 1 "$reps"); do
         for system in "${fanout_systems[@]}"; do
@@ -295,7 +298,7 @@ if want fanout; then
             # In memory, as Redis keeps its channels; room for 1,000 subscribers and their queues.
             mentoryd) start_server "fan-$system-$rep" mentoryd "${memory_env[@]}" "${many_env[@]}" \
                 MENTORYD_LIMITS_SUBSCRIBER_QUEUE_BYTES=$((8 << 20)) ;;
-            redis | floor) start_server "fan-$system-$rep" "$system" ;;
+            redis | floor | epoll) start_server "fan-$system-$rep" "$system" ;;
             esac
             proto=$(proto_of "$system")
             for subscribers in 10 100 1000; do
@@ -411,7 +414,7 @@ if want rss; then
     log "rss rows: ${slow_reps} runs, $idle_connections connections"
     for rep in $(seq 1 "$slow_reps"); do
         for system in "${systems[@]}"; do
-            [ "$system" = floor ] && continue # serves the request rows only
+            case "$system" in floor | epoll) continue ;; esac # the floors serve the request rows only
             name="rss-$system"
             rm -rf "$tmp/$name".{state,sock,hold,out} # a fresh start each repetition
             # mentoryd as deployed: the default SQLite store.
@@ -469,16 +472,17 @@ ratio() {
         echo "—"
     fi
 }
-row() { # row LABEL RAW REDIS MENTORYD [REDIS_PREFIX] [RATIO_SUFFIX] [NIO_FLOOR]
+row() { # row LABEL RAW REDIS MENTORYD [REDIS_PREFIX] [RATIO_SUFFIX] [NIO_FLOOR] [EPOLL_FLOOR]
     local redis_cell
     redis_cell=$(fmt "$3")
     [ -n "$3" ] && [ -n "${5:-}" ] && redis_cell="$5$redis_cell"
-    local r floor_r
+    local r floor_r epoll_r
     r=$(ratio "$4" "$3")
     [ "$r" != "—" ] && r="$r${6:-}"
     floor_r=$(ratio "${7:-}" "$3")
-    printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(fmt "$2")" "$redis_cell" "$(fmt "${7:-}")" \
-        "$(fmt "$4")" "$floor_r" "$r"
+    epoll_r=$(ratio "${8:-}" "$3")
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(fmt "$2")" "$redis_cell" "$(fmt "${7:-}")" \
+        "$(fmt "${8:-}")" "$(fmt "$4")" "$floor_r" "$epoll_r" "$r"
 }
 
 echo
@@ -486,9 +490,9 @@ echo "## mentoryd beside Redis $(redis-server --version 2>/dev/null | sed -n 's/
 echo
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end;"
 echo "servers on CPU $server_cpu, clients on CPU $client_cpu; medians of $reps runs ($slow_reps for the Swift benches"
-echo "and RSS, $ready_reps for READY); ratios are mentoryd / Redis and NIO floor / Redis (latency and time:"
-echo "lower is better, rates: higher is better). The NIO floor (Benchmarks/mentory-nio-floor) is a SwiftNIO"
-echo "server that only splits frames and answers with pre-encoded replies."
+echo "and RSS, $ready_reps for READY); ratios are to Redis (latency and time: lower is better, rates: higher is"
+echo "better). The floors (Benchmarks/mentory-floor) only split frames and answer with pre-encoded replies: the"
+echo "NIO floor on SwiftNIO's channel pipeline, the epoll floor on a hand-written epoll loop as Redis's."
 if ldd "$static_release/mentoryd" 2>/dev/null | grep -q libswiftCore; then
     echo "mentoryd and mentoryctl link the Swift runtime dynamically: not what scripts/install.sh ships"
     echo "(build with --static-swift-stdlib, or drop --no-build)."
@@ -501,25 +505,26 @@ else
     echo "options scripts/install.sh ships them with (build with --traits ShippedBinaries, or drop --no-build)."
 fi
 echo
-echo "| workload | raw echo | Redis 7 | NIO floor | mentoryd | NIO floor / Redis | mentoryd / Redis |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| workload | raw echo | Redis 7 | NIO floor | epoll floor | mentoryd | NIO floor / Redis | epoll floor / Redis | mentoryd / Redis |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 if want latency; then
     row "round trip p50 µs, 1 client, 1 in flight" "$(median p50-1x1-raw)" "$(median p50-1x1-redis)" \
-        "$(median p50-1x1-mentoryd)" "" "" "$(median p50-1x1-floor)"
+        "$(median p50-1x1-mentoryd)" "" "" "$(median p50-1x1-floor)" "$(median p50-1x1-epoll)"
     row "round trip p99 µs, 1 client, 1 in flight" "$(median p99-1x1-raw)" "$(median p99-1x1-redis)" \
-        "$(median p99-1x1-mentoryd)" "" "" "$(median p99-1x1-floor)"
+        "$(median p99-1x1-mentoryd)" "" "" "$(median p99-1x1-floor)" "$(median p99-1x1-epoll)"
 fi
 if want rps; then
     for workload in 1x1 50x1 1x16 50x16; do
         row "req/s, $workload (clients x in flight each)" "$(median "rps-$workload-raw")" \
             "$(median "rps-$workload-redis")" "$(median "rps-$workload-mentoryd")" "" "" \
-            "$(median "rps-$workload-floor")"
+            "$(median "rps-$workload-floor")" "$(median "rps-$workload-epoll")"
     done
 fi
 if want fanout; then
     for subscribers in 10 100 1000; do
         row "fan-out events/s delivered, $subscribers subscribers" "" "$(median "fanout-$subscribers-redis")" \
-            "$(median "fanout-$subscribers-mentoryd")" "" "" "$(median "fanout-$subscribers-floor")"
+            "$(median "fanout-$subscribers-mentoryd")" "" "" "$(median "fanout-$subscribers-floor")" \
+            "$(median "fanout-$subscribers-epoll")"
     done
 fi
 if want storage; then

@@ -1,0 +1,35 @@
+import Glibc
+
+// mentory-floor - the least a server must do to serve mentoryd's protocol, for scripts/bench.sh (issue 32's
+// floors of two designs). A benchmark, not a server.
+//
+//     mentory-floor --socket PATH [--transport nio|epoll] [--flush read|tick]
+//
+// Both transports answer each frame of what Benchmarks/loadgen sends with the bytes mentoryd would send, encoded
+// once at start (FloorProtocol.swift): no protobuf decoding, no engine, no metrics.
+// - `nio` (the default): SwiftNIO's channel pipeline, with the options of mentoryd's (NIOFloor.swift).
+// - `epoll`: a hand-written epoll loop on the descriptors, as Redis's, the design proposed for mentoryd's
+//   connection layer (EpollFloor.swift); it always writes once per connection before the loop sleeps.
+
+let arguments = CommandLine.arguments
+func option(_ name: String) -> String? {
+    arguments.firstIndex(of: name).flatMap { arguments.dropFirst($0 + 1).first }
+}
+guard let path = option("--socket"), ["nio", "epoll"].contains(option("--transport") ?? "nio") else {
+    print("usage: mentory-floor --socket PATH [--transport nio|epoll] [--flush read|tick]")
+    exit(2)
+}
+
+// Room for the fan-out row's 1,000 subscribers, as mentoryd raises its own limit.
+var limit = rlimit()
+if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+}
+unlink(path)
+
+if option("--transport") == "epoll" {
+    try EpollFloor(path: path).run()
+} else {
+    try runNIOFloor(path: path, flushAtTickEnd: option("--flush") == "tick")
+}
