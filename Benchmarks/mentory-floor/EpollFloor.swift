@@ -135,14 +135,15 @@ final class EpollFloor {
             if result == 0 || errno != EAGAIN { self.close(connection) }
             return
         }
-        let hadOutput = connection.out.readableBytes > 0
+        // Listed before the subscribers its frames give events to, so that its own replies are written first, as
+        // the NIO floor flushes the reader before the subscribers (a publisher waits for its replies to send more).
+        self.listForWrite(connection)
         FloorProtocol.answerFrames(in: &connection.input, for: connection, topic: self.topic)
         if connection.input.readableBytes == 0 {
             connection.input.clear()
         } else {
             connection.input.discardReadBytes()
         }
-        if !hadOutput, connection.out.readableBytes > 0 { self.listForWrite(connection) }
     }
 
     private func write(_ connection: EpollConnection) {
