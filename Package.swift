@@ -427,6 +427,10 @@ let package = Package(
             name: "mentory-floor",
             dependencies: [
                 "CEpollFloor",
+                "MentoryEngine",
+                "MentoryHandlerKit",
+                "MentoryWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

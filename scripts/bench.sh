@@ -11,8 +11,9 @@
 #   The request and fan-out rows also time two floors (.build/release/mentory-floor), servers
 #   that only split frames and send pre-encoded replies: the "NIO floor" (--transport nio), the
 #   floor of a server built on NIO's channel pipeline, and the "epoll floor" (--transport epoll),
-#   the floor of a hand-written epoll loop as Redis's; their cells show — when that binary is
-#   missing.
+#   the floor of a hand-written epoll loop as Redis's; the request rows also time mentoryd's
+#   engine on that loop (--transport engine: session.ping answered by MentoryEngine, without
+#   the rest of the daemon); their cells show — when that binary is missing.
 #   storage  durable diary add/s at 1, 8, 64 writers vs one SQLite txn per entry
 #            (.build/release/mentory-storage-bench)
 #   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present)
@@ -185,7 +186,7 @@ wait_for_socket() {
     exit 1
 }
 
-# start_server NAME SYSTEM [ENV...]: starts raw|redis|floor|epoll|mentoryd (mentoryd with the given
+# start_server NAME SYSTEM [ENV...]: starts raw|redis|floor|epoll|engine|mentoryd (mentoryd with the given
 # environment) on CPU 0 at $tmp/NAME.sock; sets server_pid.
 start_server() {
     local name=$1 system=$2
@@ -197,6 +198,7 @@ start_server() {
         --maxclients 4096 --loglevel warning) ;;
     floor) command=("$release/mentory-floor" --socket "$socket") ;;
     epoll) command=("$release/mentory-floor" --socket "$socket" --transport epoll) ;;
+    engine) command=("$release/mentory-floor" --socket "$socket" --transport engine) ;;
     mentoryd) command=("$static_release/mentoryd" --socket "$socket" --state-dir "$tmp/$name.state" --log-level warning)
         [ $# -eq 0 ] || command=(env "$@" "${command[@]}") ;;
     esac
@@ -239,10 +241,10 @@ else
 fi
 systems=(raw)
 [ "$have_redis" = 1 ] && systems+=(redis)
-[ "$have_floor" = 1 ] && systems+=(floor epoll)
+[ "$have_floor" = 1 ] && systems+=(floor epoll engine)
 systems+=(mentoryd)
 # The protocol loadgen and fanout speak to a system.
-proto_of() { case "$1" in mentoryd | floor | epoll) echo mentory ;; *) echo "$1" ;; esac }
+proto_of() { case "$1" in mentoryd | floor | epoll | engine) echo mentory ;; *) echo "$1" ;; esac }
 
 # ---------------------------------------------------------------------------
 # latency and rps: one C load generator against all three servers
@@ -414,7 +416,7 @@ if want rss; then
     log "rss rows: ${slow_reps} runs, $idle_connections connections"
     for rep in $(seq 1 "$slow_reps"); do
         for system in "${systems[@]}"; do
-            case "$system" in floor | epoll) continue ;; esac # the floors serve the request rows only
+            case "$system" in floor | epoll | engine) continue ;; esac # they serve the request rows only
             name="rss-$system"
             rm -rf "$tmp/$name".{state,sock,hold,out} # a fresh start each repetition
             # mentoryd as deployed: the default SQLite store.
@@ -472,17 +474,18 @@ ratio() {
         echo "—"
     fi
 }
-row() { # row LABEL RAW REDIS MENTORYD [REDIS_PREFIX] [RATIO_SUFFIX] [NIO_FLOOR] [EPOLL_FLOOR]
+row() { # row LABEL RAW REDIS MENTORYD [REDIS_PREFIX] [RATIO_SUFFIX] [NIO_FLOOR] [EPOLL_FLOOR] [ENGINE_ON_EPOLL]
     local redis_cell
     redis_cell=$(fmt "$3")
     [ -n "$3" ] && [ -n "${5:-}" ] && redis_cell="$5$redis_cell"
-    local r floor_r epoll_r
+    local r floor_r epoll_r engine_r
     r=$(ratio "$4" "$3")
     [ "$r" != "—" ] && r="$r${6:-}"
     floor_r=$(ratio "${7:-}" "$3")
     epoll_r=$(ratio "${8:-}" "$3")
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(fmt "$2")" "$redis_cell" "$(fmt "${7:-}")" \
-        "$(fmt "${8:-}")" "$(fmt "$4")" "$floor_r" "$epoll_r" "$r"
+    engine_r=$(ratio "${9:-}" "$3")
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(fmt "$2")" "$redis_cell" \
+        "$(fmt "${7:-}")" "$(fmt "${8:-}")" "$(fmt "${9:-}")" "$(fmt "$4")" "$floor_r" "$epoll_r" "$engine_r" "$r"
 }
 
 echo
@@ -492,7 +495,8 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load average $(cut -d' ' 
 echo "servers on CPU $server_cpu, clients on CPU $client_cpu; medians of $reps runs ($slow_reps for the Swift benches"
 echo "and RSS, $ready_reps for READY); ratios are to Redis (latency and time: lower is better, rates: higher is"
 echo "better). The floors (Benchmarks/mentory-floor) only split frames and answer with pre-encoded replies: the"
-echo "NIO floor on SwiftNIO's channel pipeline, the epoll floor on a hand-written epoll loop as Redis's."
+echo "NIO floor on SwiftNIO's channel pipeline, the epoll floor on a hand-written epoll loop as Redis's. \"engine on"
+echo "epoll\" is mentoryd's engine answering session.ping on that epoll loop, without the rest of the daemon."
 if ldd "$static_release/mentoryd" 2>/dev/null | grep -q libswiftCore; then
     echo "mentoryd and mentoryctl link the Swift runtime dynamically: not what scripts/install.sh ships"
     echo "(build with --static-swift-stdlib, or drop --no-build)."
@@ -505,19 +509,21 @@ else
     echo "options scripts/install.sh ships them with (build with --traits ShippedBinaries, or drop --no-build)."
 fi
 echo
-echo "| workload | raw echo | Redis 7 | NIO floor | epoll floor | mentoryd | NIO floor / Redis | epoll floor / Redis | mentoryd / Redis |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| workload | raw echo | Redis 7 | NIO floor | epoll floor | engine on epoll | mentoryd | NIO floor / Redis | epoll floor / Redis | engine on epoll / Redis | mentoryd / Redis |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 if want latency; then
     row "round trip p50 µs, 1 client, 1 in flight" "$(median p50-1x1-raw)" "$(median p50-1x1-redis)" \
-        "$(median p50-1x1-mentoryd)" "" "" "$(median p50-1x1-floor)" "$(median p50-1x1-epoll)"
+        "$(median p50-1x1-mentoryd)" "" "" "$(median p50-1x1-floor)" "$(median p50-1x1-epoll)" \
+        "$(median p50-1x1-engine)"
     row "round trip p99 µs, 1 client, 1 in flight" "$(median p99-1x1-raw)" "$(median p99-1x1-redis)" \
-        "$(median p99-1x1-mentoryd)" "" "" "$(median p99-1x1-floor)" "$(median p99-1x1-epoll)"
+        "$(median p99-1x1-mentoryd)" "" "" "$(median p99-1x1-floor)" "$(median p99-1x1-epoll)" \
+        "$(median p99-1x1-engine)"
 fi
 if want rps; then
     for workload in 1x1 50x1 1x16 50x16; do
         row "req/s, $workload (clients x in flight each)" "$(median "rps-$workload-raw")" \
             "$(median "rps-$workload-redis")" "$(median "rps-$workload-mentoryd")" "" "" \
-            "$(median "rps-$workload-floor")" "$(median "rps-$workload-epoll")"
+            "$(median "rps-$workload-floor")" "$(median "rps-$workload-epoll")" "$(median "rps-$workload-engine")"
     done
 fi
 if want fanout; then

@@ -3,7 +3,9 @@
 
 #include <stddef.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 int epoll_floor_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -29,3 +31,17 @@ int epoll_floor_wait(int epoll, int *fds, uint32_t *events, int max)
 }
 
 int epoll_floor_accept(int listener) { return accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
+int epoll_floor_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+void epoll_floor_signal(int eventfd)
+{
+    uint64_t one = 1;
+    (void)!write(eventfd, &one, sizeof one);
+}
+
+void epoll_floor_drain(int eventfd)
+{
+    uint64_t count;
+    (void)!read(eventfd, &count, sizeof count);
+}

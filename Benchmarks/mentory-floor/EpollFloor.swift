@@ -8,14 +8,41 @@ import NIOCore
 // (FloorProtocol, the same code as the NIO floor's) into its own output buffer, and once the ready events are
 // handled ("before sleep") each connection with output gets one `write`. The kernel's answer says at once whether
 // all was taken; only what was not waits for EPOLLOUT. No channel, pipeline, NIOAny, promise or writability
-// event: ByteBuffer remains, as mentoryd's frames are ByteBuffers.
+// event: ByteBuffer remains, as mentoryd's frames are ByteBuffers. What is done with the frames read is an
+// `EpollAnswerer`'s: the floor protocol's (`TopicAnswerer`, here), or mentoryd's engine's (EngineFloor.swift).
+
+/// What a transport on the epoll loop does with the frames its connections read.
+protocol EpollAnswerer: AnyObject {
+    /// Answers the whole frames at the front of `connection.input` into `connection.out` (and other connections'
+    /// outputs, listed for their writes through `loop`), consuming them; `false` closes the connection.
+    func answerFrames(of connection: EpollConnection, on loop: EpollFloor) -> Bool
+    /// `connection` was closed.
+    func closed(_ connection: EpollConnection)
+}
+
+/// The floor protocol (FloorProtocol.swift) on the epoll loop, with its one topic.
+final class TopicAnswerer: EpollAnswerer {
+    private let topic = FloorTopic<EpollConnection>()
+
+    func answerFrames(of connection: EpollConnection, on loop: EpollFloor) -> Bool {
+        FloorProtocol.answerFrames(in: &connection.input, for: connection, topic: self.topic)
+        return true
+    }
+
+    func closed(_ connection: EpollConnection) {
+        if connection.subscribed { self.topic.subscribers.removeAll { $0 === connection } }
+    }
+}
 
 /// One accepted connection: its descriptor and its two byte streams.
 final class EpollConnection: FloorPeer {
     let descriptor: Int32
+    /// Unique within the run, from 1.
+    let number: UInt64
     /// What was read and not yet answered: at most a partial frame between reads.
     var input: ByteBuffer
     var out: ByteBuffer
+    /// Subscribed to the floor's topic (TopicAnswerer), or attached to the engine (EngineAnswerer).
     var subscribed = false
     /// Listed for the write before the loop next sleeps.
     var listedForWrite = false
@@ -24,8 +51,9 @@ final class EpollConnection: FloorPeer {
     var isOpen = true
     private unowned let loop: EpollFloor
 
-    init(descriptor: Int32, loop: EpollFloor, allocator: ByteBufferAllocator) {
+    init(descriptor: Int32, number: UInt64, loop: EpollFloor, allocator: ByteBufferAllocator) {
         self.descriptor = descriptor
+        self.number = number
         self.loop = loop
         self.input = allocator.buffer(capacity: EpollFloor.readSize)
         self.out = allocator.buffer(capacity: 4096)
@@ -48,10 +76,15 @@ final class EpollFloor {
     /// Indexed by descriptor.
     private var connections: [EpollConnection?] = []
     private var listed: [EpollConnection] = []
-    private let topic = FloorTopic<EpollConnection>()
+    private var accepted: UInt64 = 0
     private let allocator = ByteBufferAllocator()
+    private let answerer: any EpollAnswerer
+    /// Runs its jobs when its eventfd is readable.
+    private let executor: EpollExecutor?
 
-    init(path: String) throws(FloorError) {
+    init(path: String, answerer: any EpollAnswerer, executor: EpollExecutor? = nil) throws(FloorError) {
+        self.answerer = answerer
+        self.executor = executor
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { throw FloorError("socket") }
         var address = sockaddr_un()
@@ -69,6 +102,7 @@ final class EpollFloor {
         self.epoll = epoll_floor_create()
         guard self.epoll >= 0 else { throw FloorError("epoll_create1") }
         try self.control(self.listener, events: EPOLL_FLOOR_IN)
+        if let executor { try self.control(executor.wakeup, events: EPOLL_FLOOR_IN) }
     }
 
     /// Serves until killed.
@@ -85,6 +119,10 @@ final class EpollFloor {
                 let (descriptor, flags) = (descriptors[index], events[index])
                 if descriptor == self.listener {
                     self.acceptAll()
+                    continue
+                }
+                if let executor = self.executor, descriptor == executor.wakeup {
+                    executor.runJobs()
                     continue
                 }
                 guard let connection = self.connections[Int(descriptor)] else { continue }
@@ -110,7 +148,9 @@ final class EpollFloor {
         while true {
             let descriptor = epoll_floor_accept(self.listener)
             guard descriptor >= 0 else { return }  // EAGAIN, or out of descriptors: the next wake-up tries again.
-            let connection = EpollConnection(descriptor: descriptor, loop: self, allocator: self.allocator)
+            self.accepted += 1
+            let connection = EpollConnection(
+                descriptor: descriptor, number: self.accepted, loop: self, allocator: self.allocator)
             if self.connections.count <= Int(descriptor) {
                 self.connections.append(
                     contentsOf: repeatElement(nil, count: Int(descriptor) + 1 - self.connections.count))
@@ -138,7 +178,7 @@ final class EpollFloor {
         // Listed before the subscribers its frames give events to, so that its own replies are written first, as
         // the NIO floor flushes the reader before the subscribers (a publisher waits for its replies to send more).
         self.listForWrite(connection)
-        FloorProtocol.answerFrames(in: &connection.input, for: connection, topic: self.topic)
+        guard self.answerer.answerFrames(of: connection, on: self) else { return self.close(connection) }
         if connection.input.readableBytes == 0 {
             connection.input.clear()
         } else {
@@ -178,7 +218,7 @@ final class EpollFloor {
         _ = epoll_floor_remove(self.epoll, connection.descriptor)
         _ = Glibc.close(connection.descriptor)
         self.connections[Int(connection.descriptor)] = nil
-        if connection.subscribed { self.topic.subscribers.removeAll { $0 === connection } }
+        self.answerer.closed(connection)
     }
 
     private func control(_ descriptor: Int32, events: UInt32, modify: Bool = false) throws(FloorError) {

@@ -3,20 +3,22 @@ import Glibc
 // mentory-floor - the least a server must do to serve mentoryd's protocol, for scripts/bench.sh (issue 32's
 // floors of two designs). A benchmark, not a server.
 //
-//     mentory-floor --socket PATH [--transport nio|epoll] [--flush read|tick]
+//     mentory-floor --socket PATH [--transport nio|epoll|engine] [--flush read|tick]
 //
 // Both transports answer each frame of what Benchmarks/loadgen sends with the bytes mentoryd would send, encoded
 // once at start (FloorProtocol.swift): no protobuf decoding, no engine, no metrics.
 // - `nio` (the default): SwiftNIO's channel pipeline, with the options of mentoryd's (NIOFloor.swift).
 // - `epoll`: a hand-written epoll loop on the descriptors, as Redis's, the design proposed for mentoryd's
 //   connection layer (EpollFloor.swift); it always writes once per connection before the loop sleeps.
+// - `engine`: not a floor: mentoryd's engine answers the requests (EngineFloor.swift), on the epoll loop as its
+//   executor, to measure mentoryd's own per-frame work on that layer (`session.ping` only).
 
 let arguments = CommandLine.arguments
 func option(_ name: String) -> String? {
     arguments.firstIndex(of: name).flatMap { arguments.dropFirst($0 + 1).first }
 }
-guard let path = option("--socket"), ["nio", "epoll"].contains(option("--transport") ?? "nio") else {
-    print("usage: mentory-floor --socket PATH [--transport nio|epoll] [--flush read|tick]")
+guard let path = option("--socket"), ["nio", "epoll", "engine"].contains(option("--transport") ?? "nio") else {
+    print("usage: mentory-floor --socket PATH [--transport nio|epoll|engine] [--flush read|tick]")
     exit(2)
 }
 
@@ -28,8 +30,12 @@ if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit
 }
 unlink(path)
 
-if option("--transport") == "epoll" {
-    try EpollFloor(path: path).run()
-} else {
+switch option("--transport") {
+case "epoll":
+    try EpollFloor(path: path, answerer: TopicAnswerer()).run()
+case "engine":
+    let executor = try EpollExecutor()
+    try EpollFloor(path: path, answerer: EngineAnswerer(executor: executor), executor: executor).run()
+default:
     try runNIOFloor(path: path, flushAtTickEnd: option("--flush") == "tick")
 }

@@ -20,5 +20,11 @@ int epoll_floor_remove(int epoll, int fd);
 int epoll_floor_wait(int epoll, int *fds, uint32_t *events, int max);
 /// accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC, the peer's address ignored.
 int epoll_floor_accept(int listener);
+/// A non-blocking eventfd, to wake the loop from another thread.
+int epoll_floor_eventfd(void);
+/// Adds one to the eventfd's counter (wakes the loop waiting on it).
+void epoll_floor_signal(int eventfd);
+/// Reads the eventfd's counter back to zero.
+void epoll_floor_drain(int eventfd);
 
 #endif

@@ -1,0 +1,152 @@
+import CEpollFloor
+import Glibc
+import MentoryEngine
+import MentoryHandlerKit
+import MentoryWire
+import NIOCore
+import SwiftProtobuf
+import Synchronization
+
+// The engine on the epoll loop (`--transport engine`): mentoryd's own per-frame work on the connection layer that
+// BENCHMARKS.md proposes, to measure what the epoll floor predicts for it. The epoll loop (EpollFloor.swift) is the
+// engine's executor, as NIO's event loop is mentoryd's: each read's frames are decoded as mentoryd decodes them
+// (`InboundEnvelope`), answered by `MentoryEngine.respond` (the access gate, the route, the metrics, the batch) and
+// framed as mentoryd frames a small reply (`ProtobufBuffer.writeResponseFrame`). A Hello attaches the connection
+// and gets the engine's Welcome. The memory of a daemon is not there: no store, no handlers but the engine's own
+// `session` namespace, no uid budgets or bounds; and a request that suspends (a route that awaits) closes its
+// connection, as does a frame that is not a Hello or a request: this serves `session.ping`, the request rows' call.
+
+/// The epoll loop's thread as a serial executor: jobs enqueued from any thread wait in a queue behind a `Mutex`
+/// and an `eventfd` wakes the loop, which runs them (``runJobs()``) when that descriptor is readable.
+final class EpollExecutor: SerialExecutor {
+    /// Registered with the loop's epoll instance.
+    let wakeup: Int32
+    /// The thread that made the executor, which must be the loop's.
+    private let thread: pthread_t
+    private let jobs = Mutex<[UnownedJob]>([])
+
+    init() throws(FloorError) {
+        self.wakeup = epoll_floor_eventfd()
+        guard self.wakeup >= 0 else { throw FloorError("eventfd") }
+        self.thread = pthread_self()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        self.jobs.withLock { $0.append(job) }
+        epoll_floor_signal(self.wakeup)
+    }
+
+    func checkIsolated() {
+        precondition(pthread_equal(pthread_self(), self.thread) != 0, "not on the epoll loop's thread")
+    }
+
+    /// Runs the jobs enqueued so far, on the loop's thread.
+    func runJobs() {
+        epoll_floor_drain(self.wakeup)
+        let jobs = self.jobs.withLock { jobs in
+            defer { jobs.removeAll() }
+            return jobs
+        }
+        for job in jobs {
+            job.runSynchronously(on: self.asUnownedSerialExecutor())
+        }
+    }
+}
+
+/// Where the engine sends what a connection did not ask for at once: the engine floor serves no subscriptions
+/// and no request that suspends, so there is nothing to deliver.
+final class EngineFloorSink: EventSink {
+    func answer(_ response: consuming OutboundResponse) {}
+
+    func deliver(_ event: SharedEvent) -> Bool { false }
+}
+
+/// mentoryd's engine answering the frames of the epoll loop's connections.
+final class EngineAnswerer: EpollAnswerer {
+    private let engine: MentoryEngine
+    private let executor: EpollExecutor
+    private let sink = EngineFloorSink()
+
+    init(executor: EpollExecutor) {
+        self.executor = executor
+        self.engine = MentoryEngine(
+            configuration: MentoryEngine.Configuration(serverVersion: "mentory-floor"), executor: executor)
+    }
+
+    func answerFrames(of connection: EpollConnection, on loop: EpollFloor) -> Bool {
+        self.executor.checkIsolated()
+        // SAFETY: as mentoryd's ConnectionHandler.handlePendingFrames does, the engine-isolated function is called as
+        // a non-isolated one: sound on the engine's executor alone, which the line above checked we are on (the
+        // loop's thread, whose executor the engine was made with); nothing escapes.
+        let isolated: (isolated MentoryEngine, EpollConnection, EngineFloorSink) -> Bool = {
+            Self.answerFrames(of: $1, engine: $0, sink: $2)
+        }
+        return unsafeBitCast(isolated, to: ((MentoryEngine, EpollConnection, EngineFloorSink) -> Bool).self)(
+            self.engine, connection, self.sink)
+    }
+
+    /// Answers the whole frames at the front of `connection.input`, in one batch of the engine's metrics.
+    private static func answerFrames(
+        of connection: EpollConnection, engine: isolated MentoryEngine, sink: EngineFloorSink
+    ) -> Bool {
+        let received = ContinuousClock.now
+        engine.openBatch()
+        defer { engine.closeBatch(received: received) }
+        while let length = connection.input.getInteger(at: connection.input.readerIndex, as: UInt32.self),
+            connection.input.readableBytes - 4 >= Int(length)
+        {
+            connection.input.moveReaderIndex(forwardBy: 4)
+            let frame = connection.input.readSlice(length: Int(length))!
+            guard Self.answer(frame, of: connection, engine: engine, sink: sink, received: received) else {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Answers one frame into `connection.out`; `false` for what the engine floor does not serve.
+    private static func answer(
+        _ frame: ByteBuffer, of connection: EpollConnection, engine: isolated MentoryEngine,
+        sink: EngineFloorSink, received: ContinuousClock.Instant
+    ) -> Bool {
+        let id = ConnectionID(connection.number)
+        switch try? InboundEnvelope(consuming: frame) {
+        case .request(let request):
+            switch engine.respond(to: request, from: id, received: received) {
+            case .answered(var response):
+                if let body = response.takeBody() {
+                    _ = body.writeResponseFrame(id: response.id, into: &connection.out)
+                    return true
+                }
+                var envelope = Mentory_V1_Envelope()
+                envelope.response = response.wireResponse
+                return Self.write(envelope, into: &connection.out)
+            case .suspended:
+                return false
+            }
+        case .other(let envelope):
+            guard case .hello(let hello) = envelope.kind, !connection.subscribed else { return false }
+            connection.subscribed = true
+            var welcome = Mentory_V1_Envelope()
+            welcome.welcome = engine.attach(ConnectionContext(id: id, clientName: hello.clientName), sink: sink)
+            return Self.write(welcome, into: &connection.out)
+        case nil:
+            return false
+        }
+    }
+
+    /// Appends `envelope` as a frame; `false` if it does not serialize.
+    private static func write(_ envelope: Mentory_V1_Envelope, into out: inout ByteBuffer) -> Bool {
+        guard let bytes: [UInt8] = try? envelope.serializedBytes() else { return false }
+        out.writeInteger(UInt32(bytes.count))
+        out.writeBytes(bytes)
+        return true
+    }
+
+    func closed(_ connection: EpollConnection) {
+        guard connection.subscribed else { return }
+        let id = ConnectionID(connection.number)
+        self.engine.assumeIsolated { engine in engine.detach(id) }
+    }
+}
