@@ -430,7 +430,6 @@ let package = Package(
                 "MentoryEngine",
                 "MentoryHandlerKit",
                 "MentoryWire",
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

@@ -4,17 +4,17 @@ import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
 import NIOCore
-import SwiftProtobuf
 import Synchronization
 
 // The engine on the epoll loop (`--transport engine`): mentoryd's own per-frame work on the connection layer that
 // BENCHMARKS.md proposes, to measure what the epoll floor predicts for it. The epoll loop (EpollFloor.swift) is the
 // engine's executor, as NIO's event loop is mentoryd's: each read's frames are decoded as mentoryd decodes them
 // (`InboundEnvelope`), answered by `MentoryEngine.respond` (the access gate, the route, the metrics, the batch) and
-// framed as mentoryd frames a small reply (`ProtobufBuffer.writeResponseFrame`). A Hello attaches the connection
-// and gets the engine's Welcome. The memory of a daemon is not there: no store, no handlers but the engine's own
-// `session` namespace, no uid budgets or bounds; and a request that suspends (a route that awaits) closes its
-// connection, as does a frame that is not a Hello or a request: this serves `session.ping`, the request rows' call.
+// framed as mentoryd frames a small reply (`ProtobufBuffer.writeResponseFrame`; other envelopes with
+// `ByteBuffer.writeFrame`). A Hello attaches the connection and gets the engine's Welcome. The memory of a daemon
+// is not there: no store, no handlers but the engine's own `session` namespace, no uid budgets or bounds; and a
+// request that suspends (a route that awaits) closes its connection, as does a frame that is not a Hello or a
+// request, or is over the frame limit: this serves `session.ping`, the request rows' call.
 
 /// The epoll loop's thread as a serial executor: jobs enqueued from any thread wait in a queue behind a `Mutex`
 /// and an `eventfd` wakes the loop, which runs them (``runJobs()``) when that descriptor is readable.
@@ -93,16 +93,18 @@ final class EngineAnswerer: EpollAnswerer {
         let received = ContinuousClock.now
         engine.openBatch()
         defer { engine.closeBatch(received: received) }
-        while let length = connection.input.getInteger(at: connection.input.readerIndex, as: UInt32.self),
-            connection.input.readableBytes - 4 >= Int(length)
-        {
-            connection.input.moveReaderIndex(forwardBy: 4)
-            let frame = connection.input.readSlice(length: Int(length))!
-            guard Self.answer(frame, of: connection, engine: engine, sink: sink, received: received) else {
-                return false
+        // Split as mentoryd's InboundFrames splits them, within the default frame limit.
+        let decoder = LengthPrefixedFrameDecoder()
+        do {
+            while let frame = try decoder.nextFrame(from: &connection.input) {
+                guard Self.answer(frame, of: connection, engine: engine, sink: sink, received: received) else {
+                    return false
+                }
             }
+            return true
+        } catch {
+            return false  // Over the frame limit.
         }
-        return true
     }
 
     /// Answers one frame into `connection.out`; `false` for what the engine floor does not serve.
@@ -121,7 +123,8 @@ final class EngineAnswerer: EpollAnswerer {
                 }
                 var envelope = Mentory_V1_Envelope()
                 envelope.response = response.wireResponse
-                return Self.write(envelope, into: &connection.out)
+                connection.out.writeFrame(envelope)
+                return true
             case .suspended:
                 return false
             }
@@ -130,18 +133,11 @@ final class EngineAnswerer: EpollAnswerer {
             connection.subscribed = true
             var welcome = Mentory_V1_Envelope()
             welcome.welcome = engine.attach(ConnectionContext(id: id, clientName: hello.clientName), sink: sink)
-            return Self.write(welcome, into: &connection.out)
+            connection.out.writeFrame(welcome)
+            return true
         case nil:
             return false
         }
-    }
-
-    /// Appends `envelope` as a frame; `false` if it does not serialize.
-    private static func write(_ envelope: Mentory_V1_Envelope, into out: inout ByteBuffer) -> Bool {
-        guard let bytes: [UInt8] = try? envelope.serializedBytes() else { return false }
-        out.writeInteger(UInt32(bytes.count))
-        out.writeBytes(bytes)
-        return true
     }
 
     func closed(_ connection: EpollConnection) {
