@@ -282,6 +282,15 @@ let package = Package(
         ),
         // Layer 4: the Unix socket server. Connections and I/O, no domain state.
         .target(name: "CMentoryShims"),
+        // Layer 4: the event loop connections are to run on: one thread, epoll, a NIOCore EventLoop (issue 32).
+        .target(
+            name: "MentoryEventLoop",
+            dependencies: [
+                "CMentoryShims",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSources
+        ),
         .target(
             name: "MentoryServer",
             dependencies: [
@@ -422,12 +431,11 @@ let package = Package(
         ),
         // The least a server must do to serve the protocol, on NIO or on its own epoll loop, beside mentoryd in
         // scripts/bench.sh.
-        .target(name: "CEpollFloor", path: "Benchmarks/CEpollFloor"),
         .executableTarget(
             name: "mentory-floor",
             dependencies: [
-                "CEpollFloor",
                 "MentoryEngine",
+                "MentoryEventLoop",
                 "MentoryHandlerKit",
                 "MentoryWire",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -494,6 +502,15 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "MentoryEventLoopTests",
+            dependencies: [
+                "MentoryEventLoop",
+                "MentoryTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSwift6
         ),

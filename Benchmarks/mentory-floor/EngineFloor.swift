@@ -1,58 +1,18 @@
-import CEpollFloor
-import Glibc
 import MentoryEngine
+import MentoryEventLoop
 import MentoryHandlerKit
 import MentoryWire
 import NIOCore
-import Synchronization
 
 // The engine on the epoll loop (`--transport engine`): mentoryd's own per-frame work on the connection layer that
-// BENCHMARKS.md proposes, to measure what the epoll floor predicts for it. The epoll loop (EpollFloor.swift) is the
-// engine's executor, as NIO's event loop is mentoryd's: each read's frames are decoded as mentoryd decodes them
+// BENCHMARKS.md proposes, to measure what the epoll floor predicts for it. The epoll loop (MentoryEventLoop's
+// EpollEventLoop, EpollFloor.swift) is the engine's executor, as NIO's event loop is mentoryd's: each read's frames are decoded as mentoryd decodes them
 // (`InboundEnvelope`), answered by `MentoryEngine.respond` (the access gate, the route, the metrics, the batch) and
 // framed as mentoryd frames a small reply (`ProtobufBuffer.writeResponseFrame`; other envelopes with
 // `ByteBuffer.writeFrame`). A Hello attaches the connection and gets the engine's Welcome. The memory of a daemon
 // is not there: no store, no handlers but the engine's own `session` namespace, no uid budgets or bounds; and a
 // request that suspends (a route that awaits) closes its connection, as does a frame that is not a Hello or a
 // request, or is over the frame limit: this serves `session.ping`, the request rows' call.
-
-/// The epoll loop's thread as a serial executor: jobs enqueued from any thread wait in a queue behind a `Mutex`
-/// and an `eventfd` wakes the loop, which runs them (``runJobs()``) when that descriptor is readable.
-final class EpollExecutor: SerialExecutor {
-    /// Registered with the loop's epoll instance.
-    let wakeup: Int32
-    /// The thread that made the executor, which must be the loop's.
-    private let thread: pthread_t
-    private let jobs = Mutex<[UnownedJob]>([])
-
-    init() throws(FloorError) {
-        self.wakeup = epoll_floor_eventfd()
-        guard self.wakeup >= 0 else { throw FloorError("eventfd") }
-        self.thread = pthread_self()
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        self.jobs.withLock { $0.append(job) }
-        epoll_floor_signal(self.wakeup)
-    }
-
-    func checkIsolated() {
-        precondition(pthread_equal(pthread_self(), self.thread) != 0, "not on the epoll loop's thread")
-    }
-
-    /// Runs the jobs enqueued so far, on the loop's thread.
-    func runJobs() {
-        epoll_floor_drain(self.wakeup)
-        let jobs = self.jobs.withLock { jobs in
-            defer { jobs.removeAll() }
-            return jobs
-        }
-        for job in jobs {
-            job.runSynchronously(on: self.asUnownedSerialExecutor())
-        }
-    }
-}
 
 /// Where the engine sends what a connection did not ask for at once: the engine floor serves no subscriptions
 /// and no request that suspends, so there is nothing to deliver.
@@ -65,20 +25,22 @@ final class EngineFloorSink: EventSink {
 /// mentoryd's engine answering the frames of the epoll loop's connections.
 final class EngineAnswerer: EpollAnswerer {
     private let engine: MentoryEngine
-    private let executor: EpollExecutor
+    private let loop: EpollEventLoop
     private let sink = EngineFloorSink()
 
-    init(executor: EpollExecutor) {
-        self.executor = executor
+    /// Made on `loop`, which is the engine's executor, as mentoryd's engine runs on its connections' loop.
+    init(loop: EpollEventLoop) {
+        self.loop = loop
         self.engine = MentoryEngine(
-            configuration: MentoryEngine.Configuration(serverVersion: "mentory-floor"), executor: executor)
+            configuration: MentoryEngine.Configuration(serverVersion: "mentory-floor"), eventLoop: loop)
+        self.engine.preconditionIsolated("the engine's executor must be the loop the floor runs on")
     }
 
     func answerFrames(of connection: EpollConnection, on loop: EpollFloor) -> Bool {
-        self.executor.checkIsolated()
+        self.loop.preconditionInEventLoop()
         // SAFETY: as mentoryd's ConnectionHandler.handlePendingFrames does, the engine-isolated function is called as
-        // a non-isolated one: sound on the engine's executor alone, which the line above checked we are on (the
-        // loop's thread, whose executor the engine was made with); nothing escapes.
+        // a non-isolated one: sound on the engine's executor alone, which init checked is the loop and the line above
+        // that we are on it; nothing escapes.
         let isolated: (isolated MentoryEngine, EpollConnection, EngineFloorSink) -> Bool = {
             Self.answerFrames(of: $1, engine: $0, sink: $2)
         }

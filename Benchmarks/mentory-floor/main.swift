@@ -1,4 +1,5 @@
 import Glibc
+import MentoryEventLoop
 
 // mentory-floor - the least a server must do to serve mentoryd's protocol, for scripts/bench.sh (issue 32's
 // floors of two designs). A benchmark, not a server.
@@ -8,8 +9,8 @@ import Glibc
 // Both transports answer each frame of what Benchmarks/loadgen sends with the bytes mentoryd would send, encoded
 // once at start (FloorProtocol.swift): no protobuf decoding, no engine, no metrics.
 // - `nio` (the default): SwiftNIO's channel pipeline, with the options of mentoryd's (NIOFloor.swift).
-// - `epoll`: a hand-written epoll loop on the descriptors, as Redis's, the design proposed for mentoryd's
-//   connection layer (EpollFloor.swift); it always writes once per connection before the loop sleeps.
+// - `epoll`: mentoryd's own epoll loop (MentoryEventLoop), as Redis's, the design proposed for mentoryd's
+//   connection layer (EpollFloor.swift); it writes once per connection at the end of the loop's turn.
 // - `engine`: not a floor: mentoryd's engine answers the requests (EngineFloor.swift), on the epoll loop as its
 //   executor, to measure mentoryd's own per-frame work on that layer (`session.ping` only).
 
@@ -31,11 +32,13 @@ if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit
 unlink(path)
 
 switch option("--transport") {
-case "epoll":
-    try EpollFloor(path: path, answerer: TopicAnswerer()).run()
-case "engine":
-    let executor = try EpollExecutor()
-    try EpollFloor(path: path, answerer: EngineAnswerer(executor: executor), executor: executor).run()
+case "epoll", "engine":
+    let loop = try EpollEventLoop(threadName: "mentory-floor")
+    let engine = option("--transport") == "engine"
+    try EpollFloor.start(path: path, on: loop) {
+        engine ? EngineAnswerer(loop: loop) as any EpollAnswerer : TopicAnswerer()
+    }
+    while true { pause() }
 default:
     try runNIOFloor(path: path, flushAtTickEnd: option("--flush") == "tick")
 }

@@ -36,3 +36,7 @@ int mentory_malloc_limit_arenas(int count) {
     return -1;
 #endif
 }
+
+int mentory_accept(int listener) {
+    return accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}

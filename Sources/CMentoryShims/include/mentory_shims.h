@@ -34,4 +34,8 @@ int mentory_malloc_trim(void);
 /// Returns 1 on success, 0 if the C library refused, and -1 where it has no such setting.
 int mentory_malloc_limit_arenas(int count);
 
+/// accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC, the peer's address not asked for: the new descriptor, or -1 with
+/// errno (EAGAIN when none is waiting).
+int mentory_accept(int listener);
+
 #endif
