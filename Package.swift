@@ -287,6 +287,7 @@ let package = Package(
             name: "MentoryEventLoop",
             dependencies: [
                 "CMentoryShims",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSources
@@ -510,6 +511,7 @@ let package = Package(
             dependencies: [
                 "MentoryEventLoop",
                 "MentoryTestSupport",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSwift6
@@ -563,6 +565,7 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 "MentoryEngine", "MentoryStorage", "MentoryMentor", "MentoryReachability", "MentoryDiary",
                 "MentoryMetrics",
+                "MentoryEventLoop",
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSwift6

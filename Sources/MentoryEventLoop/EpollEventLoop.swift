@@ -2,6 +2,7 @@ import CMentoryShims
 import Dispatch
 import Glibc
 import NIOCore
+import NIOConcurrencyHelpers
 import Synchronization
 
 /// One thread running a level-triggered epoll loop, as Redis runs its own: a NIOCore `EventLoop` (tasks, timers,
@@ -28,19 +29,19 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     /// The epoll data that names ``wakeup``: no registration's token, whose slot is below `UInt32.max`.
     private static let wakeupToken = UInt64.max
 
-    private enum Lifecycle {
+    private enum Lifecycle: Sendable {
         case running
         case shuttingDown
         case stopped
     }
 
-    private enum QueuedTask {
+    private enum QueuedTask: Sendable {
         case plain(@Sendable () -> Void)
         case withSelector(@Sendable (EpollSelector) -> Void)
     }
 
     /// What threads other than the loop's share with it.
-    private struct Shared {
+    private struct Shared: Sendable {
         var tasks: [QueuedTask] = []
         var timers = ScheduledTasks()
         var nextTimerID: UInt64 = 0
@@ -53,7 +54,9 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     private let wakeup: Int32
     /// The loop thread's `pthread_t`, or 0 before it starts.
     private let thread = Atomic<UInt>(0)
-    private let shared = Mutex(Shared())
+    /// Behind a pthread mutex (`NIOLockedValueBox`), which ThreadSanitizer sees; `Synchronization.Mutex` waits
+    /// through raw futex calls it does not.
+    private let shared = NIOLockedValueBox(Shared())
 
     /// Starts the loop on a new thread named `threadName` (as `top -H` shows it; 15 bytes are kept).
     public init(threadName: String = "mentory-loop") throws(EpollError) {
@@ -118,7 +121,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
 
     public func scheduleTask<T>(deadline: NIODeadline, _ task: @escaping @Sendable () throws -> T) -> Scheduled<T> {
         let promise: EventLoopPromise<T> = self.makePromise()
-        let scheduled: (id: UInt64, wake: Bool)? = self.shared.withLock { shared in
+        let scheduled: (id: UInt64, wake: Bool)? = self.shared.withLockedValue { shared in
             guard case .running = shared.lifecycle else { return nil }
             shared.nextTimerID += 1
             let id = shared.nextTimerID
@@ -156,7 +159,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     }
 
     public func shutdownGracefully(queue: DispatchQueue, _ callback: @escaping @Sendable ((any Error)?) -> Void) {
-        let stopped = self.shared.withLock { shared in
+        let stopped = self.shared.withLockedValue { shared in
             switch shared.lifecycle {
             case .stopped:
                 return true
@@ -176,7 +179,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     // MARK: The loop
 
     private func enqueue(_ task: QueuedTask) {
-        let first: Bool? = self.shared.withLock { shared in
+        let first: Bool? = self.shared.withLockedValue { shared in
             if case .stopped = shared.lifecycle { return nil }
             shared.tasks.append(task)
             return shared.tasks.count == 1
@@ -186,7 +189,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     }
 
     private func cancelTimer(_ id: UInt64) {
-        let cancelled = self.shared.withLock { $0.timers.remove(id: id) }
+        let cancelled = self.shared.withLockedValue { $0.timers.remove(id: id) }
         cancelled?.fail(.cancelled)
     }
 
@@ -202,7 +205,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
             events.deallocate()
         }
         var work = TurnWork()
-        var timeout = self.shared.withLock { shared in Self.waitTimeout(shared) }
+        var timeout = self.shared.withLockedValue { shared in Self.waitTimeout(shared) }
         while true {
             let ready = mentory_epoll_wait(self.epoll, tokens, events, Self.maxEventsPerWait, timeout)
             if ready < 0 {
@@ -245,7 +248,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     private func runTimersAndTasks(_ work: inout TurnWork, selector: EpollSelector) -> Int32? {
         var ran = 0
         while true {
-            let next: TurnEnd = self.shared.withLock { shared in
+            let next: TurnEnd = self.shared.withLockedValue { shared in
                 if ran < Self.maxTasksPerTurn { swap(&shared.tasks, &work.tasks) }
                 if let deadline = shared.timers.nextDeadline, case let now = NIODeadline.now(), deadline <= now {
                     while let due = shared.timers.popDue(at: now) { work.timers.append(due) }
@@ -291,7 +294,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     private func stop(selector: EpollSelector, work: inout TurnWork) {
         selector.shutDown()
         _ = self.runTimersAndTasks(&work, selector: selector)  // What the handlers queued as they were told.
-        let (tasks, timers, callbacks) = self.shared.withLock { shared in
+        let (tasks, timers, callbacks) = self.shared.withLockedValue { shared in
             shared.lifecycle = .stopped
             defer {
                 shared.tasks.removeAll()

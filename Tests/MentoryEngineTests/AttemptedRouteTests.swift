@@ -161,73 +161,85 @@ struct AttemptedRouteTests {
         #expect(counts.suspendingCalls.load(ordering: .relaxed) == 1)
     }
 
-    @Test("a mentor change is not attempted past one that holds the turn: it waits, and the saves keep their order")
-    func mentorChangeWaitsForTheTurn() async throws {
-        let loop = EngineTestLoops.group.next()
-        let engine = MentoryEngine(configuration: .init(serverVersion: "test"), eventLoop: loop, clock: FixedClock())
-        engine.jobs.runForTesting()
-        defer { engine.jobs.stop() }
-        let store = GatedMentorStore()
-        try await engine.register(MentorHandler(store: store))
-        let sink = AnswerSink()
-        let client = ConnectionID(1)
-        _ = await engine.attach(ConnectionContext(id: client, clientName: "turn", credentials: nil), sink: sink)
-        // The first change is queued (a task, not attempted) and holds the turn while its save waits.
-        let first = await engine.respond(
-            to: try InboundRequest.mentorSet("first", id: 1), from: client, received: .now, queued: true)
-        guard case .suspended = first else {
-            Issue.record("the queued change did not start a task: \(first)")
-            return
-        }
-        for await _ in store.holding { break }
-        // The second is attempted, finds the turn taken, and waits for it as a task.
-        let second = await engine.respond(
-            to: try InboundRequest.mentorSet("second", id: 2), from: client, received: .now)
-        guard case .suspended = second else {
-            Issue.record("the change behind the turn was answered past it: \(second)")
+    @Test(
+        "a mentor change is not attempted past one that holds the turn: it waits, and the saves keep their order",
+        arguments: EngineTestLoop.allCases)
+    func mentorChangeWaitsForTheTurn(on kind: EngineTestLoop) async throws {
+        try await kind.with { loop in
+            let engine = MentoryEngine(
+                configuration: .init(serverVersion: "test"), eventLoop: loop, clock: FixedClock())
+            engine.jobs.runForTesting()
+            defer { engine.jobs.stop() }
+            let store = GatedMentorStore()
+            try await engine.register(MentorHandler(store: store))
+            let sink = AnswerSink()
+            let client = ConnectionID(1)
+            _ = await engine.attach(ConnectionContext(id: client, clientName: "turn", credentials: nil), sink: sink)
+            // The first change is queued (a task, not attempted) and holds the turn while its save waits.
+            let first = await engine.respond(
+                to: try InboundRequest.mentorSet("first", id: 1), from: client, received: .now, queued: true)
+            guard case .suspended = first else {
+                Issue.record("the queued change did not start a task: \(first)")
+                return
+            }
+            for await _ in store.holding { break }
+            // The second is attempted, finds the turn taken, and waits for it as a task.
+            let second = await engine.respond(
+                to: try InboundRequest.mentorSet("second", id: 2), from: client, received: .now)
+            guard case .suspended = second else {
+                Issue.record("the change behind the turn was answered past it: \(second)")
+                store.release()
+                return
+            }
+            #expect(store.savedWithoutSuspending.load(ordering: .relaxed) == 0)
             store.release()
-            return
+            #expect(await sink.next(2) == [1, 2])
+            #expect(store.saved.withLock { $0 } == ["first", "second"])
+            // With the turn free, the next change is answered at once, saved without suspending.
+            let third = await engine.respond(
+                to: try InboundRequest.mentorSet("third", id: 3), from: client, received: .now)
+            guard case .answered(let response) = third else {
+                Issue.record("a change with the turn free was not answered at once: \(third)")
+                return
+            }
+            #expect(response.code == 0)
+            #expect(store.savedWithoutSuspending.load(ordering: .relaxed) == 1)
+            #expect(store.saved.withLock { $0 } == ["first", "second", "third"])
         }
-        #expect(store.savedWithoutSuspending.load(ordering: .relaxed) == 0)
-        store.release()
-        #expect(await sink.next(2) == [1, 2])
-        #expect(store.saved.withLock { $0 } == ["first", "second"])
-        // With the turn free, the next change is answered at once, saved without suspending.
-        let third = await engine.respond(to: try InboundRequest.mentorSet("third", id: 3), from: client, received: .now)
-        guard case .answered(let response) = third else {
-            Issue.record("a change with the turn free was not answered at once: \(third)")
-            return
-        }
-        #expect(response.code == 0)
-        #expect(store.savedWithoutSuspending.load(ordering: .relaxed) == 1)
-        #expect(store.saved.withLock { $0 } == ["first", "second", "third"])
     }
 
-    @Test("the memory store saves without suspending only on the executor it was given")
-    func memoryStoreSavesOnItsExecutor() async throws {
-        var state = Mentory_V1_MentorState()
-        state.message.content = "saved at once"
-        // A store on an executor of its own never does.
-        #expect(try InMemorySessionStore().saveMentorStateWithoutSuspending(state) == false)
-        let loop = EngineTestLoops.group.next()
-        let engine = MentoryEngine(configuration: .init(serverVersion: "test"), eventLoop: loop, clock: FixedClock())
-        let store = InMemorySessionStore(executor: engine.serialExecutor)
-        // Off its executor, it does not.
-        #expect(try store.saveMentorStateWithoutSuspending(state) == false)
-        #expect(await store.loadMentorState().message.content.isEmpty)
-        // On it, it does; and a failing store throws as its save would.
-        let onLoop = try await loop.submit { try store.saveMentorStateWithoutSuspending(state) }.get()
-        #expect(onLoop)
-        #expect(await store.loadMentorState().message.content == "saved at once")
-        await store.failWrites(with: .failed("the disk is full"))
-        let failure = try await loop.submit { () -> StorageError? in
-            do throws(StorageError) {
-                _ = try store.saveMentorStateWithoutSuspending(state)
-                return nil
-            } catch {
-                return error
-            }
-        }.get()
-        #expect(failure == .failed("the disk is full"))
+    @Test(
+        "the memory store saves without suspending only on the executor it was given",
+        arguments: EngineTestLoop.allCases)
+    func memoryStoreSavesOnItsExecutor(on kind: EngineTestLoop) async throws {
+        try await kind.with { loop in
+            let state = {
+                var state = Mentory_V1_MentorState()
+                state.message.content = "saved at once"
+                return state
+            }()
+            // A store on an executor of its own never does.
+            #expect(try InMemorySessionStore().saveMentorStateWithoutSuspending(state) == false)
+            let engine = MentoryEngine(
+                configuration: .init(serverVersion: "test"), eventLoop: loop, clock: FixedClock())
+            let store = InMemorySessionStore(executor: engine.serialExecutor)
+            // Off its executor, it does not.
+            #expect(try store.saveMentorStateWithoutSuspending(state) == false)
+            #expect(await store.loadMentorState().message.content.isEmpty)
+            // On it, it does; and a failing store throws as its save would.
+            let onLoop = try await loop.submit { try store.saveMentorStateWithoutSuspending(state) }.get()
+            #expect(onLoop)
+            #expect(await store.loadMentorState().message.content == "saved at once")
+            await store.failWrites(with: .failed("the disk is full"))
+            let failure = try await loop.submit { () -> StorageError? in
+                do throws(StorageError) {
+                    _ = try store.saveMentorStateWithoutSuspending(state)
+                    return nil
+                } catch {
+                    return error
+                }
+            }.get()
+            #expect(failure == .failed("the disk is full"))
+        }
     }
 }

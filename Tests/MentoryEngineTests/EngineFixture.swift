@@ -1,12 +1,14 @@
 import Foundation
 import MentoryDiary
 import MentoryEngine
+import MentoryEventLoop
 import MentoryHandlerKit
 import MentoryHandlerTesting
 import MentoryMentor
 import MentoryReachability
 import MentoryStorage
 import MentoryWire
+import NIOCore
 import NIOPosix
 import SwiftProtobuf
 import Synchronization
@@ -24,6 +26,31 @@ struct FixedClock: SessionClock {
 /// test process.
 enum EngineTestLoops {
     static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+}
+
+/// The event loops an engine runs on in the tests that take one: NIO's, as the daemon's does today, and mentoryd's
+/// own epoll loop (MentoryEventLoop), which its connections are to move onto (docs/BENCHMARKS.md, issue 32).
+enum EngineTestLoop: String, CaseIterable, Sendable {
+    case nio
+    case epoll
+
+    /// Runs `body` with a loop of this kind: one of ``EngineTestLoops``, or a new epoll loop shut down after it.
+    func with<Result>(_ body: (any EventLoop) async throws -> Result) async throws -> Result {
+        switch self {
+        case .nio:
+            return try await body(EngineTestLoops.group.next())
+        case .epoll:
+            let loop = try EpollEventLoop(threadName: "engine-test")
+            do {
+                let result = try await body(loop)
+                try await loop.shutdownGracefully()
+                return result
+            } catch {
+                try? await loop.shutdownGracefully()
+                throw error
+            }
+        }
+    }
 }
 
 /// An in-memory subscriber: records what it is sent and can pretend its queue is full.

@@ -123,36 +123,40 @@ struct InlineRequestTests {
         #expect(await fixture.store.loadMentorState().message.content == "change 4")
     }
 
-    @Test("on an event loop, a change to a store on the engine's executor is answered at once from the loop's code")
-    func inlineOnTheEventLoop() async throws {
-        let loop = EngineTestLoops.group.next()
-        let engine = MentoryEngine(configuration: .init(serverVersion: "test"), eventLoop: loop, clock: FixedClock())
-        engine.jobs.runForTesting()
-        defer { engine.jobs.stop() }
-        let store = InMemorySessionStore(executor: engine.serialExecutor)
-        try await engine.register(MentorHandler(store: store))
-        try await engine.register(InlineHandler())
-        let sink = AnswerSink()
-        let client = ConnectionID(1)
-        _ = await engine.attach(ConnectionContext(id: client, clientName: "loop", credentials: nil), sink: sink)
-        let requests = [
-            try InboundRequest.test("inline", "now", id: 1), try InboundRequest.mentorSet("first", id: 2),
-            try InboundRequest.mentorSet("second", id: 3),
-        ]
-        // Called as a channel handler calls it: on the loop, outside any task.
-        let answered = try await loop.submit {
-            engine.assumeIsolated { engine in
-                requests.map { request -> UInt64? in
-                    guard case .answered(let response) = engine.respond(to: request, from: client, received: .now)
-                    else { return nil }
-                    return response.code == 0 ? response.id : nil
+    @Test(
+        "on an event loop, a change to a store on the engine's executor is answered at once from the loop's code",
+        arguments: EngineTestLoop.allCases)
+    func inlineOnTheEventLoop(on kind: EngineTestLoop) async throws {
+        try await kind.with { loop in
+            let engine = MentoryEngine(
+                configuration: .init(serverVersion: "test"), eventLoop: loop, clock: FixedClock())
+            engine.jobs.runForTesting()
+            defer { engine.jobs.stop() }
+            let store = InMemorySessionStore(executor: engine.serialExecutor)
+            try await engine.register(MentorHandler(store: store))
+            try await engine.register(InlineHandler())
+            let sink = AnswerSink()
+            let client = ConnectionID(1)
+            _ = await engine.attach(ConnectionContext(id: client, clientName: "loop", credentials: nil), sink: sink)
+            let requests = [
+                try InboundRequest.test("inline", "now", id: 1), try InboundRequest.mentorSet("first", id: 2),
+                try InboundRequest.mentorSet("second", id: 3),
+            ]
+            // Called as a channel handler calls it: on the loop, outside any task.
+            let answered = try await loop.submit {
+                engine.assumeIsolated { engine in
+                    requests.map { request -> UInt64? in
+                        guard case .answered(let response) = engine.respond(to: request, from: client, received: .now)
+                        else { return nil }
+                        return response.code == 0 ? response.id : nil
+                    }
                 }
-            }
-        }.get()
-        #expect(answered == [1, 2, 3])
-        #expect(sink.answered.load(ordering: .relaxed) == 0)
-        #expect(await store.loadMentorState().message.content == "second")
-        #expect(await engine.finishTasks(within: .zero) == 0)
+            }.get()
+            #expect(answered == [1, 2, 3])
+            #expect(sink.answered.load(ordering: .relaxed) == 0)
+            #expect(await store.loadMentorState().message.content == "second")
+            #expect(await engine.finishTasks(within: .zero) == 0)
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 import Glibc
 import MentoryEventLoop
 import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// What a ``Recorder`` saw.
@@ -92,16 +92,16 @@ struct EpollSelectorTests {
         var iterator = reports.makeAsyncIterator()
         let first = try SocketPair()
         let second = try SocketPair()
-        let calls = Mutex(0)
+        let calls = NIOLockedValueBox(0)
         try await withLoop { loop in
             loop.execute(withSelector: { selector in
-                let registrations = Mutex<[EpollRegistration]>([])
+                let registrations = NIOLockedValueBox<[EpollRegistration]>([])
                 _ = registrations
                 var both: [EpollRegistration] = []
                 for pair in [first, second] {
                     let recorder = Recorder(continuation)
                     recorder.onReady = { registration in
-                        calls.withLock { $0 += 1 }
+                        calls.withLockedValue { $0 += 1 }
                         // Whichever is reported first deregisters both; the other's event of the batch is dropped.
                         for other in both where other !== registration { other.deregister() }
                         registration.deregister()
@@ -117,7 +117,7 @@ struct EpollSelectorTests {
             let reported = await iterator.next()
             #expect(reported == .ready(.readable, bytes: [1]) || reported == .ready(.readable, bytes: [2]))
             #expect(await iterator.next() == .ready([], bytes: []))
-            #expect(calls.withLock { $0 } == 1)
+            #expect(calls.withLockedValue { $0 } == 1)
         }
     }
 
