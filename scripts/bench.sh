@@ -11,9 +11,9 @@
 #   The request and fan-out rows also time two floors (.build/release/mentory-floor), servers
 #   that only split frames and send pre-encoded replies: the "NIO floor" (--transport nio), the
 #   floor of a server built on NIO's channel pipeline, and the "epoll floor" (--transport epoll),
-#   the floor of a hand-written epoll loop as Redis's; the request rows also time mentoryd's
-#   engine on that loop (--transport engine: session.ping answered by MentoryEngine, without
-#   the rest of the daemon); their cells show — when that binary is missing.
+#   the floor of mentoryd's own epoll loop (MentoryEventLoop), as Redis's; the request rows
+#   also time mentoryd's engine on that loop (--transport engine: session.ping answered by
+#   MentoryEngine, without the rest of the daemon); their cells show — when that binary is missing.
 #   storage  durable diary add/s at 1, 8, 64 writers vs one SQLite txn per entry
 #            (.build/release/mentory-storage-bench)
 #   cli      a whole `mentoryctl ping` process vs `redis-cli ping` (hyperfine if present)
@@ -495,7 +495,7 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load average $(cut -d' ' 
 echo "servers on CPU $server_cpu, clients on CPU $client_cpu; medians of $reps runs ($slow_reps for the Swift benches"
 echo "and RSS, $ready_reps for READY); ratios are to Redis (latency and time: lower is better, rates: higher is"
 echo "better). The floors (Benchmarks/mentory-floor) only split frames and answer with pre-encoded replies: the"
-echo "NIO floor on SwiftNIO's channel pipeline, the epoll floor on a hand-written epoll loop as Redis's. \"engine on"
+echo "NIO floor on SwiftNIO's channel pipeline, the epoll floor on mentoryd's own epoll loop as Redis's. \"engine on"
 echo "epoll\" is mentoryd's engine answering session.ping on that epoll loop, without the rest of the daemon."
 if ldd "$static_release/mentoryd" 2>/dev/null | grep -q libswiftCore; then
     echo "mentoryd and mentoryctl link the Swift runtime dynamically: not what scripts/install.sh ships"
