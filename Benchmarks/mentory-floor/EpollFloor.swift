@@ -49,7 +49,11 @@ final class EpollConnection: FloorPeer, EpollHandler {
     /// Watched for writability: the kernel did not take everything written.
     var waitsForWritable = false
     var registration: EpollRegistration?
-    private unowned let floor: EpollFloor
+    /// Until `EpollFloor.close(_:)`.
+    var isOpen = true
+    /// Held strongly (an unowned reference costs a check on each use): the floor holds connections only while
+    /// they are listed for a write, or subscribed to its topic until they close.
+    private let floor: EpollFloor
 
     init(descriptor: Int32, number: UInt64, floor: EpollFloor, allocator: ByteBufferAllocator) {
         self.descriptor = descriptor
@@ -58,8 +62,6 @@ final class EpollConnection: FloorPeer, EpollHandler {
         self.input = allocator.buffer(capacity: EpollFloor.readSize)
         self.out = allocator.buffer(capacity: 4096)
     }
-
-    var isOpen: Bool { self.registration?.isRegistered ?? false }
 
     func touched(_ subscriber: EpollConnection) {
         self.floor.listForWrite(subscriber)
@@ -189,8 +191,9 @@ final class EpollFloor: EpollTurnEndHandler {
     }
 
     private func close(_ connection: EpollConnection) {
-        guard let registration = connection.registration, registration.isRegistered else { return }
-        registration.deregister()
+        guard connection.isOpen else { return }
+        connection.isOpen = false
+        connection.registration?.deregister()
         _ = Glibc.close(connection.descriptor)
         self.answerer.closed(connection)
     }

@@ -54,6 +54,9 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     private let wakeup: Int32
     /// The loop thread's `pthread_t`, or 0 before it starts.
     private let thread = Atomic<UInt>(0)
+    /// Whether ``shared`` may hold work for the loop: a task, a timer or a shutdown. Set under its lock with each,
+    /// cleared under it by the loop once there is none; so a turn with nothing queued takes no lock.
+    private let mayHaveWork = Atomic<Bool>(false)
     /// Behind a pthread mutex (`NIOLockedValueBox`), which ThreadSanitizer sees; `Synchronization.Mutex` waits
     /// through raw futex calls it does not.
     private let shared = NIOLockedValueBox(Shared())
@@ -125,6 +128,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
             guard case .running = shared.lifecycle else { return nil }
             shared.nextTimerID += 1
             let id = shared.nextTimerID
+            self.mayHaveWork.store(true, ordering: .releasing)
             let earliest = shared.timers.insert(
                 ScheduledTask(
                     deadline: deadline, id: id,
@@ -165,6 +169,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
                 return true
             case .running, .shuttingDown:
                 shared.lifecycle = .shuttingDown
+                self.mayHaveWork.store(true, ordering: .releasing)
                 shared.whenStopped.append((queue, callback))
                 return false
             }
@@ -182,6 +187,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
         let first: Bool? = self.shared.withLockedValue { shared in
             if case .stopped = shared.lifecycle { return nil }
             shared.tasks.append(task)
+            self.mayHaveWork.store(true, ordering: .releasing)
             return shared.tasks.count == 1
         }
         // The loop looks at the queue before it waits: only a first task from elsewhere must wake it.
@@ -248,6 +254,12 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     private func runTimersAndTasks(_ work: inout TurnWork, selector: EpollSelector) -> Int32? {
         var ran = 0
         while true {
+            guard self.mayHaveWork.load(ordering: .acquiring) else {
+                // Nothing queued, scheduled or asked: no lock, and no time limit on the wait.
+                guard selector.hasTurnEndHandlers else { return -1 }
+                selector.endTurn()
+                continue
+            }
             let next: TurnEnd = self.shared.withLockedValue { shared in
                 if ran < Self.maxTasksPerTurn { swap(&shared.tasks, &work.tasks) }
                 if let deadline = shared.timers.nextDeadline, case let now = NIODeadline.now(), deadline <= now {
@@ -255,6 +267,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
                 }
                 guard work.tasks.isEmpty, work.timers.isEmpty else { return .runWork }
                 if case .shuttingDown = shared.lifecycle { return .stop }
+                if shared.timers.isEmpty { self.mayHaveWork.store(false, ordering: .relaxed) }
                 return .wait(Self.waitTimeout(shared))
             }
             switch next {

@@ -32,6 +32,7 @@ public enum StreamSocket {
     }
 
     /// Appends what one `read` returns, at most `maximumBytes`, to `buffer` (growing it if it has less room).
+    @inlinable
     public static func read(_ descriptor: Int32, into buffer: inout ByteBuffer, maximumBytes: Int) -> ReadResult {
         while true {
             var result = 0
@@ -51,6 +52,7 @@ public enum StreamSocket {
 
     /// Writes `buffer`'s readable bytes with one `send`, consuming what the kernel took. A peer that has gone is
     /// `EPIPE`, not a `SIGPIPE` (`MSG_NOSIGNAL`).
+    @inlinable
     public static func write(_ descriptor: Int32, from buffer: inout ByteBuffer) -> WriteResult {
         guard buffer.readableBytes > 0 else { return .wrote(0) }
         while true {
