@@ -267,7 +267,8 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
                 }
                 guard work.tasks.isEmpty, work.timers.isEmpty else { return .runWork }
                 if case .shuttingDown = shared.lifecycle { return .stop }
-                if shared.timers.isEmpty { self.mayHaveWork.store(false, ordering: .relaxed) }
+                // Tasks left for the next turn (past maxTasksPerTurn) or timers keep it set.
+                if shared.tasks.isEmpty, shared.timers.isEmpty { self.mayHaveWork.store(false, ordering: .relaxed) }
                 return .wait(Self.waitTimeout(shared))
             }
             switch next {

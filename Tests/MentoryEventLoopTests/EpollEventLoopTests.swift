@@ -83,6 +83,24 @@ struct EpollEventLoopTests {
         }
     }
 
+    @Test func aChainOfTasksLongerThanATurnRunsToItsEndWithNoWakeUp() async throws {
+        try await withLoop { loop in
+            let (done, finish) = AsyncStream.makeStream(of: Int.self)
+            // Each task queues the next, on the loop: no wake-up is signalled for any of them, and a turn runs at
+            // most 4,096, so the loop must not wait while the rest of the chain is queued.
+            @Sendable func link(_ number: Int) {
+                guard number < 10_000 else {
+                    finish.yield(number)
+                    return
+                }
+                loop.execute { link(number + 1) }
+            }
+            loop.execute { link(0) }
+            var iterator = done.makeAsyncIterator()
+            #expect(await iterator.next() == 10_000)
+        }
+    }
+
     @Test func futuresAndActorsRunOnTheLoop() async throws {
         try await withLoop { loop in
             let doubled = try await loop.makeSucceededFuture(21).map { $0 * 2 }.get()
