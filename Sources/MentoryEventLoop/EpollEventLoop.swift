@@ -326,3 +326,21 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
         for (queue, callback) in callbacks { queue.async { callback(nil) } }
     }
 }
+
+extension EpollEventLoop {
+    /// Runs `body` with a new loop, and shuts the loop down once `body` returns or throws.
+    public static func withEventLoop<Result>(
+        threadName: String = "mentory-loop", _ body: (EpollEventLoop) async throws -> Result
+    ) async throws -> Result {
+        let loop = try EpollEventLoop(threadName: threadName)
+        let result: Result
+        do {
+            result = try await body(loop)
+        } catch {
+            try? await loop.shutdownGracefully()
+            throw error
+        }
+        try await loop.shutdownGracefully()
+        return result
+    }
+}

@@ -40,15 +40,7 @@ enum EngineTestLoop: String, CaseIterable, Sendable {
         case .nio:
             return try await body(EngineTestLoops.group.next())
         case .epoll:
-            let loop = try EpollEventLoop(threadName: "engine-test")
-            do {
-                let result = try await body(loop)
-                try await loop.shutdownGracefully()
-                return result
-            } catch {
-                try? await loop.shutdownGracefully()
-                throw error
-            }
+            return try await EpollEventLoop.withEventLoop(threadName: "engine-test") { try await body($0) }
         }
     }
 }

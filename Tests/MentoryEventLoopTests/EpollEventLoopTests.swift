@@ -4,21 +4,6 @@ import NIOCore
 import NIOConcurrencyHelpers
 import Testing
 
-/// Runs `body` with a new loop, and shuts the loop down after it, whether it threw or not.
-func withLoop<Result>(
-    threadName: String = "loop-test", _ body: (EpollEventLoop) async throws -> Result
-) async throws -> Result {
-    let loop = try EpollEventLoop(threadName: threadName)
-    do {
-        let result = try await body(loop)
-        try await loop.shutdownGracefully()
-        return result
-    } catch {
-        try? await loop.shutdownGracefully()
-        throw error
-    }
-}
-
 extension String {
     func trimmingSuffix(_ suffix: String) -> String {
         self.hasSuffix(suffix) ? String(self.dropLast(suffix.count)) : self
@@ -54,7 +39,7 @@ actor LoopIsolated {
 @Suite(.timeLimit(.minutes(1)))
 struct EpollEventLoopTests {
     @Test func tasksRunOnTheLoopsThreadInTheOrderQueued() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             #expect(!loop.inEventLoop)
             let order = NIOLockedValueBox<[Int]>([])
             let offLoop = NIOLockedValueBox(0)
@@ -72,7 +57,7 @@ struct EpollEventLoopTests {
     }
 
     @Test func aTaskQueuedByATaskRunsBeforeTheLoopWaitsAgain() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             // The inner task is queued while the outer runs: it must not wait for a wake-up that never comes.
             let value = try await loop.flatSubmit {
                 let promise = loop.makePromise(of: Int.self)
@@ -84,7 +69,7 @@ struct EpollEventLoopTests {
     }
 
     @Test func aChainOfTasksLongerThanATurnRunsToItsEndWithNoWakeUp() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             let (done, finish) = AsyncStream.makeStream(of: Int.self)
             // Each task queues the next, on the loop: no wake-up is signalled for any of them, and a turn runs at
             // most 4,096, so the loop must not wait while the rest of the chain is queued.
@@ -102,7 +87,7 @@ struct EpollEventLoopTests {
     }
 
     @Test func futuresAndActorsRunOnTheLoop() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             let doubled = try await loop.makeSucceededFuture(21).map { $0 * 2 }.get()
             #expect(doubled == 42)
             let actor = LoopIsolated(loop: loop)
@@ -116,7 +101,7 @@ struct EpollEventLoopTests {
     }
 
     @Test func theThreadHasTheNameGiven() async throws {
-        try await withLoop(threadName: "loop-named-test-thread") { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-named-test-thread") { loop in
             let name = try await loop.submit { () -> String in
                 // The kernel's name of the calling thread.
                 let file = open("/proc/thread-self/comm", O_RDONLY)
@@ -130,7 +115,7 @@ struct EpollEventLoopTests {
     }
 
     @Test func scheduledTasksRunAtOrAfterTheirDeadlinesEarliestFirst() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             let (ran, ranContinuation) = AsyncStream.makeStream(of: (name: String, at: NIODeadline).self)
             let start = NIODeadline.now()
             for (name, milliseconds) in [("late", 60), ("first", 20), ("second", 20)] {
@@ -152,7 +137,7 @@ struct EpollEventLoopTests {
     }
 
     @Test func aTimerScheduledFromAnotherThreadWakesAnIdleLoop() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             // Idle: nothing queued, no timer, so the loop waits with no time limit until something wakes it.
             try await loop.submit {}.get()
             let ran = try await loop.scheduleTask(in: .milliseconds(1)) { loop.inEventLoop }.futureResult.get()
@@ -161,7 +146,7 @@ struct EpollEventLoopTests {
     }
 
     @Test func aCancelledTaskNeverRunsAndItsFutureFails() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             let ran = NIOLockedValueBox(false)
             let scheduled = loop.scheduleTask(in: .hours(1)) { ran.withLockedValue { $0 = true } }
             scheduled.cancel()

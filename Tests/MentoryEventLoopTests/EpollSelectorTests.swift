@@ -59,6 +59,22 @@ final class SocketPair: Sendable {
     }
 }
 
+/// Registers a ``Recorder`` for `descriptor` on `loop`, which runs `onReady` after each report; `registered` runs on
+/// the loop with the registration first. Returns what the recorder reports.
+func record(
+    _ descriptor: Int32, interest: EpollEvents, on loop: EpollEventLoop,
+    onReady: @escaping @Sendable (EpollRegistration) -> Void,
+    registered: @escaping @Sendable (EpollRegistration) throws -> Void = { _ in }
+) async throws -> AsyncStream<Report>.Iterator {
+    let (reports, continuation) = AsyncStream.makeStream(of: Report.self)
+    try await loop.submit(withSelector: { selector in
+        let recorder = Recorder(continuation)
+        recorder.onReady = onReady
+        try registered(try selector.register(descriptor, interest: interest, handler: recorder))
+    }).get()
+    return reports.makeAsyncIterator()
+}
+
 @Suite(.timeLimit(.minutes(1)))
 struct EpollSelectorTests {
     @Test func aReadableDescriptorIsReportedUntilDeregistered() async throws {
@@ -66,7 +82,7 @@ struct EpollSelectorTests {
         var iterator = reports.makeAsyncIterator()
         let watched = try SocketPair()
         let sentinel = try SocketPair()
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             try await loop.submit(withSelector: { selector in
                 let recorder = Recorder(continuation)
                 // The first report deregisters the descriptor.
@@ -93,7 +109,7 @@ struct EpollSelectorTests {
         let first = try SocketPair()
         let second = try SocketPair()
         let calls = NIOLockedValueBox(0)
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             loop.execute(withSelector: { selector in
                 let registrations = NIOLockedValueBox<[EpollRegistration]>([])
                 _ = registrations
@@ -122,32 +138,25 @@ struct EpollSelectorTests {
     }
 
     @Test func writableIsReportedOnceAskedFor() async throws {
-        let (reports, continuation) = AsyncStream.makeStream(of: Report.self)
-        var iterator = reports.makeAsyncIterator()
         let pair = try SocketPair()
-        try await withLoop { loop in
-            try await loop.submit(withSelector: { selector in
-                let recorder = Recorder(continuation)
-                // Once told, it stops asking: writable stays true, and level-triggered would report it every turn.
-                recorder.onReady = { try! $0.setInterest(.readable) }
-                let registration = try selector.register(pair.ours, interest: .readable, handler: recorder)
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
+            // Once told, it stops asking: writable stays true, and level-triggered would report it every turn.
+            var reports = try await record(
+                pair.ours, interest: .readable, on: loop, onReady: { try! $0.setInterest(.readable) }
+            ) { registration in
                 try registration.setInterest([.readable, .writable])
                 #expect(registration.interest == [.readable, .writable])
-            }).get()
-            #expect(await iterator.next() == .ready(.writable, bytes: []))
+            }
+            #expect(await reports.next() == .ready(.writable, bytes: []))
         }
     }
 
     @Test func thePeersCloseIsAReadHangUp() async throws {
-        let (reports, continuation) = AsyncStream.makeStream(of: Report.self)
-        var iterator = reports.makeAsyncIterator()
         let pair = try SocketPair()
-        try await withLoop { loop in
-            try await loop.submit(withSelector: { selector in
-                let recorder = Recorder(continuation)
-                recorder.onReady = { $0.deregister() }
-                _ = try selector.register(pair.ours, interest: [.readable, .readHangUp], handler: recorder)
-            }).get()
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
+            var iterator = try await record(pair.ours, interest: [.readable, .readHangUp], on: loop) {
+                $0.deregister()
+            }
             shutdown(pair.theirs, Int32(SHUT_WR))
             guard case .ready(let events, let bytes) = await iterator.next() else {
                 Issue.record("no readiness reported")
@@ -159,7 +168,7 @@ struct EpollSelectorTests {
     }
 
     @Test func registeringABadDescriptorThrowsItsErrno() async throws {
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             let (reports, continuation) = AsyncStream.makeStream(of: Report.self)
             _ = reports
             let error = try await loop.submit(withSelector: { selector -> EpollError? in

@@ -59,7 +59,7 @@ struct TurnEndTests {
         let (done, finish) = AsyncStream.makeStream(of: Void.self)
         let first = try SocketPair()
         let second = try SocketPair()
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             loop.execute(withSelector: { selector in
                 let end = TurnEndLogger("end", log: log)
                 // Queued by the turn's end, on the loop: no wake-up comes for it, so the loop must look again.
@@ -91,7 +91,7 @@ struct TurnEndTests {
     @Test func aHandlerAskedForByTheTurnsEndRunsInTheSameTurn() async throws {
         let log = EventLog()
         let (done, finish) = AsyncStream.makeStream(of: Void.self)
-        try await withLoop { loop in
+        try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             loop.execute(withSelector: { selector in
                 let first = TurnEndLogger("first", log: log)
                 let second = TurnEndLogger("second", log: log)
