@@ -79,13 +79,8 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
         }
         self.epoll = epoll
         self.wakeup = wakeup
-        do {
-            try LoopThread.start(name: threadName) { self.run() }
-        } catch {
-            Glibc.close(wakeup)
-            Glibc.close(epoll)
-            throw error
-        }
+        // Initialized: if the thread does not start, deinit closes both descriptors.
+        try LoopThread.start(name: threadName) { self.run() }
     }
 
     deinit {
