@@ -149,16 +149,25 @@ public final class SQLiteSessionStore: DiaryStore, MentorStateStore {
     /// go of the database's lock, then reads and checks the whole file. Async code calls this, so
     /// that no thread of Swift's cooperative pool is held while it waits.
     public static func opened(configuration: Configuration) async throws(StorageError) -> SQLiteSessionStore {
-        let result: Result<SQLiteSessionStore, StorageError> = await withCheckedContinuation { continuation in
+        // Handed over behind a lock, which ThreadSanitizer sees order the store's initialization on the opening
+        // thread before its use on the caller's: it does not always see the continuation do so.
+        let handover = NIOLockedValueBox<Result<SQLiteSessionStore, StorageError>?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let thread = Thread {
+                let result: Result<SQLiteSessionStore, StorageError>
                 do throws(StorageError) {
-                    continuation.resume(returning: .success(try SQLiteSessionStore(configuration: configuration)))
+                    result = .success(try SQLiteSessionStore(configuration: configuration))
                 } catch {
-                    continuation.resume(returning: .failure(error))
+                    result = .failure(error)
                 }
+                handover.withLockedValue { $0 = result }
+                continuation.resume()
             }
             thread.name = "mentoryd.store-open"
             thread.start()
+        }
+        guard let result = handover.withLockedValue({ $0 }) else {
+            preconditionFailure("the opening thread resumed its caller before handing the store over")
         }
         return try result.get()
     }
