@@ -6,13 +6,13 @@ import NIOCore
 
 // The engine on the epoll loop (`--transport engine`): mentoryd's own per-frame work on the connection layer that
 // BENCHMARKS.md proposes, to measure what the epoll floor predicts for it. The epoll loop (MentoryEventLoop's
-// EpollEventLoop, EpollFloor.swift) is the engine's executor, as NIO's event loop is mentoryd's: each read's frames are decoded as mentoryd decodes them
-// (`InboundEnvelope`), answered by `MentoryEngine.respond` (the access gate, the route, the metrics, the batch) and
-// framed as mentoryd frames a small reply (`ProtobufBuffer.writeResponseFrame`; other envelopes with
-// `ByteBuffer.writeFrame`). A Hello attaches the connection and gets the engine's Welcome. The memory of a daemon
-// is not there: no store, no handlers but the engine's own `session` namespace, no uid budgets or bounds; and a
-// request that suspends (a route that awaits) closes its connection, as does a frame that is not a Hello or a
-// request, or is over the frame limit: this serves `session.ping`, the request rows' call.
+// EpollEventLoop, EpollFloor.swift) is the engine's executor, as NIO's event loop is mentoryd's: each read's frames are
+// decoded as mentoryd decodes them (`InboundEnvelope`), answered by `MentoryEngine.respond` (the access gate, the
+// route, the metrics, the batch) and framed as mentoryd frames a small reply (`ProtobufBuffer.writeResponseFrame`;
+// other envelopes with `ByteBuffer.writeFrame`). A Hello attaches the connection and gets the engine's Welcome. The
+// memory of a daemon is not there: no store, no handlers but the engine's own `session` namespace, no uid budgets or
+// bounds; and a request that suspends (a route that awaits) closes its connection, as does a frame that is not a Hello
+// or a request, or is over the frame limit: this serves `session.ping`, the request rows' call.
 
 /// Where the engine sends what a connection did not ask for at once: the engine floor serves no subscriptions
 /// and no request that suspends, so there is nothing to deliver.

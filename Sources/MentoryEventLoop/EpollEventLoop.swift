@@ -17,10 +17,11 @@ import Synchronization
 /// The descriptors are reached through the loop's ``EpollSelector``, on the loop only: see
 /// ``execute(withSelector:)``. Everything else is the `EventLoop` API, callable from any thread.
 ///
-/// Shutting down (``shutdownGracefully(queue:_:)``) deregisters every descriptor (``EpollHandler/loopShutDown(registration:)``),
-/// runs the tasks already queued, fails the scheduled ones' futures with `EventLoopError.shutdown`, and ends the
-/// thread. As on NIO's own loops, nothing may use the loop after that: a task queued then is dropped, and so is the
-/// completion of a promise made on it (a future's callbacks run on its loop).
+/// Shutting down (``shutdownGracefully(queue:_:)``) deregisters every descriptor, telling each handler
+/// (``EpollHandler/loopShutDown(registration:)``), runs the tasks already queued, fails the scheduled ones' futures
+/// with `EventLoopError.shutdown`, and ends the thread. As on NIO's own loops, nothing may use the loop after that: a
+/// task queued then is dropped, and so is the completion of a promise made on it (a future's callbacks run on its
+/// loop).
 public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     /// The most ready descriptors one wait returns; more are reported by the next one.
     static let maxEventsPerWait: Int32 = 1024
@@ -38,6 +39,13 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
     private enum QueuedTask: Sendable {
         case plain(@Sendable () -> Void)
         case withSelector(@Sendable (EpollSelector) -> Void)
+
+        func run(with selector: EpollSelector) {
+            switch self {
+            case .plain(let body): body()
+            case .withSelector(let body): body(selector)
+            }
+        }
     }
 
     /// What threads other than the loop's share with it.
@@ -270,12 +278,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
             case .runWork:
                 for timer in work.timers { timer.run() }
                 work.timers.removeAll(keepingCapacity: true)
-                for task in work.tasks {
-                    switch task {
-                    case .plain(let body): body()
-                    case .withSelector(let body): body(selector)
-                    }
-                }
+                for task in work.tasks { task.run(with: selector) }
                 ran += work.tasks.count
                 work.tasks.removeAll(keepingCapacity: true)
             case .wait(let timeout):
@@ -311,12 +314,7 @@ public final class EpollEventLoop: EventLoop, NIOSerialEventLoopExecutor {
             }
             return (shared.tasks, shared.timers.removeAll(), shared.whenStopped)
         }
-        for task in tasks {
-            switch task {
-            case .plain(let body): body()
-            case .withSelector(let body): body(selector)
-            }
-        }
+        for task in tasks { task.run(with: selector) }
         for timer in timers { timer.fail(.shutdown) }
         for (queue, callback) in callbacks { queue.async { callback(nil) } }
     }

@@ -1,4 +1,5 @@
 import CMentoryShims
+import Glibc
 
 /// What a descriptor registered with an ``EpollEventLoop`` is ready for, or asked to be watched for: epoll's flags.
 public struct EpollEvents: OptionSet, Sendable, Hashable {
@@ -37,7 +38,3 @@ public struct EpollError: Error, Sendable, Hashable, CustomStringConvertible {
         "\(self.call): \(String(cString: strerror(self.errno))) (errno \(self.errno))"
     }
 }
-
-#if canImport(Glibc)
-    import Glibc
-#endif

@@ -20,8 +20,6 @@ struct ScheduledTasks: Sendable {
 
     var isEmpty: Bool { self.heap.isEmpty }
 
-    var count: Int { self.heap.count }
-
     /// The earliest deadline, if any task waits.
     var nextDeadline: NIODeadline? { self.heap.first?.deadline }
 

@@ -111,8 +111,6 @@ struct EpollSelectorTests {
         let calls = NIOLockedValueBox(0)
         try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
             loop.execute(withSelector: { selector in
-                let registrations = NIOLockedValueBox<[EpollRegistration]>([])
-                _ = registrations
                 var both: [EpollRegistration] = []
                 for pair in [first, second] {
                     let recorder = Recorder(continuation)
@@ -169,8 +167,7 @@ struct EpollSelectorTests {
 
     @Test func registeringABadDescriptorThrowsItsErrno() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "loop-test") { loop in
-            let (reports, continuation) = AsyncStream.makeStream(of: Report.self)
-            _ = reports
+            let continuation = AsyncStream.makeStream(of: Report.self).continuation
             let error = try await loop.submit(withSelector: { selector -> EpollError? in
                 do {
                     _ = try selector.register(-1, interest: .readable, handler: Recorder(continuation))
