@@ -37,20 +37,3 @@ extension Logger {
         )
     }
 }
-
-extension Channel {
-    /// Closes the channel once `written` completes, or after `drainSeconds` for a peer that does not read.
-    func close(after written: EventLoopFuture<Void>, drainSeconds seconds: Int, logger: Logger) {
-        let deadline = self.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
-            logger.notice(
-                "closed a connection that did not take its last frames in time (\(seconds) s)",
-                metadata: ["drainSeconds": "\(seconds)"]
-            )
-            self.close(promise: nil)
-        }
-        written.whenComplete { _ in
-            deadline.cancel()
-            self.close(promise: nil)
-        }
-    }
-}

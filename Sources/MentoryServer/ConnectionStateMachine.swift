@@ -2,11 +2,11 @@ import MentoryWire
 
 /// The protocol state of one connection, as a value: events in, actions out.
 ///
-/// ``ConnectionHandler`` stores one and mutates it in place. For each thing that happens on the connection
+/// ``Connection`` stores one and mutates it in place. For each thing that happens on the connection
 /// (a Hello, a frame ready to be handled, a request dispatched or answered, an event to deliver, a frame
 /// written, bytes taken by the kernel, a read asked for, the uid's budget freed, a close) it calls one of the
 /// mutating methods here and performs the action returned: the engine calls, the framing, the encoding, the
-/// uid's account and every I/O stay in the handler. The machine holds no references, so it is tested without
+/// uid's account and every I/O stay in the connection. The machine holds no references, so it is tested without
 /// any I/O and costs no allocation beyond its table of requests in flight.
 ///
 /// It owns every bound of the connection (requests in flight, outbound bytes, the subscriber's queue of
@@ -180,7 +180,7 @@ struct ConnectionStateMachine {
         case tellEngine
     }
 
-    /// What to do when the handler is removed from the pipeline.
+    /// What to do when the connection loses its transport.
     struct RemovedAction: Equatable {
         /// Written but never flushed, or flushed but never taken: nothing else will count these out, so they are
         /// counted out here.
@@ -314,7 +314,7 @@ struct ConnectionStateMachine {
         self.closeAttached()
     }
 
-    /// The pipeline caught an error; the handler closes the channel whatever the state.
+    /// The transport failed; the connection closes it whatever the state.
     mutating func errorCaught() {
         _ = self.closeAttached()
     }
@@ -354,7 +354,7 @@ struct ConnectionStateMachine {
         }
     }
 
-    /// The handler left the pipeline: what was never flushed, or never taken, is counted out, and the account is
+    /// The connection lost its transport: what was never flushed, or never taken, is counted out, and the account is
     /// closed once.
     mutating func handlerRemoved() -> RemovedAction {
         let discarded = self.unflushedBytes + self.flushedBytes
@@ -435,7 +435,7 @@ struct ConnectionStateMachine {
     }
 
     /// A request dispatched suspended: it is in flight until its response, with `replyBytes` reserved for its
-    /// reply and `snapshotBytes` for the snapshots it queues. The handler charges both to the uid.
+    /// reply and `snapshotBytes` for the snapshots it queues. The connection charges both to the uid.
     mutating func requestSuspended(id: UInt64, method: String, replyBytes: Int, snapshotBytes: Int) {
         let recorded: Void? = self.modifyRequests { requests in
             requests.byID[id] = RequestsInFlight.Request(
@@ -604,7 +604,7 @@ struct ConnectionStateMachine {
 
     /// An event the engine hands over, decided as ``eventReady(frameBytes:payloadLength:uidHasRoom:)`` decides it
     /// and, when it is written on a channel (`onChannel`), its frame counted as ``frameWritten(bytes:)`` counts it
-    /// (`written`, else `nil`): in one step, so that a delivered event costs its handler one access to the machine
+    /// (`written`, else `nil`): in one step, so that a delivered event costs its connection one access to the machine
     /// (every access to a class's stored property is an exclusivity check), not two.
     mutating func eventWritten(
         frameBytes: Int, payloadLength: Int, onChannel: Bool, uidHasRoom: (_ ownReserved: Int) -> Bool

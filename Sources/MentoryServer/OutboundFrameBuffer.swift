@@ -4,18 +4,18 @@ import MentoryHandlerKit
 import MentoryWire
 import NIOCore
 
-/// The small frames a connection wrote since its last flush, not yet handed to the channel.
+/// The small frames a connection wrote since its last flush, not yet handed to its transport.
 ///
 /// As Redis does with its reply buffer, a tick's small replies and events are copied into one buffer, so that
 /// they cost the pipeline one write and the kernel one `writev`, not one each. A tick's only frame is kept as
 /// it is (an event's frame is shared by every subscriber). A subscriber's later events of the same topic continue
 /// the tick's ``EventRun`` of that topic when it holds the run's beginning: a range of bytes shared by every such
 /// subscriber, not a copy. Anything else starts a buffer of the connection's own, holding copies. Frames over
-/// ``maxFrameBytes``, and frames whose write is waited for, go to the channel on their own, after what was
-/// coalesced before them (``write(_:promise:context:)``).
+/// ``maxFrameBytes``, and frames whose write is waited for, go to the transport on their own, after what was
+/// coalesced before them (``write(_:promise:transport:)``).
 ///
-/// A value, stored in its handler and mutated in place. It writes and flushes through the handler's context,
-/// and counts no bytes (the ``ConnectionStateMachine`` does).
+/// A value, stored in its ``Connection`` and mutated in place. It writes through the connection's transport, and
+/// counts no bytes (the ``ConnectionStateMachine`` does).
 struct OutboundFrameBuffer {
     /// Frames up to this size are coalesced; larger ones are written as they are.
     static let maxFrameBytes = 8 * 1024
@@ -39,7 +39,7 @@ struct OutboundFrameBuffer {
     private var runEnd = 0
     /// ``run``'s identity, compared without retaining it.
     private var runID: ObjectIdentifier?
-    /// The channel's allocator, taken once: asking the channel for it on every write costs more than the write.
+    /// The transport's allocator, taken once: asking the channel for it on every write costs more than the write.
     var allocator: ByteBufferAllocator
 
     init(allocator: ByteBufferAllocator = ByteBufferAllocator()) {
@@ -162,41 +162,28 @@ struct OutboundFrameBuffer {
     }
 
     /// Writes `frame` without flushing: coalesced when it is small and no one waits for its write, else handed
-    /// to the channel as it is, after what was coalesced before it.
-    mutating func write(_ frame: ByteBuffer, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+    /// to the transport as it is, after what was coalesced before it.
+    mutating func write(_ frame: ByteBuffer, promise: EventLoopPromise<Void>?, transport: any ConnectionTransport) {
         if promise == nil, Self.coalesces(frame.readableBytes) { return self.append(frame) }
-        if let coalesced = self.take() { context.write(NIOAny(coalesced), promise: nil) }
-        context.write(NIOAny(frame), promise: promise)
+        if let coalesced = self.take() { transport.write(coalesced, promise: nil) }
+        transport.write(frame, promise: promise)
     }
 
-    /// Flushes the channel, `frames` (the coalesced ones, taken out with ``take()``) written and flushed in one
-    /// pass through the pipeline.
-    ///
-    /// Static, and given the frames already taken out, so that no access to the buffer is held while the channel
-    /// runs: a flush may read, and a request read then may append its reply to the buffer (a route answered at once,
-    /// or a task started inline that did not suspend).
-    static func flush(_ frames: ByteBuffer?, context: ChannelHandlerContext) {
-        if let frames {
-            context.writeAndFlush(NIOAny(frames), promise: nil)
-        } else {
-            context.flush()
-        }
-    }
-
-    /// Writes a subscriber's event without flushing: as ``write(_:promise:context:)`` does, a small one through
-    /// ``append(event:sharing:)``. `context` is asked for only for a frame written on its own, so that the many
+    /// Writes a subscriber's event without flushing: as ``write(_:promise:transport:)`` does, a small one through
+    /// ``append(event:sharing:)``. `transport` is asked for only for a frame written on its own, so that the many
     /// small events of a fan-out do not retain it.
     mutating func write(
-        event shared: SharedEvent, sharing runs: SharedEventRuns?, context: @autoclosure () -> ChannelHandlerContext?
+        event shared: SharedEvent, sharing runs: SharedEventRuns?,
+        transport: @autoclosure () -> (any ConnectionTransport)?
     ) {
         guard Self.coalesces(shared.frame.readableBytes) else {
-            if let context = context() { self.write(shared.frame, promise: nil, context: context) }
+            if let transport = transport() { self.write(shared.frame, promise: nil, transport: transport) }
             return
         }
         self.append(event: shared, sharing: runs)
     }
 
-    /// Takes every frame waiting, to hand to the channel; `nil` when none does.
+    /// Takes every frame waiting, to hand to the transport; `nil` when none does.
     ///
     /// A run's range is handed over as a slice of the run when it is the whole run so far, so that the storage it
     /// keeps alive holds no byte not counted to this connection; a part of a run is copied out.

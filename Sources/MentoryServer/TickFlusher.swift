@@ -11,8 +11,8 @@ package final class TickFlusher {
     private let eventLoop: any EventLoop
     /// The connections to flush at the end of this tick. Each appears once: a connection asks only when it
     /// has no flush scheduled yet.
-    private var pending: [ConnectionHandler] = []
-    private var flushing: [ConnectionHandler] = []
+    private var pending: [Connection] = []
+    private var flushing: [Connection] = []
     private var scheduled = false
     /// The tick's event runs, shared by this loop's subscribers (``EventRun``); ended as the tick's flush starts.
     let eventRuns = SharedEventRuns()
@@ -25,7 +25,7 @@ package final class TickFlusher {
     }
 
     /// Flushes `connection` once the work already queued on the loop has run.
-    func flushAtEndOfTick(_ connection: ConnectionHandler) {
+    func flushAtEndOfTick(_ connection: Connection) {
         self.pending.append(connection)
         guard !self.scheduled else { return }
         self.scheduled = true

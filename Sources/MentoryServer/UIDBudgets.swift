@@ -174,7 +174,7 @@ final class UIDAccount {
     /// This uid's open connections.
     fileprivate(set) var connections = 0
     /// Connections that stopped for want of room, to wake when there is some again.
-    private var waiters: [ConnectionHandler] = []
+    private var waiters: [Connection] = []
 
     fileprivate init(uid: UInt32?, budgets: UIDBudgets) {
         self.uid = uid
@@ -229,15 +229,15 @@ final class UIDAccount {
     }
 
     /// A connection of this uid closed.
-    func connectionClosed(_ handler: ConnectionHandler) {
+    func connectionClosed(_ connection: Connection) {
         self.connections -= 1
-        self.waiters.removeAll { $0 === handler }
+        self.waiters.removeAll { $0 === connection }
         self.budgets.dropIfIdle(self)
     }
 
-    /// Wakes `handler` when there is room again; the handler asks once until woken.
-    func wait(_ handler: ConnectionHandler) {
-        self.waiters.append(handler)
+    /// Wakes `connection` when there is room again; the connection asks once until woken.
+    func wait(_ connection: Connection) {
+        self.waiters.append(connection)
     }
 
     fileprivate func wakeWaiters() {
@@ -245,6 +245,6 @@ final class UIDAccount {
         // Taken out first: a connection woken that still finds no room waits again, in the next list.
         let woken = self.waiters
         self.waiters = []
-        for handler in woken { handler.budgetFreed() }
+        for connection in woken { connection.budgetFreed() }
     }
 }

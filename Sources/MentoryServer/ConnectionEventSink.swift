@@ -11,30 +11,30 @@ import NIOCore
 /// queue has drained to half.
 ///
 /// A class, so that the engine's copies of it (one per subscription) are one reference each: copying or
-/// calling it per delivered event costs a retain, not a copy of the handler and its event loop.
-final class ChannelEventSink: EventSink {
-    let handler: NIOLoopBound<ConnectionHandler>
+/// calling it per delivered event costs a retain, not a copy of the connection and its event loop.
+final class ConnectionEventSink: EventSink {
+    let connection: NIOLoopBound<Connection>
 
-    init(handler: NIOLoopBound<ConnectionHandler>) {
-        self.handler = handler
+    init(connection: NIOLoopBound<Connection>) {
+        self.connection = connection
     }
 
     func answer(_ response: consuming OutboundResponse) {
-        self.handler.value.finish(response)
+        self.connection.value.finish(response)
     }
 
     func deliver(_ event: SharedEvent) -> Bool {
-        self.handler.value.deliver(event)
+        self.connection.value.deliver(event)
     }
 
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
-        self.handler.value.deliver(pluginCall: pluginCall)
+        self.connection.value.deliver(pluginCall: pluginCall)
     }
 
     /// Counts a call a handler or plugin makes on this connection's client's behalf as one more request of its
     /// uid's, if the uid has room; it does not wait for room.
     func startCallOnBehalf() -> Bool {
-        let account = self.handler.value.account
+        let account = self.connection.value.account
         guard account.hasRoom else { return false }
         account.requestStarted()
         return true
@@ -42,10 +42,10 @@ final class ChannelEventSink: EventSink {
 
     /// Counts out a call ``startCallOnBehalf()`` counted; may wake the uid's waiting connections.
     func finishCallOnBehalf() {
-        self.handler.value.account.requestFinished()
+        self.connection.value.account.requestFinished()
     }
 
     func close(because error: MentoryError) {
-        self.handler.value.failConnection(error)
+        self.connection.value.failConnection(error)
     }
 }
