@@ -299,6 +299,7 @@ let package = Package(
                 "MentoryWire",
                 "MentoryEngine",
                 "MentoryHandlerKit",
+                "MentoryEventLoop",
                 "MentoryMetrics",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -496,6 +497,7 @@ let package = Package(
             dependencies: [
                 "MentoryWireFixtures",
                 "MentoryServer",
+                "MentoryEventLoop",
                 "MentoryEngine",
                 "MentoryHandlerKit",
                 "MentoryWire",

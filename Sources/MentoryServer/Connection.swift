@@ -109,6 +109,7 @@ final class Connection {
         guard !self.state.isClosing else { return }
         self.inbound.append(bytes)
         self.handlePendingFrames()
+        self.inbound.releaseIfHandled()
     }
 
     /// A read's bytes are all handled.

@@ -42,6 +42,12 @@ struct InboundFrames {
         }
     }
 
+    /// Lets go of the read's buffer once every byte of it is handled, so that a reader reusing its buffer (a
+    /// ``SocketConnection``'s) finds it unshared.
+    mutating func releaseIfHandled() {
+        if self.bytes.readableBytes == 0 { self.bytes = Self.noBytes }
+    }
+
     /// Drops every byte waiting (the connection is closing).
     mutating func discard() {
         self.bytes = Self.noBytes
