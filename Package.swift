@@ -337,6 +337,7 @@ let package = Package(
                 "MentoryMentor",
                 "MentoryReachability",
                 "MentoryDiary",
+                "MentoryEventLoop",
                 "MentoryServer",
                 "MentoryStorageSQLite",
                 "MentoryStorageAdmin",

@@ -3,6 +3,7 @@ import Logging
 import MentoryDebug
 import MentoryDiary
 import MentoryEngine
+import MentoryEventLoop
 import MentoryHandlerKit
 import MentoryMentor
 import MentoryMetrics
@@ -12,7 +13,6 @@ import MentoryStorage
 import MentorySystemd
 import MentoryWire
 import NIOCore
-import NIOPosix
 import ServiceLifecycle
 import UnixSignals
 
@@ -82,12 +82,11 @@ struct Daemon {
             var step = ContinuousClock.now
             // 1. The event loop: the engine and every connection share it, so a request never
             // changes thread. Stopped last.
-            let eventLoopGroup = try await prelude.open("event loop", closeDeadline: .seconds(5)) {
-                MultiThreadedEventLoopGroup(numberOfThreads: 1)
-            } close: { group in
-                try? await group.shutdownGracefully()
+            let eventLoop = try await prelude.open("event loop", closeDeadline: .seconds(5)) {
+                try EpollEventLoop(threadName: "mentoryd-loop")
+            } close: { loop in
+                try? await loop.shutdownGracefully()
             }
-            let eventLoop = eventLoopGroup.next()
             Self.logStep("event loop", since: &step, logger: logger)
             let engine = Self.makeEngine(
                 settings: settings, version: version, eventLoop: eventLoop, logger: logger, metrics: metrics)

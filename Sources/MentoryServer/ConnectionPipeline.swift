@@ -3,11 +3,11 @@ import MentoryEngine
 import MentoryHandlerKit
 import NIOCore
 
-/// The handler the server puts in each connection's pipeline, for in-process hosts of the request path
-/// that have no listening socket: the allocation guard (`mentory-allocation-guard`) drives it through an
-/// in-memory channel.
+/// A connection on a NIO channel (``ConnectionHandler``), for in-process hosts of the request path that have no
+/// listening socket: the allocation guard (`mentory-allocation-guard`) drives it through an in-memory channel.
+/// The daemon serves its sockets with ``SocketConnection``; both run the same ``Connection``.
 package enum ConnectionPipeline {
-    /// The handler that speaks the protocol on one connection, as ``MentoryServer`` makes it for each
+    /// The handler that speaks the protocol on one connection, with the ``Connection`` the server makes for each
     /// accepted socket. Add it on `engine`'s event loop (the engine's executor).
     package static func connectionHandler(
         engine: MentoryEngine,

@@ -4,8 +4,8 @@ import NIOCore
 
 /// The server's bookkeeping of open connections. Lives on the server's event loop.
 final class ConnectionTracker {
-    private var nextID: UInt64 = 0
-    private(set) var open: [ConnectionID: any Channel] = [:]
+    private var lastID: UInt64 = 0
+    private(set) var open: [ConnectionID: SocketConnection] = [:]
     private var uids: [ConnectionID: UInt32] = [:]
     private var perUID: [UInt32: Int] = [:]
     private var closedWaiters: [EventLoopPromise<Void>] = []
@@ -24,16 +24,19 @@ final class ConnectionTracker {
         self.perUID[uid] ?? 0
     }
 
-    /// Records a new connection and returns its id.
-    func add(_ channel: any Channel, uid: UInt32?) -> ConnectionID {
-        self.nextID += 1
-        let id = ConnectionID(self.nextID)
-        self.open[id] = channel
+    /// The id of the next connection.
+    func nextID() -> ConnectionID {
+        self.lastID += 1
+        return ConnectionID(self.lastID)
+    }
+
+    /// Records the connection `id` (from ``nextID()``), served by `socket` for `uid`.
+    func add(_ socket: SocketConnection, id: ConnectionID, uid: UInt32?) {
+        self.open[id] = socket
         if let uid {
             self.uids[id] = uid
             self.perUID[uid, default: 0] += 1
         }
-        return id
     }
 
     func remove(_ id: ConnectionID) {

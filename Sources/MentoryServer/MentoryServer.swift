@@ -3,10 +3,10 @@
 #endif
 import Logging
 import MentoryEngine
+import MentoryEventLoop
 import MentoryHandlerKit
 import MentoryWire
 import NIOCore
-import NIOPosix
 import ServiceLifecycle
 
 /// The Unix socket server: accepts connections and hands their requests to the engine.
@@ -14,10 +14,13 @@ import ServiceLifecycle
 /// Run it as a service. It binds (or adopts) the socket, reports readiness through `onReady`,
 /// serves until graceful shutdown, then stops accepting, closes every connection with a reason
 /// and removes the socket file it created.
+///
+/// Every connection is a ``SocketConnection`` on one ``EpollEventLoop``, the engine's executor, as Redis serves
+/// its clients: no channel pipeline between the socket and the protocol (docs/ARCHITECTURE.md).
 public final class MentoryServer: Service {
     private let configuration: ServerConfiguration
     private let engine: MentoryEngine
-    private let eventLoop: any EventLoop
+    private let eventLoop: EpollEventLoop
     private let logger: Logger
     private let onReady: @Sendable () async -> Void
     private let tracker: NIOLoopBoundBox<ConnectionTracker>
@@ -25,13 +28,15 @@ public final class MentoryServer: Service {
     private let flusher: NIOLoopBoundBox<TickFlusher>
     /// The per-uid budgets every connection of the loop counts in.
     private let budgets: NIOLoopBoundBox<UIDBudgets>
+    /// The buffer every connection of the loop reads into.
+    private let readBuffer: NIOLoopBoundBox<SocketReadBuffer>
     private let metrics: ServerMetrics
 
     /// Creates a server whose connections all run on `eventLoop`, which must be the engine's executor.
     public init(
         configuration: ServerConfiguration,
         engine: MentoryEngine,
-        eventLoop: any EventLoop,
+        eventLoop: EpollEventLoop,
         logger: Logger,
         onReady: @escaping @Sendable () async -> Void = {}
     ) {
@@ -61,6 +66,8 @@ public final class MentoryServer: Service {
             }
         }
         self.budgets = NIOLoopBoundBox.makeBoxSendingValue(budgets, as: UIDBudgets.self, eventLoop: eventLoop)
+        self.readBuffer = NIOLoopBoundBox.makeBoxSendingValue(
+            SocketReadBuffer(), as: SocketReadBuffer.self, eventLoop: eventLoop)
     }
 
     public func run() async throws {
@@ -72,7 +79,7 @@ public final class MentoryServer: Service {
                 maxConnections: tracker.value.maxConnectionsPerUID,
                 maxSubscriptions: engine.configuration.maxSubscriptionsPerUID)
         }
-        let channel = try await self.listen()
+        let listener = try await self.listen()
         self.logger.info(
             "listening",
             metadata: ["socket": "\(self.configuration.socketPath ?? "(activated)")"]
@@ -80,7 +87,7 @@ public final class MentoryServer: Service {
         await self.onReady()
         try? await gracefulShutdown()
         self.logger.info("shutting down: no longer accepting connections")
-        try? await channel.close()
+        try? await self.eventLoop.submit { listener.value.close() }.get()
         if case .path(let path) = self.configuration.listener {
             SocketFile.remove(path: path)
         }
@@ -104,89 +111,96 @@ public final class MentoryServer: Service {
         return (try? await self.eventLoop.submit { tracker.value.open.count }.get()) ?? 0
     }
 
-    private func listen() async throws -> any Channel {
+    /// Binds (or adopts) the listening socket and starts accepting on the loop.
+    private func listen() async throws -> NIOLoopBound<SocketListener> {
         Self.raiseFileDescriptorLimit(logger: self.logger)
-        let bootstrap = self.makeBootstrap()
+        let descriptor: Int32
         switch self.configuration.listener {
         case .path(let path):
             try SocketFile.prepare(path: path)
-            let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+            descriptor = try StreamSocket.listen(unixPath: path, backlog: SocketListener.backlog)
             do {
                 try SocketFile.setMode(path: path, mode: self.configuration.socketMode)
             } catch {
-                try? await channel.close()
+                close(descriptor)
                 SocketFile.remove(path: path)
                 throw error
             }
-            return channel
-        case .activatedSocket(let descriptor, _):
-            return try await bootstrap.withBoundSocket(descriptor).get()
+        case .activatedSocket(let activated, _):
+            // systemd passes it blocking; the loop accepts until the kernel says none waits.
+            _ = fcntl(activated, F_SETFL, fcntl(activated, F_GETFL) | O_NONBLOCK)
+            descriptor = activated
+        }
+        let accept = self.makeAcceptor()
+        let (eventLoop, logger) = (self.eventLoop, self.logger)
+        do {
+            return try await self.eventLoop.submit(withSelector: { selector in
+                let listener = try SocketListener.listen(
+                    descriptor, selector: selector, eventLoop: eventLoop, logger: logger, accept: accept)
+                return NIOLoopBound(listener, eventLoop: eventLoop)
+            }).get()
+        } catch {
+            if case .path(let path) = self.configuration.listener { SocketFile.remove(path: path) }
+            throw error
         }
     }
 
-    private func makeBootstrap() -> ServerBootstrap {
+    /// What the listener does with each connection it accepts, on the loop: checks the peer and the limits, then
+    /// serves it.
+    private func makeAcceptor() -> @Sendable (Int32, EpollSelector) -> Void {
         let configuration = self.configuration
         let engine = self.engine
+        let eventLoop = self.eventLoop
         let logger = self.logger
         let tracker = self.tracker
         let metrics = self.metrics
         let flusher = self.flusher
         let budgets = self.budgets
-        return ServerBootstrap(group: self.eventLoop)
-            .serverChannelOption(.backlog, value: 512)
-            .childChannelOption(.autoRead, value: true)
-            // A peer that shuts down its writing half mid-frame still gets TRUNCATED_FRAME before the close.
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                PeerCredentialsReader.read(channel, logger: logger).map {
-                    Result<PeerCredentials?, any Error>.success($0)
-                }.recover { .failure($0) }.flatMapThrowing { read in
-                    // Fail closed: a peer whose credentials the kernel does not report is not served.
-                    guard case .success(let credentials) = read else {
-                        if case .failure(let error) = read {
-                            logger.warning("refused a connection: \(error)", metadata: ["reason": "\(error)"])
-                            metrics.refusedCredentials.increment()
-                            Self.refuse(channel, error: .internal("\(error); the connection is refused"))
-                        }
-                        return
-                    }
-                    let connections = tracker.value
-                    if connections.open.count >= connections.maxConnections {
-                        metrics.refusedMaxConnections.increment()
-                        Self.refuse(
-                            channel,
-                            error: .tooManyConnections(
-                                "the daemon already has \(connections.maxConnections) connections; try again later"
-                            )
-                        )
-                        return
-                    }
-                    let perUID = connections.maxConnectionsPerUID
-                    if let uid = credentials?.uid, connections.count(for: uid) >= perUID {
-                        metrics.refusedMaxConnectionsPerUID.increment()
-                        Self.refuse(
-                            channel,
-                            error: .tooManyConnections("uid \(uid) already has \(perUID) connections; close some first")
-                        )
-                        return
-                    }
-                    let id = connections.add(channel, uid: credentials?.uid)
-                    metrics.accepted.increment()
-                    channel.closeFuture.whenComplete { _ in tracker.value.remove(id) }
-                    let handler = ConnectionHandler(
-                        engine: engine,
-                        id: id,
-                        configuration: configuration,
-                        credentials: credentials,
-                        logger: logger,
-                        metrics: metrics,
-                        flusher: flusher.value,
-                        budgets: budgets.value
-                    )
-                    // The handler splits frames itself: one handler, one pipeline pass per read.
-                    try channel.pipeline.syncOperations.addHandler(handler)
-                }
+        let readBuffer = self.readBuffer
+        return { descriptor, selector in
+            // Fail closed: a peer whose credentials the kernel does not report is not served.
+            let credentials: PeerCredentials
+            do {
+                credentials = try PeerCredentialsReader.read(descriptor, logger: logger)
+            } catch {
+                logger.warning("refused a connection: \(error)", metadata: ["reason": "\(error)"])
+                metrics.refusedCredentials.increment()
+                return Self.refuse(descriptor, error: .internal("\(error); the connection is refused"))
             }
+            let connections = tracker.value
+            if connections.open.count >= connections.maxConnections {
+                metrics.refusedMaxConnections.increment()
+                return Self.refuse(
+                    descriptor,
+                    error: .tooManyConnections(
+                        "the daemon already has \(connections.maxConnections) connections; try again later")
+                )
+            }
+            let perUID = connections.maxConnectionsPerUID
+            if connections.count(for: credentials.uid) >= perUID {
+                metrics.refusedMaxConnectionsPerUID.increment()
+                return Self.refuse(
+                    descriptor,
+                    error: .tooManyConnections(
+                        "uid \(credentials.uid) already has \(perUID) connections; close some first")
+                )
+            }
+            let id = connections.nextID()
+            let connection = Connection(
+                engine: engine, id: id, configuration: configuration, credentials: credentials, logger: logger,
+                metrics: metrics, flusher: flusher.value, budgets: budgets.value)
+            do {
+                let socket = try SocketConnection.serve(
+                    descriptor, connection: connection, selector: selector, eventLoop: eventLoop,
+                    readBuffer: readBuffer.value
+                ) { tracker.value.remove(id) }
+                connections.add(socket, id: id, uid: credentials.uid)
+                metrics.accepted.increment()
+            } catch {
+                connection.removed()
+                logger.warning("cannot serve a connection: \(error)", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// Raises the soft limit on open files to the hard limit, so the connection limits, not the
@@ -201,16 +215,17 @@ public final class MentoryServer: Service {
         }
     }
 
-    /// Writes a closing connection error straight to a channel that gets no pipeline, then closes it.
+    /// Writes a closing connection error straight to a socket that is not served, then closes it.
     ///
-    /// The frame is small and the socket new, so the write completes at once; the close follows it.
-    private static func refuse(_ channel: any Channel, error: MentoryError) {
-        let frame = ServerFrameEncoder.connectionErrorFrame(
+    /// The frame is small and the socket new, so one `send` takes it whole.
+    private static func refuse(_ descriptor: Int32, error: MentoryError) {
+        var frame = ServerFrameEncoder.connectionErrorFrame(
             error,
             closing: true,
             maxFrameLength: WireProtocol.defaultMaxFrameLength
         )
-        channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
+        _ = StreamSocket.write(descriptor, from: &frame)
+        close(descriptor)
     }
 
     /// Sends every connection a closing `SHUTTING_DOWN` error and closes it once that is written, or
@@ -220,16 +235,10 @@ public final class MentoryServer: Service {
         let eventLoop = self.eventLoop
         let drain = TimeAmount.seconds(Int64(self.configuration.shutdownDrainSeconds))
         return eventLoop.flatSubmit {
-            for channel in tracker.value.open.values {
-                if let handler = try? channel.pipeline.syncOperations.handler(type: ConnectionHandler.self) {
-                    handler.failConnection(.shuttingDown)
-                } else {
-                    channel.close(promise: nil)
-                }
-            }
-            // Each handler closes its own connection by the deadline; this is the backstop.
+            for socket in tracker.value.open.values { socket.connection.failConnection(.shuttingDown) }
+            // Each connection closes itself by the deadline; this is the backstop.
             let backstop = eventLoop.scheduleTask(in: drain + .seconds(1)) {
-                for channel in tracker.value.open.values { channel.close(promise: nil) }
+                for socket in tracker.value.open.values { socket.close() }
             }
             let closed = tracker.value.allClosed(on: eventLoop)
             closed.whenComplete { _ in backstop.cancel() }
