@@ -132,9 +132,10 @@ public final class MentoryServer: Service {
             descriptor = activated
         }
         let accept = self.makeAcceptor()
-        let (eventLoop, logger) = (self.eventLoop, self.logger)
+        let (eventLoop, logger, flusher) = (self.eventLoop, self.logger, self.flusher)
         do {
             return try await self.eventLoop.submit(withSelector: { selector in
+                flusher.value.flushAtEndOfTurn(of: selector)
                 let listener = try SocketListener.listen(
                     descriptor, selector: selector, eventLoop: eventLoop, logger: logger, accept: accept)
                 return NIOLoopBound(listener, eventLoop: eventLoop)
