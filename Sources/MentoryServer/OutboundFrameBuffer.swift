@@ -22,6 +22,9 @@ struct OutboundFrameBuffer {
     /// The capacity a buffer of the connection's own starts with; it grows as frames are added (up to the
     /// outbound bounds).
     static let initialCapacity = 1024
+    /// A buffer of the connection's own up to this capacity is kept once handed over (``spare``), to be reused
+    /// by the next tick's frames; a larger one is let go.
+    static let maxSpareCapacity = 4 * 1024
 
     /// The write buffer water marks a connection sets on its channel: it turns unwritable as soon as a byte waits
     /// (more than one, strictly: a frame has at least four) and writable again only once none does, so that
@@ -39,6 +42,10 @@ struct OutboundFrameBuffer {
     private var runEnd = 0
     /// ``run``'s identity, compared without retaining it.
     private var runID: ObjectIdentifier?
+    /// The buffer of the connection's own last handed over, if small: once the transport has written and dropped
+    /// it, the next tick's frames go into its storage, with no allocation (as Redis reuses a client's reply
+    /// buffer). Cleared while the transport still holds it, it gets a new storage, as a new buffer would.
+    private var spare: ByteBuffer?
     /// The transport's allocator, taken once: asking the channel for it on every write costs more than the write.
     var allocator: ByteBufferAllocator
 
@@ -104,7 +111,7 @@ struct OutboundFrameBuffer {
         var buffer: ByteBuffer
         if let run = self.run.take() {
             self.runID = nil
-            buffer = self.allocator.buffer(capacity: max(Self.initialCapacity, 2 * (self.runEnd + bytes)))
+            buffer = self.ownBuffer(capacity: 2 * (self.runEnd + bytes))
             buffer.writeBytesOf(run.slice(0..<self.runEnd))
             self.isOwned = true
         } else {
@@ -115,12 +122,21 @@ struct OutboundFrameBuffer {
         }
         if !self.isOwned {
             let first = buffer
-            buffer = self.allocator.buffer(capacity: max(Self.initialCapacity, first.readableBytes + bytes))
+            buffer = self.ownBuffer(capacity: first.readableBytes + bytes)
             buffer.writeBytesOf(first)
             self.isOwned = true
         }
         write(&buffer)
         self.frames = buffer
+    }
+
+    /// An empty buffer of the connection's own with room for `capacity` bytes: the ``spare`` one if there is one.
+    private mutating func ownBuffer(capacity: Int) -> ByteBuffer {
+        guard var buffer = self.spare.take() else {
+            return self.allocator.buffer(capacity: max(Self.initialCapacity, capacity))
+        }
+        buffer.clear(minimumCapacity: max(Self.initialCapacity, capacity))
+        return buffer
     }
 
     /// How ``frame(_:method:maxFrameLength:logger:)`` framed a response.
@@ -149,13 +165,17 @@ struct OutboundFrameBuffer {
     }
 
     /// Appends a small successful response, its headers and then its body copied once, without framing the body
-    /// on its own first (an `Empty` reply then costs no buffer); returns the frame's length. `nil` leaves it to be
-    /// sent the usual way: the tick's first frame (kept as it is), an error, or a frame too large to coalesce or
-    /// over the frame limit.
+    /// on its own first (an `Empty` reply then costs no buffer); returns the frame's length. The tick's first frame
+    /// starts a buffer of the connection's own (its ``spare`` one, if any). `nil` leaves it to be sent the usual way:
+    /// an error, or a frame too large to coalesce or over the frame limit.
     mutating func append(_ response: inout OutboundResponse, maxFrameLength: Int) -> Int? {
-        guard !self.isEmpty, let payload = response.body?.responsePayloadLength(id: response.id) else { return nil }
+        guard let payload = response.body?.responsePayloadLength(id: response.id) else { return nil }
         let bytes = WireProtocol.lengthPrefixSize + payload
         guard Self.coalesces(bytes), payload <= maxFrameLength else { return nil }
+        if self.isEmpty {
+            self.frames = self.ownBuffer(capacity: bytes)
+            self.isOwned = true
+        }
         let body = response.takeBody()!
         self.appendOwned(reserving: bytes) { body.writeResponseFrame(id: response.id, into: &$0) }
         return bytes
@@ -189,8 +209,10 @@ struct OutboundFrameBuffer {
     /// keeps alive holds no byte not counted to this connection; a part of a run is copied out.
     mutating func take() -> ByteBuffer? {
         guard let run = self.run.take() else {
+            let frames = self.frames.take()
+            if self.isOwned, let frames, frames.capacity <= Self.maxSpareCapacity { self.spare = frames }
             self.isOwned = false
-            return self.frames.take()
+            return frames
         }
         self.runID = nil
         if self.runEnd == run.readableBytes { return run.slice(0..<self.runEnd) }
@@ -202,6 +224,7 @@ struct OutboundFrameBuffer {
     /// Drops every frame waiting (the connection is gone).
     mutating func discard() {
         self.frames = nil
+        self.spare = nil
         self.isOwned = false
         self.run = nil
         self.runID = nil

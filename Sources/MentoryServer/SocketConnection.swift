@@ -129,8 +129,23 @@ final class SocketConnection: ConnectionTransport, EpollHandler {
     }
 
     func flush(_ frames: ByteBuffer?) -> Bool {
-        if let frames { self.write(frames, promise: nil) }
         guard self.isOpen else { return false }
+        if var frames, self.pending.isEmpty {
+            // The common case, a tick's frames and nothing waiting: written at once, and queued only if the kernel
+            // does not take them all.
+            switch StreamSocket.write(self.descriptor, from: &frames) {
+            case .wrote:
+                if frames.readableBytes == 0 { return true }
+            case .wouldBlock: break
+            case .failed(let error):
+                self.connection.errorCaught(error)
+                return false
+            }
+            self.pending.append(PendingWrite(bytes: frames, promise: nil))
+            self.updateInterest()
+            return false
+        }
+        if let frames { self.write(frames, promise: nil) }
         // Waiting for the socket to be writable: the kernel took nothing since, so there is no point trying.
         if self.registration?.interest.contains(.writable) == true { return false }
         return self.writeFrames()

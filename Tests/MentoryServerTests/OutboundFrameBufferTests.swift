@@ -66,6 +66,38 @@ struct OutboundFrameBufferTests {
         #expect(!buffer.isOwned)
     }
 
+    @Test("a buffer of the connection's own is reused by the next tick once let go; a larger one is not kept")
+    func spareBufferReused() throws {
+        var buffer = OutboundFrameBuffer()
+        /// Two frames into the buffer, then taken out, as a tick's flush does: the address of their bytes.
+        func tick(_ fill: UInt8, secondPayload: Int = 5, body: (ByteBuffer) -> Void = { _ in }) throws -> UnsafeRawPointer? {
+            buffer.append(frame(3, fill: fill))
+            buffer.append(frame(secondPayload, fill: fill))
+            let takenOut = buffer.take()
+            let taken = try #require(takenOut)
+            #expect(taken.readableBytes == 4 + 3 + 4 + secondPayload)
+            #expect(taken.getBytes(at: 4, length: 1) == [fill], "the tick's own bytes")
+            body(taken)
+            return taken.withUnsafeReadableBytes { UnsafeRawPointer($0.baseAddress) }
+        }
+        let first = try tick(1)
+        // Were the first tick's storage freed, this would likely get it, and the next tick other memory.
+        let blocker = ByteBufferAllocator().buffer(capacity: OutboundFrameBuffer.initialCapacity)
+        let second = try tick(2)
+        #expect(second == first, "the first tick's storage, let go, is reused")
+        #expect(blocker.capacity >= OutboundFrameBuffer.initialCapacity)
+        // Still held (a write the kernel has not taken): the next tick's buffer gets storage of its own.
+        var held: ByteBuffer?
+        let third = try tick(3) { held = $0 }
+        let fourth = try tick(4)
+        #expect(fourth != third, "bytes still held are not written over")
+        #expect(held?.getBytes(at: 4, length: 1) == [3])
+        held = nil
+        // Grown past the spare's bound: not kept, so the next tick starts a buffer of the usual size.
+        _ = try tick(5, secondPayload: OutboundFrameBuffer.maxSpareCapacity)
+        _ = try tick(6) { #expect($0.capacity <= OutboundFrameBuffer.maxSpareCapacity) }
+    }
+
     @Test("frames up to 8 KiB are coalesced; discarding drops what waits")
     func boundsAndDiscard() {
         #expect(OutboundFrameBuffer.coalesces(OutboundFrameBuffer.maxFrameBytes))
