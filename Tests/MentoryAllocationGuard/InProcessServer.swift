@@ -45,6 +45,10 @@ final class FrameSink: ChannelOutboundHandler {
     var frames = 0
     var flushes = 0
     var last: ByteBuffer?
+    /// Whether ``last`` is kept. Off while allocations are counted: keeping it would keep the storage of what the
+    /// connection wrote, which a socket's transport lets go of once the kernel has taken it (the connection reuses a
+    /// small buffer of its own once it is let go).
+    var keepsLast = true
 
     /// Counts the frames in each write (the connection coalesces a tick's frames into one write).
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -53,7 +57,7 @@ final class FrameSink: ChannelOutboundHandler {
             let frame = buffer.readSlice(length: WireProtocol.lengthPrefixSize + Int(length))
         {
             self.frames += 1
-            self.last = frame
+            if self.keepsLast { self.last = frame }
         }
         promise?.succeed(())
     }
@@ -149,6 +153,16 @@ struct Connection {
         let connection = self
         try await self.loop.executeInContext { connection.read(frame) }
         await self.loop.run()
+    }
+
+    /// Whether the connection's sink keeps the last frame written (``FrameSink/keepsLast``).
+    func keepLast(_ keeps: Bool) async throws {
+        let channel = self.channel
+        try await self.loop.executeInContext {
+            let sink = try channel.pipeline.syncOperations.handler(type: FrameSink.self)
+            sink.keepsLast = keeps
+            if !keeps { sink.last = nil }
+        }
     }
 
     /// Closes the channel (the engine detaches the connection).

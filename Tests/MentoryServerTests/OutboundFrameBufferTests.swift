@@ -70,7 +70,9 @@ struct OutboundFrameBufferTests {
     func spareBufferReused() throws {
         var buffer = OutboundFrameBuffer()
         /// Two frames into the buffer, then taken out, as a tick's flush does: the address of their bytes.
-        func tick(_ fill: UInt8, secondPayload: Int = 5, body: (ByteBuffer) -> Void = { _ in }) throws -> UnsafeRawPointer? {
+        func tick(
+            _ fill: UInt8, secondPayload: Int = 5, body: (ByteBuffer) -> Void = { _ in }
+        ) throws -> UnsafeRawPointer? {
             buffer.append(frame(3, fill: fill))
             buffer.append(frame(secondPayload, fill: fill))
             let takenOut = buffer.take()
