@@ -22,7 +22,7 @@ final class Connection {
     private let logger: Logger
     private let credentials: PeerCredentials?
     private let metrics: ServerMetrics
-    /// Shared by the connections of this event loop; `nil` flushes with a task of this handler's own.
+    /// Shared by the connections of this event loop; `nil` flushes with a task of this connection's own.
     private let flusher: TickFlusher?
     private let budgets: UIDBudgets
     /// This connection's uid's share of ``budgets`` (its sink counts the calls made on the client's behalf).
@@ -35,14 +35,8 @@ final class Connection {
     private var transport: (any ConnectionTransport)?
 
     init(
-        engine: MentoryEngine,
-        id: ConnectionID,
-        configuration: ServerConfiguration,
-        credentials: PeerCredentials?,
-        logger: Logger,
-        metrics: ServerMetrics? = nil,
-        flusher: TickFlusher? = nil,
-        budgets: UIDBudgets? = nil
+        engine: MentoryEngine, id: ConnectionID, configuration: ServerConfiguration, credentials: PeerCredentials?,
+        logger: Logger, metrics: ServerMetrics? = nil, flusher: TickFlusher? = nil, budgets: UIDBudgets? = nil
     ) {
         self.flusher = flusher
         self.state = ConnectionStateMachine(configuration)
@@ -82,8 +76,7 @@ final class Connection {
 
     /// The peer is connected.
     func activated() {
-        guard let transport = self.transport else { return }
-        self.startHandshakeTimer(on: transport.eventLoop)
+        if let eventLoop = self.transport?.eventLoop { self.startHandshakeTimer(on: eventLoop) }
     }
 
     /// Fails the connection if it still awaits its Hello when the timeout passes (not cancelled: needless then).
@@ -118,8 +111,7 @@ final class Connection {
         if self.flusher == nil { self.flushIfNeeded() }
     }
 
-    /// The peer closed its writing side. A frame cut short gets TRUNCATED_FRAME, then close; EOF at a frame
-    /// boundary just closes.
+    /// The peer closed its writing side: a frame cut short gets TRUNCATED_FRAME, then close; else just close.
     func inputClosed() {
         if !self.state.isClosing {
             self.handlePendingFrames()
@@ -141,13 +133,10 @@ final class Connection {
 
     /// Whether the transport may read again now that the last read is handled; may start waiting for budget.
     func readRequested() -> Bool {
-        switch self.state.readRequested(hasWholeFrame: self.inbound.hasWholeFrame, uidHasRoom: self.account.hasRoom)
-        {
-        case .read: return true
-        case .holdBack(let waitForBudget):
-            if waitForBudget { self.waitForBudget() }
-            return false
-        }
+        let action = self.state.readRequested(
+            hasWholeFrame: self.inbound.hasWholeFrame, uidHasRoom: self.account.hasRoom)
+        if case .holdBack(waitForBudget: true) = action { self.waitForBudget() }
+        return action == .read
     }
 
     // MARK: Inbound
@@ -439,27 +428,14 @@ final class Connection {
         if detach { self.detach() }
         self.inbound.discard()
         guard let transport = self.transport else { return }
-        let written = transport.eventLoop.makePromise(of: Void.self)
-        self.closeTransport(after: written.futureResult, on: transport.eventLoop)
+        let (eventLoop, seconds) = (transport.eventLoop, self.configuration.shutdownDrainSeconds)
+        let written = eventLoop.makePromise(of: Void.self)
+        let connection = NIOLoopBound(self, eventLoop: eventLoop)
+        eventLoop.close(after: written.futureResult, drainSeconds: seconds, logger: self.logger) {
+            connection.value.transport?.close()
+        }
         self.sendConnectionError(error, closing: true, promise: written)
         self.flushIfNeeded()
-    }
-
-    /// Closes the transport once `written` completes, or after the drain deadline for a peer that does not read.
-    private func closeTransport(after written: EventLoopFuture<Void>, on eventLoop: any EventLoop) {
-        let (connection, logger) = (NIOLoopBound(self, eventLoop: eventLoop), self.logger)
-        let seconds = self.configuration.shutdownDrainSeconds
-        let deadline = eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
-            logger.notice(
-                "closed a connection that did not take its last frames in time (\(seconds) s)",
-                metadata: ["drainSeconds": "\(seconds)"]
-            )
-            connection.value.transport?.close()
-        }
-        written.whenComplete { _ in
-            deadline.cancel()
-            connection.value.transport?.close()
-        }
     }
 
     /// Tells the engine this connection is gone (the state machine says when: once, if it was attached), once

@@ -28,3 +28,25 @@ protocol ConnectionTransport: AnyObject {
     /// Closes the stream now; what was not taken yet is dropped.
     func close()
 }
+
+extension EventLoop {
+    /// Runs `close` (a connection's) once `written` completes, or after `drainSeconds` for a peer that does not read
+    /// what it was sent, which is logged.
+    func close(
+        after written: EventLoopFuture<Void>, drainSeconds seconds: Int, logger: Logger,
+        _ close: @escaping () -> Void
+    ) {
+        let close = NIOLoopBound(close, eventLoop: self)
+        let deadline = self.scheduleTask(in: .seconds(Int64(seconds))) {
+            logger.notice(
+                "closed a connection that did not take its last frames in time (\(seconds) s)",
+                metadata: ["drainSeconds": "\(seconds)"]
+            )
+            close.value()
+        }
+        written.whenComplete { _ in
+            deadline.cancel()
+            close.value()
+        }
+    }
+}
