@@ -23,6 +23,8 @@ final class SocketListener: EpollHandler {
     /// Serves (or refuses) one accepted connection.
     private let accept: (Int32, EpollSelector) -> Void
     private var registration: EpollRegistration?
+    /// How many times accepting has backed off.
+    private(set) var backOffs = 0
 
     /// Accepts on the listening, non-blocking socket `descriptor` with `selector` until ``close()``, handing every
     /// connection to `accept`. Closes `descriptor` and throws if it cannot be watched. Call on the loop.
@@ -48,6 +50,9 @@ final class SocketListener: EpollHandler {
         self.logger = logger
         self.accept = accept
     }
+
+    /// Whether the socket is watched for connections: open, and not backing off.
+    var isAccepting: Bool { self.registration?.interest.contains(.readable) == true }
 
     func ready(_ events: EpollEvents, registration: EpollRegistration) {
         let selector = registration.selector
@@ -76,6 +81,7 @@ final class SocketListener: EpollHandler {
     }
 
     private func backOff(after error: EpollError) {
+        self.backOffs += 1
         self.logger.warning(
             "cannot accept connections for now; trying again in a second: \(error)",
             metadata: ["error": "\(error)"]

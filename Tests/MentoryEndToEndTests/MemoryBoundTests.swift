@@ -15,12 +15,7 @@ func nonReadingPeer(_ daemon: DaemonProcess) throws -> RawConnection {
 }
 
 private func hello() -> Mentory_V1_Envelope {
-    var hello = Mentory_V1_Hello()
-    hello.protocolVersion = WireProtocol.version
-    hello.clientName = "never-reads"
-    var envelope = Mentory_V1_Envelope()
-    envelope.hello = hello
-    return envelope
+    helloEnvelope(clientName: "never-reads")
 }
 
 /// Fills the diary with `count` entries whose texts are `textBytes` long (about 200 bytes an entry by default),

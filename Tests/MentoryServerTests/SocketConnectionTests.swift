@@ -110,12 +110,7 @@ private final class SocketHarness: Sendable {
     }
 
     static func hello() -> Mentory_V1_Envelope {
-        var hello = Mentory_V1_Hello()
-        hello.protocolVersion = WireProtocol.version
-        hello.clientName = "socket-test"
-        var envelope = Mentory_V1_Envelope()
-        envelope.hello = hello
-        return envelope
+        helloEnvelope(clientName: "socket-test")
     }
 
     static func blob(_ id: UInt64, bytes: UInt32) throws -> Mentory_V1_Envelope {

@@ -23,6 +23,16 @@ public func requestEnvelope(id: UInt64, _ namespace: String, _ method: String, _
     return envelope
 }
 
+/// An envelope holding a Hello of this protocol version, as a client opens a connection.
+public func helloEnvelope(clientName: String) -> Mentory_V1_Envelope {
+    var hello = Mentory_V1_Hello()
+    hello.protocolVersion = WireProtocol.version
+    hello.clientName = clientName
+    var envelope = Mentory_V1_Envelope()
+    envelope.hello = hello
+    return envelope
+}
+
 extension Mentory_V1_MentorSetRequest {
     public static func make(_ content: String, _ character: Mentory_V1_MentorCharacter = .warm, todos: [String] = [])
         -> Self
