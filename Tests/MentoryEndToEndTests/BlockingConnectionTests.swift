@@ -123,14 +123,6 @@ final class ScriptedPeerHandler: ChannelInboundHandler {
     }
 }
 
-/// Runs blocking client code on a thread of its own, so no cooperative-pool thread waits on a socket.
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        let thread = Thread { continuation.resume(returning: body()) }
-        thread.start()
-    }
-}
-
 /// Connects a blocking client to `path`, makes one `session.ping`-shaped call with `body`, and reports how it went.
 func blockingCall(
     _ path: String, body: Data = Data(), timeout: Duration = .seconds(30), maxFrameLength: Int = 1024,

@@ -27,7 +27,7 @@ private func connect(to path: String) throws -> Int32 {
     return descriptor
 }
 
-@Suite("SocketListener: accepting on the epoll loop", .timeLimit(.minutes(2)))
+@Suite("SocketListener: accepting on the epoll loop", .timeLimit(.minutes(5)))
 struct SocketListenerTests {
     @Test("every connection waiting is accepted in one readiness, as a non-blocking descriptor")
     func acceptsEveryWaitingConnection() async throws {
