@@ -116,12 +116,7 @@ struct InProcessServer {
         }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
         let connection = Connection(channel: channel)
-        var hello = Mentory_V1_Hello()
-        hello.protocolVersion = WireProtocol.version
-        hello.clientName = "allocations"
-        var envelope = Mentory_V1_Envelope()
-        envelope.hello = hello
-        try await connection.send(envelope)
+        try await connection.send(helloEnvelope(clientName: "allocations"))
         let welcome = try await connection.lastFrame()
         guard case .welcome = welcome?.kind else {
             throw SetupError("expected a Welcome, got \(String(describing: welcome))")

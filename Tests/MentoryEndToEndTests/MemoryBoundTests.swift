@@ -14,10 +14,6 @@ func nonReadingPeer(_ daemon: DaemonProcess) throws -> RawConnection {
     try RawConnection(path: daemon.socketPath, sendTimeoutSeconds: 2)
 }
 
-private func hello() -> Mentory_V1_Envelope {
-    helloEnvelope(clientName: "never-reads")
-}
-
 /// Fills the diary with `count` entries whose texts are `textBytes` long (about 200 bytes an entry by default),
 /// pipelining `diary.add` on 4 connections.
 func fillDiary(_ daemon: DaemonProcess, count: Int, textBytes: Int = 140) async throws {
@@ -80,7 +76,7 @@ struct MemoryBoundTests {
         let afterFill = peakRSSKilobytes(of: daemon.pid)
 
         let hog = try nonReadingPeer(daemon)
-        _ = hog.send([hello()])
+        _ = hog.send([helloEnvelope(clientName: "never-reads")])
         var list = Mentory_V1_DiaryListRequest()
         list.limit = 500
         let body = try list.serializedData()
@@ -126,7 +122,9 @@ struct MemoryBoundTests {
         var subscribers: [RawConnection] = []
         for _ in 0..<8 {
             let peer = try nonReadingPeer(daemon)
-            _ = peer.send([hello(), requestEnvelope(id: 1, "session", "subscribe", body)])
+            _ = peer.send([
+                helloEnvelope(clientName: "never-reads"), requestEnvelope(id: 1, "session", "subscribe", body),
+            ])
             subscribers.append(peer)
         }
         defer {

@@ -3,6 +3,7 @@ import Glibc
 import MentoryClient
 import MentoryTestSupport
 import MentoryWire
+import MentoryWireFixtures
 import NIOCore
 import Testing
 
@@ -10,16 +11,6 @@ private func frameBytes(_ envelope: Mentory_V1_Envelope) -> [UInt8] {
     var buffer = ByteBuffer()
     buffer.writeFrame(envelope)
     return Array(buffer.readableBytesView)
-}
-
-private func ping(id: UInt64) -> Mentory_V1_Envelope {
-    var request = Mentory_V1_Request()
-    request.id = id
-    request.namespace = "session"
-    request.method = "ping"
-    var envelope = Mentory_V1_Envelope()
-    envelope.request = request
-    return envelope
 }
 
 @Suite("Transport limits on a real daemon", .serialized, .timeLimit(.minutes(5)))
@@ -30,7 +21,7 @@ struct TransportLimitTests {
         defer { daemon.removeFiles() }
         let raw = try RawConnection(path: daemon.socketPath)
         _ = try raw.hello()
-        let frame = frameBytes(ping(id: 1))
+        let frame = frameBytes(requestEnvelope(id: 1, "session", "ping"))
         raw.write(Array(frame.prefix(frame.count - 2)))
         raw.shutdownWrite()
         let error = try raw.receive().connectionError
@@ -88,15 +79,11 @@ struct TransportLimitTests {
             "MENTORYD_STORAGE_BACKEND": "memory", "MENTORYD_LIMITS_SHUTDOWN_DRAIN_SECONDS": "1",
         ])
         defer { daemon.removeFiles() }
-        var hello = Mentory_V1_Hello()
-        hello.protocolVersion = WireProtocol.version
-        hello.clientName = "never-reads"
-        var envelope = Mentory_V1_Envelope()
-        envelope.hello = hello
         // 50,000 pings: about 1 MB of replies that are never read, more than the socket buffers hold, so
         // the closing SHUTTING_DOWN error queued behind them can never be written. Encoded before the
         // connection opens, so that its Hello arrives well within the handshake timeout.
-        let frames = RawConnection.frames([envelope] + (1...50_000).map { ping(id: UInt64($0)) })
+        let pings = (1...50_000).map { requestEnvelope(id: UInt64($0), "session", "ping") }
+        let frames = RawConnection.frames([helloEnvelope(clientName: "never-reads")] + pings)
         let peer = try nonReadingPeer(daemon)
         _ = peer.send(frames: frames)
         let client = try await daemon.client()

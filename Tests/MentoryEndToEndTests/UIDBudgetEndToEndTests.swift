@@ -76,15 +76,6 @@ private func waitUntilIdle(_ daemon: DaemonProcess) async throws {
     }
 }
 
-private func hello(_ name: String) -> Mentory_V1_Envelope {
-    var hello = Mentory_V1_Hello()
-    hello.protocolVersion = WireProtocol.version
-    hello.clientName = name
-    var envelope = Mentory_V1_Envelope()
-    envelope.hello = hello
-    return envelope
-}
-
 /// `mentoryctl` run as uid 65534 (`nobody`): another person than the test's peers.
 private func asNobody(_ daemon: DaemonProcess, _ arguments: [String]) async throws -> CommandResult {
     try await CommandResult.run(
@@ -101,7 +92,8 @@ private func listHogs(_ daemon: DaemonProcess, count: Int, requests: Int) throws
     list.limit = 1000
     let body = try list.serializedData()
     let frames = RawConnection.frames(
-        [hello("never-reads")] + (1...requests).map { requestEnvelope(id: UInt64($0), "diary", "list", body) })
+        [helloEnvelope(clientName: "never-reads")]
+            + (1...requests).map { requestEnvelope(id: UInt64($0), "diary", "list", body) })
     var hogs: [RawConnection] = []
     for _ in 0..<count {
         let hog = try nonReadingPeer(daemon)
@@ -198,7 +190,10 @@ struct UIDBudgetEndToEndTests {
         topic.topic = "diary"
         subscribe.topics = [topic]
         let frames = RawConnection.frames(
-            [hello("never-reads"), requestEnvelope(id: 1, "session", "subscribe", try subscribe.serializedData())])
+            [
+                helloEnvelope(clientName: "never-reads"),
+                requestEnvelope(id: 1, "session", "subscribe", try subscribe.serializedData()),
+            ])
         var subscribers: [RawConnection] = []
         for _ in 0..<250 {
             let peer = try nonReadingPeer(daemon)
@@ -249,7 +244,10 @@ struct UIDBudgetEndToEndTests {
         topic.topic = "diary"
         subscribe.topics = [topic]
         let subscribeFrames = RawConnection.frames(
-            [hello("never-reads"), requestEnvelope(id: 1, "session", "subscribe", try subscribe.serializedData())])
+            [
+                helloEnvelope(clientName: "never-reads"),
+                requestEnvelope(id: 1, "session", "subscribe", try subscribe.serializedData()),
+            ])
         var subscribers: [RawConnection] = []
         for _ in 0..<8 {
             let peer = try nonReadingPeer(daemon)
@@ -263,7 +261,7 @@ struct UIDBudgetEndToEndTests {
         let hog = try nonReadingPeer(daemon)
         hog.send(
             frames: RawConnection.frames(
-                [hello("never-reads")]
+                [helloEnvelope(clientName: "never-reads")]
                     + (1...10_000).map { requestEnvelope(id: UInt64($0), "diary", "list", listBody) }))
         var add = Mentory_V1_DiaryAddRequest()
         add.emotion = .pleasant

@@ -202,12 +202,7 @@ struct Harness {
     }
 
     func handshake() async throws {
-        var hello = Mentory_V1_Hello()
-        hello.protocolVersion = WireProtocol.version
-        hello.clientName = "test"
-        var envelope = Mentory_V1_Envelope()
-        envelope.hello = hello
-        try await self.send([envelope])
+        try await self.send([helloEnvelope(clientName: "test")])
         let welcome = try await self.received()
         #expect(welcome.count == 1)
         guard case .welcome = welcome.first?.kind else {
@@ -600,12 +595,7 @@ struct ConnectionHandlerTests {
         #expect(early.first?.response.error.code == code(.handshakeRequired))
 
         try await harness.handshake()
-        var hello = Mentory_V1_Hello()
-        hello.protocolVersion = WireProtocol.version
-        hello.clientName = "again"
-        var again = Mentory_V1_Envelope()
-        again.hello = hello
-        try await harness.send([again, Harness.request(2, "session", "ping")])
+        try await harness.send([helloEnvelope(clientName: "again"), Harness.request(2, "session", "ping")])
         let second = try await harness.received()
         #expect(second.count == 2)
         #expect(second.first?.connectionError.error.code == code(.alreadyHandshaken))

@@ -116,10 +116,6 @@ private final class SocketHarness: Sendable {
         }
     }
 
-    static func hello() -> Mentory_V1_Envelope {
-        helloEnvelope(clientName: "socket-test")
-    }
-
     static func blob(_ id: UInt64, bytes: UInt32) throws -> Mentory_V1_Envelope {
         Harness.request(id, "blob", "get", try Google_Protobuf_UInt32Value(bytes).serializedData())
     }
@@ -131,7 +127,8 @@ struct SocketConnectionTests {
     func pipelinedRequests() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "socket-test") { loop in
             let harness = try await SocketHarness(loop: loop)
-            harness.send([SocketHarness.hello()] + (1...16).map { Harness.request($0, "session", "ping") })
+            harness.send(
+                [helloEnvelope(clientName: "socket-test")] + (1...16).map { Harness.request($0, "session", "ping") })
             let frames = try await harness.receive(17)
             guard case .welcome = frames.first?.kind else {
                 Issue.record("expected a Welcome first, got \(String(describing: frames.first))")
@@ -146,7 +143,7 @@ struct SocketConnectionTests {
     func replyLargerThanTheSocketBuffer() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "socket-test") { loop in
             let harness = try await SocketHarness(loop: loop)
-            harness.send([SocketHarness.hello(), try SocketHarness.blob(1, bytes: 900 * 1024)])
+            harness.send([helloEnvelope(clientName: "socket-test"), try SocketHarness.blob(1, bytes: 900 * 1024)])
             let frames = try await harness.receive(2)
             #expect(frames.last?.response.id == 1)
             let body = try Google_Protobuf_BytesValue(serializedBytes: frames.last?.response.body ?? Data())
@@ -160,7 +157,7 @@ struct SocketConnectionTests {
     func outboundBoundHoldsReadingBack() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "socket-test") { loop in
             let harness = try await SocketHarness(loop: loop) { $0.maxOutboundBytes = 256 * 1024 }
-            harness.send([SocketHarness.hello()])
+            harness.send([helloEnvelope(clientName: "socket-test")])
             _ = try await harness.receive(1)
             // Each request asks for 64 KiB: the replies fill the socket, then the bound, and the server stops
             // reading. Whenever the socket takes no more, the loop is asked (after its turn) whether it still reads.
@@ -199,7 +196,7 @@ struct SocketConnectionTests {
     func truncatedFrameAtEndOfInput() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "socket-test") { loop in
             let harness = try await SocketHarness(loop: loop)
-            harness.send([SocketHarness.hello()])
+            harness.send([helloEnvelope(clientName: "socket-test")])
             _ = try await harness.receive(1)
             var partial = ByteBuffer()
             partial.writeInteger(UInt32(100))
@@ -218,7 +215,7 @@ struct SocketConnectionTests {
     func halfCloseAtAFrameBoundary() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "socket-test") { loop in
             let harness = try await SocketHarness(loop: loop)
-            harness.send([SocketHarness.hello(), Harness.request(1, "session", "ping")])
+            harness.send([helloEnvelope(clientName: "socket-test"), Harness.request(1, "session", "ping")])
             shutdown(harness.peer, Int32(SHUT_WR))
             let frames = try await harness.receive(2)
             #expect(frames.last?.response.id == 1)
@@ -231,7 +228,7 @@ struct SocketConnectionTests {
     func failConnection() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "socket-test") { loop in
             let harness = try await SocketHarness(loop: loop)
-            harness.send([SocketHarness.hello()])
+            harness.send([helloEnvelope(clientName: "socket-test")])
             _ = try await harness.receive(1)
             try await harness.onLoop { socket in
                 socket.connection.failConnection(.shuttingDown)
@@ -250,7 +247,7 @@ struct SocketConnectionTests {
     func peerCloses() async throws {
         try await EpollEventLoop.withEventLoop(threadName: "socket-test") { loop in
             let harness = try await SocketHarness(loop: loop)
-            harness.send([SocketHarness.hello()])
+            harness.send([helloEnvelope(clientName: "socket-test")])
             _ = try await harness.receive(1)
             #expect(await harness.engine.connectionCount == 1)
             // Both directions shut, as a close does; the descriptor itself is the harness's to close, once.
@@ -264,7 +261,7 @@ struct SocketConnectionTests {
     func loopShutdown() async throws {
         let loop = try EpollEventLoop(threadName: "socket-test")
         let harness = try await SocketHarness(loop: loop)
-        harness.send([SocketHarness.hello()])
+        harness.send([helloEnvelope(clientName: "socket-test")])
         _ = try await harness.receive(1)
         try await loop.shutdownGracefully()
         #expect(await harness.readsEndOfInput())

@@ -84,12 +84,7 @@ private struct Connections {
     }
 
     func hello(_ index: Int) async throws {
-        var hello = Mentory_V1_Hello()
-        hello.protocolVersion = WireProtocol.version
-        hello.clientName = "budget-test"
-        var envelope = Mentory_V1_Envelope()
-        envelope.hello = hello
-        try await self.send(index, [envelope])
+        try await self.send(index, [helloEnvelope(clientName: "budget-test")])
         _ = try await self.responses(index)
     }
 
