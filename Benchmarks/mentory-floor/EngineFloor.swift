@@ -6,7 +6,7 @@ import NIOCore
 
 // The engine on the epoll loop (`--transport engine`): mentoryd's own per-frame work on the connection layer that
 // BENCHMARKS.md proposes, to measure what the epoll floor predicts for it. The epoll loop (MentoryEventLoop's
-// EpollEventLoop, EpollFloor.swift) is the engine's executor, as NIO's event loop is mentoryd's: each read's frames are
+// EpollEventLoop, EpollFloor.swift) is the engine's executor, as it is mentoryd's: each read's frames are
 // decoded as mentoryd decodes them (`InboundEnvelope`), answered by `MentoryEngine.respond` (the access gate, the
 // route, the metrics, the batch) and framed as mentoryd frames a small reply (`ProtobufBuffer.writeResponseFrame`;
 // other envelopes with `ByteBuffer.writeFrame`). A Hello attaches the connection and gets the engine's Welcome. The
@@ -38,7 +38,7 @@ final class EngineAnswerer: EpollAnswerer {
 
     func answerFrames(of connection: EpollConnection, on loop: EpollFloor) -> Bool {
         self.loop.preconditionInEventLoop()
-        // SAFETY: as mentoryd's ConnectionHandler.handlePendingFrames does, the engine-isolated function is called as
+        // SAFETY: as mentoryd's Connection.handlePendingFrames does, the engine-isolated function is called as
         // a non-isolated one: sound on the engine's executor alone, which init checked is the loop and the line above
         // that we are on it; nothing escapes.
         let isolated: (isolated MentoryEngine, EpollConnection, EngineFloorSink) -> Bool = {

@@ -2,8 +2,8 @@ import Glibc
 import MentoryEventLoop
 import NIOCore
 
-// The epoll floor: the connection layer BENCHMARKS.md proposes for mentoryd below NIO's channel pipeline, at its
-// least, on mentoryd's own epoll loop (MentoryEventLoop): one thread, level-triggered, as Redis's. Each ready
+// The epoll floor: the connection layer mentoryd serves on since 2026-11-29 (SocketConnection), at its least, on
+// mentoryd's own epoll loop (MentoryEventLoop): one thread, level-triggered, as Redis's. Each ready
 // connection gets one `read` into its own input buffer, its frames are answered in place (FloorProtocol, the same
 // code as the NIO floor's) into its own output buffer, and at the end of the loop's turn (an EpollTurnEndHandler)
 // each connection with output gets one `write`. The kernel's answer says at once whether all was taken; only what

@@ -1,8 +1,8 @@
 import NIOCore
 import NIOPosix
 
-// The NIO floor: NIOPosix's ServerBootstrap on one event loop thread, with the options of mentoryd's
-// (MentoryServer.makeBootstrap): backlog 512, autoRead. One channel handler per connection answers its frames
+// The NIO floor: NIOPosix's ServerBootstrap on one event loop thread, with the options mentoryd's had while it served
+// on NIO (until 2026-11-29): backlog 512, autoRead. One channel handler per connection answers its frames
 // (FloorProtocol). What is left is NIO's channel machinery (read, pipeline, write, flush, selector) and a memcpy per
 // reply. The replies of one read go into one buffer, written and flushed once at channelReadComplete, as
 // NIOEchoServer does (`--flush read`, the default); `--flush tick` instead flushes every connection's buffer once

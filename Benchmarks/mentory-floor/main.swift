@@ -8,9 +8,9 @@ import MentoryEventLoop
 //
 // Both transports answer each frame of what Benchmarks/loadgen sends with the bytes mentoryd would send, encoded
 // once at start (FloorProtocol.swift): no protobuf decoding, no engine, no metrics.
-// - `nio` (the default): SwiftNIO's channel pipeline, with the options of mentoryd's (NIOFloor.swift).
-// - `epoll`: mentoryd's own epoll loop (MentoryEventLoop), as Redis's, the design proposed for mentoryd's
-//   connection layer (EpollFloor.swift); it writes once per connection at the end of the loop's turn.
+// - `nio` (the default): SwiftNIO's channel pipeline, with the options mentoryd had on it (NIOFloor.swift).
+// - `epoll`: mentoryd's own epoll loop (MentoryEventLoop), as Redis's, the design of mentoryd's connection layer
+//   (EpollFloor.swift); it writes once per connection at the end of the loop's turn.
 // - `engine`: not a floor: mentoryd's engine answers the requests (EngineFloor.swift), on the epoll loop as its
 //   executor, to measure mentoryd's own per-frame work on that layer (`session.ping` only).
 
