@@ -18,11 +18,17 @@ private func rssKilobytes(of pid: Int32) -> Int {
     return -1
 }
 
-/// The malloc arenas a process has besides glibc's main heap, read from its mappings. glibc reserves each arena's heap
-/// as 64 MiB aligned to 64 MiB: the part in use is read-write, and the rest, up to the 64 MiB, is `---p`.
-private func mallocArenas(of pid: Int32) -> Int {
+/// The malloc arenas a process has besides glibc's main heap, and the heaps they own, read from its mappings and
+/// memory.
+///
+/// glibc reserves each heap of an arena as 64 MiB aligned to 64 MiB: the part in use is read-write, and the rest, up
+/// to the 64 MiB, is `---p`. An arena that outgrows its first heap adds another, so heaps are counted by their owner:
+/// each heap begins with glibc's `heap_info`, whose first field is its arena's address (`ar_ptr`).
+///
+/// - Returns: The arenas and their heaps; `nil` if the process's mappings or memory cannot be read.
+private func mallocArenas(of pid: Int32) -> (arenas: Int, heaps: Int)? {
     let heapSize: UInt64 = 64 << 20
-    guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else { return -1 }
+    guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else { return nil }
     let regions = maps.split(separator: "\n").compactMap {
         line -> (start: UInt64, end: UInt64, perms: Substring, anonymous: Bool)? in
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)
@@ -32,18 +38,28 @@ private func mallocArenas(of pid: Int32) -> Int {
         else { return nil }
         return (start, end, fields[1], fields.count == 5 && fields[4] == "0")
     }
-    var arenas = 0
+    var heaps: [UInt64] = []
     for (index, region) in regions.enumerated()
     where region.perms == "rw-p" && region.anonymous && region.start % heapSize == 0 {
         if region.end - region.start == heapSize {
-            arenas += 1
+            heaps.append(region.start)
         } else if index + 1 < regions.count, regions[index + 1].perms == "---p", regions[index + 1].anonymous,
             regions[index + 1].start == region.end, regions[index + 1].end == region.start + heapSize
         {
-            arenas += 1
+            heaps.append(region.start)
         }
     }
-    return arenas
+    let memory = open("/proc/\(pid)/mem", O_RDONLY | O_CLOEXEC)
+    guard memory >= 0 else { return nil }
+    defer { close(memory) }
+    var owners: Set<UInt64> = []
+    for heap in heaps {
+        var owner: UInt64 = 0
+        let read = withUnsafeMutableBytes(of: &owner) { pread(memory, $0.baseAddress, $0.count, off_t(heap)) }
+        guard read == MemoryLayout<UInt64>.size else { return nil }
+        owners.insert(owner)
+    }
+    return (owners.count, heaps.count)
 }
 
 /// CPU time a process has used, in clock ticks, from /proc.
@@ -210,10 +226,12 @@ struct UIDBudgetEndToEndTests {
         #expect(peak > 0 && peak <= Self.peakLimitKilobytes, "peak RSS \(peak) KiB")
         // The store's readers and the concurrency pool built the snapshots on several threads, which share the
         // arenas mentoryd allows instead of one each (ProcessMemory).
-        let arenas = mallocArenas(of: daemon.pid)
+        let arenas = try #require(mallocArenas(of: daemon.pid), "the daemon's mappings and memory can be read")
+        print("malloc arenas besides the main heap: \(arenas.arenas), owning \(arenas.heaps) heaps")
         #expect(
-            arenas >= 0 && arenas <= ProcessMemory.defaultArenaLimit - 1,
-            "\(arenas) malloc arenas besides the main heap; mentoryd allows \(ProcessMemory.defaultArenaLimit) in all")
+            arenas.arenas <= ProcessMemory.defaultArenaLimit - 1,
+            "\(arenas.arenas) malloc arenas besides the main heap; mentoryd allows \(ProcessMemory.defaultArenaLimit) in all"
+        )
         subscribers.removeAll()
         // Bounded polling: the figure is 5 s on a release build; a loaded debug build gets longer.
         var rss = rssKilobytes(of: daemon.pid)
