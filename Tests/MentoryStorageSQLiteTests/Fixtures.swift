@@ -5,14 +5,20 @@ import MentoryStorage
 import MentoryStorageSQLite
 import MentoryWire
 
-/// Runs `body` with a fresh directory under the temporary directory, removed afterwards.
-func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+/// Makes a fresh directory under the temporary directory; the caller removes it.
+func makeTemporaryDirectory() throws -> String {
     var template = Array((NSTemporaryDirectory() + "/mentory-sqlite-tests.XXXXXX").utf8CString)
     let path = template.withUnsafeMutableBufferPointer { buffer -> String? in
         guard let result = mkdtemp(buffer.baseAddress!) else { return nil }
         return String(cString: result)
     }
     guard let path else { throw FixtureError("mkdtemp failed: \(String(cString: strerror(errno)))") }
+    return path
+}
+
+/// Runs `body` with a fresh directory under the temporary directory, removed afterwards.
+func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+    let path = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: path) }
     return try await body(path)
 }

@@ -11,14 +11,10 @@ import Testing
 /// can when the file system supports the immutable attribute (`chattr +i`).
 let canMakeReadOnlyFiles: Bool = {
     if getuid() != 0 { return true }
-    guard
-        let directory = try? FileManager.default.url(
-            for: .itemReplacementDirectory, in: .userDomainMask,
-            appropriateFor: URL(fileURLWithPath: NSTemporaryDirectory()), create: true
-        )
-    else { return false }
-    defer { try? FileManager.default.removeItem(at: directory) }
-    let probe = directory.appendingPathComponent("probe").path
+    // Not FileManager's item-replacement directory: it leaves its TemporaryItems parent behind.
+    guard let directory = try? makeTemporaryDirectory() else { return false }
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let probe = directory + "/probe"
     guard FileManager.default.createFile(atPath: probe, contents: Data()) else { return false }
     guard runTool("chattr", ["+i", probe]) else { return false }
     defer { _ = runTool("chattr", ["-i", probe]) }
