@@ -1,7 +1,7 @@
 import MentoryClient
 import MentoryDomain
 import MentoryWire
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The advisor's rules: a mentor message from a diary entry's emotion and text, derived offline
 /// and deterministically (the same entry always gets the same advice).
@@ -118,7 +118,7 @@ public enum AdvisorRules {
 
 /// The advice the advisor gave, newest last: the `advice` topic's snapshot, and the changes to publish.
 public final class LatestAdvice: Sendable {
-    private let state = Mutex(Mentory_Advisor_V1_Advice())
+    private let state = NIOLockedValueBox(Mentory_Advisor_V1_Advice())
     private let continuation: AsyncStream<Mentory_Advisor_V1_Advice>.Continuation
     /// Each advice as it is given, for publishing on the `advice` topic; the oldest of more than 64
     /// unpublished ones are dropped (the snapshot still has the newest).
@@ -131,11 +131,11 @@ public final class LatestAdvice: Sendable {
 
     /// The newest advice given; empty before the first.
     public var newest: Mentory_Advisor_V1_Advice {
-        self.state.withLock { $0 }
+        self.state.withLockedValue { $0 }
     }
 
     func record(_ advice: Mentory_Advisor_V1_Advice) {
-        self.state.withLock { $0 = advice }
+        self.state.withLockedValue { $0 = advice }
         self.continuation.yield(advice)
     }
 }

@@ -10,7 +10,7 @@ import MentoryWire
 import NIOCore
 import NIOPosix
 import SwiftProtobuf
-import Synchronization
+import NIOConcurrencyHelpers
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -296,18 +296,20 @@ public actor HandlerTestHarness<Handler: MentoryHandler> {
 /// Records the changes the handler under test publishes, as its harness's subscriber to its topics is sent them:
 /// it takes every event (never falling behind), and keeps the changes.
 private final class PublicationRecorder: EventSink {
-    private let changes = Mutex<[(topic: String, body: Data)]>([])
+    private let changes = NIOLockedValueBox<[(topic: String, body: Data)]>([])
 
     /// Every change so far, oldest first.
     func all<Handler>() -> [HandlerTestHarness<Handler>.Publication] {
-        self.changes.withLock { $0.map { HandlerTestHarness<Handler>.Publication(topic: $0.topic, body: $0.body) } }
+        self.changes.withLockedValue {
+            $0.map { HandlerTestHarness<Handler>.Publication(topic: $0.topic, body: $0.body) }
+        }
     }
 
     func answer(_ response: consuming OutboundResponse) {}
 
     func deliver(_ event: SharedEvent) -> Bool {
         guard event.kind == .change else { return true }
-        self.changes.withLock { $0.append((event.topic, event.event.body)) }
+        self.changes.withLockedValue { $0.append((event.topic, event.event.body)) }
         return true
     }
 }

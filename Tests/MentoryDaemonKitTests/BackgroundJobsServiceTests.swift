@@ -3,7 +3,7 @@ import Logging
 import MentoryHandlerKit
 import MentoryWire
 import ServiceLifecycle
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import MentoryDaemonKit
@@ -11,7 +11,7 @@ import Testing
 
 /// What the services and the jobs did, in order.
 private final class Events: Sendable {
-    let list = Mutex<[String]>([])
+    let list = NIOLockedValueBox<[String]>([])
     let started: AsyncStream<Void>
     private let startedContinuation: AsyncStream<Void>.Continuation
 
@@ -20,7 +20,7 @@ private final class Events: Sendable {
     }
 
     func append(_ event: String) {
-        self.list.withLock { $0.append(event) }
+        self.list.withLockedValue { $0.append(event) }
         if event == "submitter started" { self.startedContinuation.finish() }
     }
 }
@@ -68,7 +68,7 @@ struct BackgroundJobsServiceTests {
         let jobs = BackgroundJobs()
         let events = Events()
         try await Self.runThenShutDown(BackgroundJobsService(jobs), SubmittingService(jobs: jobs, events: events))
-        #expect(events.list.withLock { $0 } == ["submitter started", "submitter stopped", "job ran"])
+        #expect(events.list.withLockedValue { $0 } == ["submitter started", "submitter stopped", "job ran"])
         #expect(jobs.isStopped)
         let refusal = #expect(throws: BackgroundJobs.Refusal.self) { try jobs.submit {} }
         #expect(refusal?.reason == .stopped)
@@ -88,7 +88,7 @@ struct BackgroundJobsServiceTests {
             }
         }
         try await Self.runThenShutDown(service, SubmittingService(jobs: jobs, events: events))
-        let list = events.list.withLock { $0 }
+        let list = events.list.withLockedValue { $0 }
         #expect(list.filter { $0.hasPrefix("refused") }.isEmpty, "\(list)")
         #expect(list.firstIndex(of: "submitter stopped")! < list.firstIndex(of: "finishing first")!, "\(list)")
         #expect(list.filter { $0 == "job ran" }.count == 2, "\(list)")
@@ -103,7 +103,7 @@ struct BackgroundJobsServiceTests {
         try jobs.submit { ran.append("job ran") }
         jobs.stop()
         await service.run()
-        #expect(ran.list.withLock { $0 } == ["job ran"])
+        #expect(ran.list.withLockedValue { $0 } == ["job ran"])
     }
 }
 

@@ -4,15 +4,15 @@ import MentoryAdvisor
 import MentoryClient
 import MentoryTestSupport
 import MentoryWire
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// A resumable subscription consumed in the background, its updates collected for the test to poll.
 final class CollectedWatch: Sendable {
     /// What the consuming task found, shared with it.
     final class Collected: Sendable {
-        let updates = Mutex<[SubscriptionUpdate]>([])
-        let failure = Mutex<String?>(nil)
+        let updates = NIOLockedValueBox<[SubscriptionUpdate]>([])
+        let failure = NIOLockedValueBox<String?>(nil)
     }
 
     private let collected = Collected()
@@ -26,22 +26,24 @@ final class CollectedWatch: Sendable {
         self.task = Task {
             do {
                 for try await update in subscription {
-                    collected.updates.withLock { $0.append(update) }
+                    collected.updates.withLockedValue { $0.append(update) }
                 }
             } catch {
-                collected.failure.withLock { $0 = "\(error)" }
+                collected.failure.withLockedValue { $0 = "\(error)" }
             }
         }
     }
 
     /// How many times the subscription was (re)established.
     var connections: Int {
-        self.collected.updates.withLock { $0.count(where: { if case .connected = $0 { true } else { false } }) }
+        self.collected.updates.withLockedValue { $0.count(where: { if case .connected = $0 { true } else { false } }) }
     }
 
     /// The events received so far, in order.
     var events: [Mentory_V1_Event] {
-        self.collected.updates.withLock { $0.compactMap { if case .event(let event) = $0 { event } else { nil } } }
+        self.collected.updates.withLockedValue {
+            $0.compactMap { if case .event(let event) = $0 { event } else { nil } }
+        }
     }
 
     /// Waits (at most 60 s) until `condition` holds; records an issue when it never does or the watch gave up.
@@ -51,7 +53,7 @@ final class CollectedWatch: Sendable {
     ) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
-            if let failure = self.collected.failure.withLock({ $0 }) {
+            if let failure = self.collected.failure.withLockedValue({ $0 }) {
                 Issue.record("the watcher gave up: \(failure)", sourceLocation: sourceLocation)
                 return
             }

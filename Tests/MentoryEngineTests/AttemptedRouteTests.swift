@@ -6,6 +6,7 @@ import MentoryStorage
 import MentoryWire
 import NIOCore
 import SwiftProtobuf
+import NIOConcurrencyHelpers
 import Synchronization
 import Testing
 
@@ -51,7 +52,7 @@ struct AttemptHandler: MentoryHandler {
 /// A mentor store whose first save through ``saveMentorState(_:)`` waits until ``release()``, and which saves
 /// without suspending whenever asked to: the contents saved, in order, either way.
 final class GatedMentorStore: MentorStateStore {
-    let saved = Mutex<[String]>([])
+    let saved = NIOLockedValueBox<[String]>([])
     let savedWithoutSuspending = Atomic<Int>(0)
     private let held = Atomic<Bool>(false)
     let holding: AsyncStream<Void>
@@ -75,12 +76,12 @@ final class GatedMentorStore: MentorStateStore {
             self.holdingContinuation.yield()
             for await _ in self.released {}
         }
-        self.saved.withLock { $0.append(state.message.content) }
+        self.saved.withLockedValue { $0.append(state.message.content) }
     }
 
     func saveMentorStateWithoutSuspending(_ state: Mentory_V1_MentorState) throws(StorageError) -> Bool {
         self.savedWithoutSuspending.add(1, ordering: .relaxed)
-        self.saved.withLock { $0.append(state.message.content) }
+        self.saved.withLockedValue { $0.append(state.message.content) }
         return true
     }
 }
@@ -194,7 +195,7 @@ struct AttemptedRouteTests {
             #expect(store.savedWithoutSuspending.load(ordering: .relaxed) == 0)
             store.release()
             #expect(await sink.next(2) == [1, 2])
-            #expect(store.saved.withLock { $0 } == ["first", "second"])
+            #expect(store.saved.withLockedValue { $0 } == ["first", "second"])
             // With the turn free, the next change is answered at once, saved without suspending.
             let third = await engine.respond(
                 to: try InboundRequest.mentorSet("third", id: 3), from: client, received: .now)
@@ -204,7 +205,7 @@ struct AttemptedRouteTests {
             }
             #expect(response.code == 0)
             #expect(store.savedWithoutSuspending.load(ordering: .relaxed) == 1)
-            #expect(store.saved.withLock { $0 } == ["first", "second", "third"])
+            #expect(store.saved.withLockedValue { $0 } == ["first", "second", "third"])
         }
     }
 

@@ -1,19 +1,19 @@
 import MentoryHandlerKit
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// What a job saw, in the order it saw it.
 private final class Sightings: Sendable {
     let events: AsyncStream<String>
     private let continuation: AsyncStream<String>.Continuation
-    let seen = Mutex<[String]>([])
+    let seen = NIOLockedValueBox<[String]>([])
 
     init() {
         (self.events, self.continuation) = AsyncStream.makeStream(of: String.self)
     }
 
     func record(_ event: String) {
-        self.seen.withLock { $0.append(event) }
+        self.seen.withLockedValue { $0.append(event) }
         self.continuation.yield(event)
     }
 
@@ -91,7 +91,7 @@ struct BackgroundJobsTests {
             gate.open()
             #expect(await sightings.next(2) == ["finished", "runner returned"])
         }
-        #expect(!sightings.seen.withLock { $0 }.contains("after the stop"))
+        #expect(!sightings.seen.withLockedValue { $0 }.contains("after the stop"))
     }
 
     @Test("a job still running at the shut-down deadline is cancelled, and the runner returns once it ended")
@@ -134,7 +134,7 @@ struct BackgroundJobsTests {
         jobs.stop()
         await jobs.run()
         // Each a child task of its own: they run in either order.
-        #expect(sightings.seen.withLock { $0 }.sorted() == ["one", "two"])
+        #expect(sightings.seen.withLockedValue { $0 }.sorted() == ["one", "two"])
     }
 
     @Test("jobs nobody runs are refused at once, with why, rather than left to wait for ever")
@@ -173,7 +173,7 @@ struct BackgroundJobsTests {
             jobs.stop()
             #expect(await sightings.next(1) == ["runner returned"])
         }
-        let seen = sightings.seen.withLock { $0 }
+        let seen = sightings.seen.withLockedValue { $0 }
         #expect(!seen.contains("cancelled fired"))
         #expect(!seen.contains("cancelled at once fired"))
     }

@@ -3,7 +3,7 @@ import MentoryHandlerKit
 import MentoryMetrics
 import MentoryWire
 import NIOPosix
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import MentoryEngine
@@ -332,19 +332,19 @@ struct EnginePartsTests {
     @Test("registration writes run one after another, in the order they were asked for, by one writer")
     func pluginHostOrdersSaves() {
         final class Writes: Sendable {
-            let order = Mutex<[Int]>([])
+            let order = NIOLockedValueBox<[Int]>([])
         }
         var host = PluginHost()
         let writes = Writes()
         var startsWriter: [Bool] = []
         for index in 1...5 {
-            startsWriter.append(host.queueRegistrationSave { writes.order.withLock { $0.append(index) } })
+            startsWriter.append(host.queueRegistrationSave { writes.order.withLockedValue { $0.append(index) } })
         }
         // The first write starts the one writing job; the rest queue behind it.
         #expect(startsWriter == [true, false, false, false, false])
         #expect(host.isSavingRegistrations)
         while let save = host.nextRegistrationSave() { save() }
-        #expect(writes.order.withLock { $0 } == [1, 2, 3, 4, 5])
+        #expect(writes.order.withLockedValue { $0 } == [1, 2, 3, 4, 5])
         #expect(!host.isSavingRegistrations)
         // The queue emptied ended the writer's turn: the next write starts another.
         #expect(host.queueRegistrationSave {})

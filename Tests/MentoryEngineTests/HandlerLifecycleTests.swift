@@ -5,7 +5,7 @@ import MentoryHandlerKit
 import MentoryWire
 import NIOPosix
 import SwiftProtobuf
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// `settings.read` answers what the handler sees of the daemon's settings; `settings.count` counts calls
@@ -22,10 +22,10 @@ enum SettingsSchema: NamespaceSchema {
 
 /// What the settings handler saw outside its calls: at open, at each reload, and the state it closed.
 final class SettingsSightings: Sendable {
-    let seen = Mutex<[String]>([])
-    let closedWithCount = Mutex<Int?>(nil)
+    let seen = NIOLockedValueBox<[String]>([])
+    let closedWithCount = NIOLockedValueBox<Int?>(nil)
 
-    func record(_ line: String) { self.seen.withLock { $0.append(line) } }
+    func record(_ line: String) { self.seen.withLockedValue { $0.append(line) } }
 }
 
 struct SettingsHandler: MentoryHandler {
@@ -64,7 +64,7 @@ struct SettingsHandler: MentoryHandler {
 
     func close(_ state: consuming State, setup: HandlerSetup) async {
         state.released = true
-        self.sightings.closedWithCount.withLock { $0 = state.calls }
+        self.sightings.closedWithCount.withLockedValue { $0 = state.calls }
         self.sightings.record("close " + Self.describe(setup.settings))
     }
 }
@@ -116,10 +116,10 @@ struct HandlerLifecycleTests {
 
         await engine.closeHandlers()
         #expect(
-            sightings.seen.withLock { $0 } == [
+            sightings.seen.withLockedValue { $0 } == [
                 "open " + described, "reload " + SettingsHandler.describe(reloaded),
                 "close " + SettingsHandler.describe(reloaded),
             ])
-        #expect(sightings.closedWithCount.withLock { $0 } == 2, "close got the state as the calls left it")
+        #expect(sightings.closedWithCount.withLockedValue { $0 } == 2, "close got the state as the calls left it")
     }
 }

@@ -4,6 +4,7 @@ import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
 import SwiftProtobuf
+import NIOConcurrencyHelpers
 import Synchronization
 import Testing
 
@@ -13,18 +14,18 @@ final class PluginSink: EventSink {
     let calls: AsyncStream<Mentory_V1_PluginCall>
     private let continuation: AsyncStream<Mentory_V1_PluginCall>.Continuation
     /// Every call forwarded so far, for a test that must not wait for one that may never come.
-    private let forwarded = Mutex<[Mentory_V1_PluginCall]>([])
+    private let forwarded = NIOLockedValueBox<[Mentory_V1_PluginCall]>([])
 
     init() {
         (self.calls, self.continuation) = AsyncStream.makeStream(of: Mentory_V1_PluginCall.self)
     }
 
     /// Why the engine closed this connection, if it did.
-    var closedBecause: MentoryError? { self.closed.withLock { $0 } }
-    private let closed = Mutex<MentoryError?>(nil)
+    var closedBecause: MentoryError? { self.closed.withLockedValue { $0 } }
+    private let closed = NIOLockedValueBox<MentoryError?>(nil)
 
     func close(because error: MentoryError) {
-        self.closed.withLock { $0 = error }
+        self.closed.withLockedValue { $0 = error }
     }
 
     /// Responses of suspended requests are read from their task (`MentoryEngine.respond(to:from:)`).
@@ -34,13 +35,13 @@ final class PluginSink: EventSink {
 
     func deliver(pluginCall: Mentory_V1_PluginCall) -> Bool {
         guard self.accepting.load(ordering: .relaxed) else { return false }
-        self.forwarded.withLock { $0.append(pluginCall) }
+        self.forwarded.withLockedValue { $0.append(pluginCall) }
         self.continuation.yield(pluginCall)
         return true
     }
 
     /// The calls forwarded so far, without waiting.
-    var forwardedSoFar: [Mentory_V1_PluginCall] { self.forwarded.withLock { $0 } }
+    var forwardedSoFar: [Mentory_V1_PluginCall] { self.forwarded.withLockedValue { $0 } }
 
     /// The next call forwarded to the plugin; `nil` when none comes within 120 s, so that a call never forwarded
     /// fails the test rather than hanging the suite.

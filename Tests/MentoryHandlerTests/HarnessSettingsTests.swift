@@ -2,7 +2,7 @@ import MentoryHandlerKit
 import MentoryHandlerTesting
 import MentoryWire
 import SwiftProtobuf
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// `limits.frame` answers the frame limit the handler sees.
@@ -17,7 +17,7 @@ private enum LimitsSchema: NamespaceSchema {
 
 /// What `close` was handed: the count of calls in the state.
 private final class ClosedWith: Sendable {
-    let calls = Mutex<Int?>(nil)
+    let calls = NIOLockedValueBox<Int?>(nil)
 }
 
 /// Counts its calls in its state; `close` reports the count it was handed.
@@ -40,7 +40,7 @@ private struct LimitsHandler: MentoryHandler {
 
     func close(_ state: consuming State, setup: HandlerSetup) async {
         let calls = state.calls
-        self.closedWith.calls.withLock { $0 = calls }
+        self.closedWith.calls.withLockedValue { $0 = calls }
     }
 }
 
@@ -55,6 +55,6 @@ struct HarnessSettingsTests {
         try await harness.reload(config: [:], settings: GlobalSettings(maxFrameLength: 400_000))
         #expect(try await harness.call(LimitsSchema.frame, Mentory_V1_Empty()).value == 400_000)
         await harness.close()
-        #expect(handler.closedWith.calls.withLock { $0 } == 2)
+        #expect(handler.closedWith.calls.withLockedValue { $0 } == 2)
     }
 }

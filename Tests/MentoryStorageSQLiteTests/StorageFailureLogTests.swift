@@ -2,17 +2,17 @@ import Foundation
 import Logging
 import MentoryStorage
 import MentoryStorageSQLite
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// The lines a logger was given, for tests.
 final class CapturedLog: Sendable {
-    private let entries = Mutex<[(level: Logger.Level, message: String)]>([])
+    private let entries = NIOLockedValueBox<[(level: Logger.Level, message: String)]>([])
 
-    var all: [(level: Logger.Level, message: String)] { self.entries.withLock { $0 } }
+    var all: [(level: Logger.Level, message: String)] { self.entries.withLockedValue { $0 } }
 
     func append(_ level: Logger.Level, _ message: String) {
-        self.entries.withLock { $0.append((level, message)) }
+        self.entries.withLockedValue { $0.append((level, message)) }
     }
 
     /// A logger writing here.
