@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <stdlib.h>
 #include <sys/socket.h>
 #include "mentory_shims.h"
 
@@ -28,13 +29,19 @@ int mentory_malloc_trim(void) {
 #endif
 }
 
-int mentory_malloc_limit_arenas(int count) {
+static int malloc_arena_limit = 0;
+
+// Runs as the process loads, before main and any thread: see mentory_malloc_arena_limit.
+__attribute__((constructor)) static void mentory_limit_malloc_arenas(void) {
 #ifdef __GLIBC__
-    return mallopt(M_ARENA_MAX, count);
-#else
-    (void)count;
-    return -1;
+    if (getenv("MALLOC_ARENA_MAX") == NULL && mallopt(M_ARENA_MAX, MENTORY_MALLOC_ARENA_LIMIT) == 1) {
+        malloc_arena_limit = MENTORY_MALLOC_ARENA_LIMIT;
+    }
 #endif
+}
+
+int mentory_malloc_arena_limit(void) {
+    return malloc_arena_limit;
 }
 
 int mentory_accept(int listener) {

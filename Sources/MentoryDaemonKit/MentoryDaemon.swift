@@ -1,6 +1,5 @@
 import ArgumentParser
 import MentoryHandlerKit
-import MentoryServer
 
 /// Builds a mentoryd: the built-in handlers plus your own, with mentoryd's command line,
 /// configuration, systemd integration and lifecycle.
@@ -24,8 +23,6 @@ public enum MentoryDaemon {
     ///
     /// - Parameter extraHandlers: Handlers served besides the built-in ones, each under its own namespace.
     public static func main(adding extraHandlers: [any MentoryHandler] = []) async -> Never {
-        // Before the daemon starts its threads: each keeps the arena it was given.
-        ProcessMemory.limitArenas()
         do {
             if let options = MentorydCommand.plain(Array(CommandLine.arguments.dropFirst())) {
                 try await MentorydCommand.run(options, adding: extraHandlers)

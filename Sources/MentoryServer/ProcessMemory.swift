@@ -14,20 +14,20 @@ import CMentoryShims
 /// (docs/BENCHMARKS.md).
 package enum ProcessMemory {
     /// How many malloc arenas mentoryd lets glibc keep, unless `MALLOC_ARENA_MAX` is set in its environment.
-    package static let defaultArenaLimit = 2
+    package static let defaultArenaLimit = Int(MENTORY_MALLOC_ARENA_LIMIT)
 
     /// The environment variable glibc reads for its arena limit; when it is set, mentoryd leaves the limit to it.
     package static let arenaLimitVariable = "MALLOC_ARENA_MAX"
 
-    /// Caps glibc's malloc arenas at ``defaultArenaLimit``, unless ``arenaLimitVariable`` is set in the environment.
+    /// The arena limit set as the process started; `nil` if the environment sets it, or the C library has no such
+    /// limit.
     ///
-    /// Call it first thing, before the process starts its threads: a thread that has an arena keeps it.
-    ///
-    /// - Returns: The limit this call set; `nil` if the environment sets it, or the C library has no such limit.
-    @discardableResult
-    package static func limitArenas() -> Int? {
-        guard getenv(Self.arenaLimitVariable) == nil else { return nil }
-        return mentory_malloc_limit_arenas(Int32(Self.defaultArenaLimit)) == 1 ? Self.defaultArenaLimit : nil
+    /// `CMentoryShims` sets it in a constructor, before `main` and any thread: a thread that has an arena keeps it,
+    /// and the Swift runtime may start threads before `main`'s first statement runs. Set from `main`, the limit
+    /// was too late about one start in ten, and such a daemon kept an arena more.
+    package static var arenaLimit: Int? {
+        let limit = mentory_malloc_arena_limit()
+        return limit > 0 ? Int(limit) : nil
     }
 
     /// Returns the free pages of every arena to the system (glibc's `malloc_trim(0)`).

@@ -30,9 +30,15 @@ int mentory_so_peergroups(void);
 /// Returns 1 if memory was released, 0 if not, and -1 where the C library has no such call.
 int mentory_malloc_trim(void);
 
-/// Caps how many arenas the C allocator creates for the process's threads (glibc's `M_ARENA_MAX`).
-/// Returns 1 on success, 0 if the C library refused, and -1 where it has no such setting.
-int mentory_malloc_limit_arenas(int count);
+/// How many malloc arenas (glibc's `M_ARENA_MAX`) a process linking this library lets glibc keep, unless
+/// `MALLOC_ARENA_MAX` is set in its environment.
+#define MENTORY_MALLOC_ARENA_LIMIT 2
+
+/// The arena limit this library set as the process started, or 0 if it set none (`MALLOC_ARENA_MAX` is set, or
+/// the C library has no such setting or refused it). A constructor sets it, before `main` and so before any
+/// thread exists: a thread that has an arena keeps it, and the Swift runtime may start threads before `main`'s
+/// first statement runs.
+int mentory_malloc_arena_limit(void);
 
 /// accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC, the peer's address not asked for: the new descriptor, or -1 with
 /// errno (EAGAIN when none is waiting).
