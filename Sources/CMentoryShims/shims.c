@@ -34,7 +34,7 @@ static int malloc_arena_limit = 0;
 // Runs as the process loads, before main and any thread: see mentory_malloc_arena_limit.
 __attribute__((constructor)) static void mentory_limit_malloc_arenas(void) {
 #ifdef __GLIBC__
-    if (getenv("MALLOC_ARENA_MAX") == NULL && mallopt(M_ARENA_MAX, MENTORY_MALLOC_ARENA_LIMIT) == 1) {
+    if (getenv(MENTORY_MALLOC_ARENA_LIMIT_VARIABLE) == NULL && mallopt(M_ARENA_MAX, MENTORY_MALLOC_ARENA_LIMIT) == 1) {
         malloc_arena_limit = MENTORY_MALLOC_ARENA_LIMIT;
     }
 #endif

@@ -7,10 +7,10 @@ import MentoryMentor
 import MentoryReachability
 import MentoryStorage
 import MentoryWire
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SwiftProtobuf
-import NIOConcurrencyHelpers
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

@@ -17,7 +17,7 @@ package enum ProcessMemory {
     package static let defaultArenaLimit = Int(MENTORY_MALLOC_ARENA_LIMIT)
 
     /// The environment variable glibc reads for its arena limit; when it is set, mentoryd leaves the limit to it.
-    package static let arenaLimitVariable = "MALLOC_ARENA_MAX"
+    package static let arenaLimitVariable = MENTORY_MALLOC_ARENA_LIMIT_VARIABLE
 
     /// The arena limit set as the process started; `nil` if the environment sets it, or the C library has no such
     /// limit.

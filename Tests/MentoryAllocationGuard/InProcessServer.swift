@@ -3,11 +3,11 @@ import Logging
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryReachability
+import MentoryServer
 import MentoryWire
 import MentoryWireFixtures
 import NIOCore
 import NIOEmbedded
-import MentoryServer
 import SwiftProtobuf
 
 /// A namespace for the fan-out measurement: one method that publishes one small event.

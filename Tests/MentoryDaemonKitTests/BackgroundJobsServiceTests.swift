@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import MentoryHandlerKit
 import MentoryWire
-import ServiceLifecycle
 import NIOConcurrencyHelpers
+import ServiceLifecycle
 import Testing
 
 @testable import MentoryDaemonKit

@@ -4,9 +4,9 @@ import MentoryHandlerKit
 import MentoryMentor
 import MentoryStorage
 import MentoryWire
+import NIOConcurrencyHelpers
 import NIOCore
 import SwiftProtobuf
-import NIOConcurrencyHelpers
 import Synchronization
 import Testing
 

@@ -2,8 +2,8 @@ import Foundation
 import MentoryHandlerKit
 import MentoryMetrics
 import MentoryWire
-import NIOPosix
 import NIOConcurrencyHelpers
+import NIOPosix
 import Testing
 
 @testable import MentoryEngine

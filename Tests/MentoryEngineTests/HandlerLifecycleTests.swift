@@ -3,9 +3,9 @@ import Logging
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
+import NIOConcurrencyHelpers
 import NIOPosix
 import SwiftProtobuf
-import NIOConcurrencyHelpers
 import Testing
 
 /// `settings.read` answers what the handler sees of the daemon's settings; `settings.count` counts calls

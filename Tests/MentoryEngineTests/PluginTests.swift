@@ -3,8 +3,8 @@ import MentoryDomain
 import MentoryEngine
 import MentoryHandlerKit
 import MentoryWire
-import SwiftProtobuf
 import NIOConcurrencyHelpers
+import SwiftProtobuf
 import Synchronization
 import Testing
 

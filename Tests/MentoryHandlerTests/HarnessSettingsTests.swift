@@ -1,8 +1,8 @@
 import MentoryHandlerKit
 import MentoryHandlerTesting
 import MentoryWire
-import SwiftProtobuf
 import NIOConcurrencyHelpers
+import SwiftProtobuf
 import Testing
 
 /// `limits.frame` answers the frame limit the handler sees.

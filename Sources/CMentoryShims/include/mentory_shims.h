@@ -34,6 +34,9 @@ int mentory_malloc_trim(void);
 /// `MALLOC_ARENA_MAX` is set in its environment.
 #define MENTORY_MALLOC_ARENA_LIMIT 2
 
+/// The environment variable glibc reads for its arena limit; when it is set, the limit is left to it.
+#define MENTORY_MALLOC_ARENA_LIMIT_VARIABLE "MALLOC_ARENA_MAX"
+
 /// The arena limit this library set as the process started, or 0 if it set none (`MALLOC_ARENA_MAX` is set, or
 /// the C library has no such setting or refused it). A constructor sets it, before `main` and so before any
 /// thread exists: a thread that has an arena keeps it, and the Swift runtime may start threads before `main`'s
